@@ -1,0 +1,56 @@
+import Foundation
+import Logging
+
+/// Consumes one queue over its own connection and hands out deliveries as an AsyncSequence.
+///
+/// The broker sends at most `prefetch` unacknowledged deliveries, which bounds memory. After a
+/// reconnect the consumer resumes on the new connection and the same sequence goes on; messages
+/// that were unacknowledged on the old one come again with `redelivered` set, and settling their
+/// old deliveries throws ``AMQPError/Kind-swift.enum/staleDelivery``.
+public final class AMQPConsumer: AsyncSequence, Sendable {
+    public typealias Element = AMQPDelivery
+    public typealias AsyncIterator = AsyncThrowingStream<AMQPDelivery, Error>.AsyncIterator
+
+    private let driver: ConnectionDriver
+    private let stream: AsyncThrowingStream<AMQPDelivery, Error>
+
+    private init(driver: ConnectionDriver, stream: AsyncThrowingStream<AMQPDelivery, Error>) {
+        self.driver = driver
+        self.stream = stream
+    }
+
+    /// Connects, declares `configuration.topology`, sets the prefetch and starts consuming `queue`.
+    public static func connect(
+        _ configuration: AMQPConfiguration,
+        queue: String,
+        prefetch: UInt16 = 100,
+        consumerTag: String? = nil,
+        arguments: AMQPTable = [:],
+        logger: Logger = Logger(label: "pushworker.amqp")
+    ) async throws -> AMQPConsumer {
+        let (stream, continuation) = AsyncThrowingStream<AMQPDelivery, Error>.makeStream()
+        let specification = ConsumeSpecification(
+            queue: queue, prefetch: prefetch,
+            consumerTag: consumerTag ?? "pushworker-\(UUID().uuidString.lowercased())", arguments: arguments)
+        let driver = ConnectionDriver(
+            configuration: configuration, confirms: false, consume: specification, deliveries: continuation, logger: logger)
+        try await driver.start()
+        return AMQPConsumer(driver: driver, stream: stream)
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        stream.makeAsyncIterator()
+    }
+
+    /// Carries out settlements already requested, then closes the connection; the broker requeues
+    /// whatever is still unacknowledged, and the delivery sequence ends.
+    public func close() async {
+        await withCheckedContinuation { continuation in
+            driver.post(.shutdown(continuation))
+        }
+    }
+
+    deinit {
+        driver.post(.shutdown(nil))
+    }
+}

@@ -1,0 +1,42 @@
+/// A message delivered to a consumer. Settle it exactly once with `ack`, `nack` or `reject`;
+/// until then the broker holds it for this consumer (and counts it against the prefetch).
+public struct AMQPDelivery: Sendable {
+    public let body: [UInt8]
+    public let properties: AMQPProperties
+    public let exchange: String
+    public let routingKey: String
+    public let deliveryTag: UInt64
+    /// The broker delivered this message before, to this or another consumer, without an ack.
+    public let redelivered: Bool
+    public let consumerTag: String
+    let generation: UInt64
+    let driver: ConnectionDriver
+
+    /// Confirms the message was handled; the broker forgets it.
+    public func ack(multiple: Bool = false) async throws {
+        try await settle(.ack(multiple: multiple))
+    }
+
+    /// Gives the message back: to the queue when `requeue` is true, else to the queue's
+    /// dead-letter exchange (or dropped when it has none).
+    public func nack(requeue: Bool, multiple: Bool = false) async throws {
+        try await settle(.nack(multiple: multiple, requeue: requeue))
+    }
+
+    /// Like `nack` for this one message.
+    public func reject(requeue: Bool) async throws {
+        try await settle(.reject(requeue: requeue))
+    }
+
+    private func settle(_ settlement: DriverCommand.Settlement) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            driver.post(.settle(settlement, generation: generation, deliveryTag: deliveryTag, continuation: continuation))
+        }
+    }
+
+    /// The entries of RabbitMQ's `x-death` header, newest first: one per queue and reason that
+    /// dead-lettered this message, each with a `count`.
+    public var deaths: [AMQPTable] {
+        properties.headers?["x-death"]?.arrayValue?.compactMap(\.tableValue) ?? []
+    }
+}

@@ -1,0 +1,60 @@
+/// An error from the AMQP layer, carrying librabbitmq's message and, when the broker closed the
+/// channel or connection, the broker's reply code and text.
+public struct AMQPError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        /// The URL or configuration is malformed; nothing was attempted.
+        case invalidConfiguration
+        /// TCP connect, name resolution or the AMQP handshake failed.
+        case connectionFailed
+        /// The broker refused the credentials or the vhost.
+        case accessRefused
+        /// The TLS handshake or certificate verification failed.
+        case tls
+        /// A connect, handshake or RPC did not finish within its timeout.
+        case timeout
+        /// The connection died while the operation was in flight; it is safe to try again.
+        case connectionLost
+        /// The broker closed the channel or connection (see `replyCode`, `replyText`).
+        case brokerClosed
+        /// The broker refused a publish (basic.nack).
+        case nacked
+        /// The broker returned a mandatory publish that no queue took.
+        case returned
+        /// The delivery came from a connection that has since been replaced; its tag means nothing
+        /// on the new one, and the broker will redeliver the message.
+        case staleDelivery
+        /// The broker cancelled the consumer (queue deleted, for instance).
+        case consumerCancelled
+        /// The publisher or consumer was closed.
+        case closed
+        /// Anything else librabbitmq reported.
+        case library
+    }
+
+    public let kind: Kind
+    public let message: String
+    public let replyCode: UInt16?
+    public let replyText: String?
+
+    public init(_ kind: Kind, _ message: String, replyCode: UInt16? = nil, replyText: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.replyCode = replyCode
+        self.replyText = replyText
+    }
+
+    /// Whether publishing or acknowledging again, once reconnected, can succeed.
+    public var isRetryable: Bool {
+        switch kind {
+        case .connectionLost, .timeout, .connectionFailed, .brokerClosed, .staleDelivery: true
+        default: false
+        }
+    }
+
+    public var description: String {
+        if let replyCode, let replyText {
+            return "\(message) (broker reply \(replyCode): \(replyText))"
+        }
+        return message
+    }
+}

@@ -1,0 +1,44 @@
+import Logging
+
+/// Publishes with publisher confirms over its own connection. Many publishes may be in flight
+/// at once from any number of tasks; each `publish` returns when the broker has taken
+/// responsibility for that message.
+///
+/// The connection reconnects by itself. A publish that was on the wire when the connection died
+/// throws a retryable ``AMQPError`` (`isRetryable`), because the broker may or may not have it;
+/// publishes not yet sent wait for the new connection.
+public final class AMQPPublisher: Sendable {
+    private let driver: ConnectionDriver
+
+    private init(driver: ConnectionDriver) {
+        self.driver = driver
+    }
+
+    /// Connects, declares `configuration.topology` and enables confirms; throws when the broker
+    /// cannot be reached, refuses the login, or rejects a declaration.
+    public static func connect(_ configuration: AMQPConfiguration, logger: Logger = Logger(label: "pushworker.amqp")) async throws -> AMQPPublisher {
+        let driver = ConnectionDriver(configuration: configuration, confirms: true, consume: nil, deliveries: nil, logger: logger)
+        try await driver.start()
+        return AMQPPublisher(driver: driver)
+    }
+
+    /// Publishes and waits for the broker's confirm. Throws on basic.nack, on the return of a
+    /// mandatory message, and (retryably) when the connection drops before the confirm.
+    public func publish(_ message: AMQPMessage) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            driver.post(.publish(PendingPublish(message: message, continuation: continuation)))
+        }
+    }
+
+    /// Waits for outstanding confirms (bounded by the RPC timeout), then closes the connection.
+    public func close() async {
+        await withCheckedContinuation { continuation in
+            driver.post(.shutdown(continuation))
+        }
+    }
+
+    deinit {
+        // Without an explicit close the thread would otherwise keep the connection open forever.
+        driver.post(.shutdown(nil))
+    }
+}

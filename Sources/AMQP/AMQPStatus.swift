@@ -1,0 +1,37 @@
+import CRabbitMQ
+import Foundation
+
+/// librabbitmq's status codes, turned into errors of the right kind with the library's words.
+enum AMQPStatus {
+    static func text(_ status: Int32) -> String {
+        String(cString: amqp_error_string2(status))
+    }
+
+    static func error(_ status: Int32, during context: String, default kind: AMQPError.Kind, timeout: Duration? = nil) -> AMQPError {
+        // Socket failures leave the cause in errno (connection refused, unreachable…), which says
+        // more to an operator than librabbitmq's generic "a socket error occurred".
+        let cause = errno
+        var detail = text(status)
+        switch status {
+        case AMQP_STATUS_SOCKET_ERROR.rawValue, AMQP_STATUS_TCP_ERROR.rawValue:
+            if cause != 0 { detail += " (\(String(cString: strerror(cause))))" }
+        default:
+            break
+        }
+        let resolved: AMQPError.Kind
+        switch status {
+        case AMQP_STATUS_TIMEOUT.rawValue:
+            resolved = .timeout
+            if let timeout { detail += " after \(timeout.milliseconds) ms" }
+        case AMQP_STATUS_SSL_ERROR.rawValue, AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED.rawValue,
+            AMQP_STATUS_SSL_PEER_VERIFY_FAILED.rawValue, AMQP_STATUS_SSL_CONNECTION_FAILED.rawValue:
+            resolved = .tls
+        case AMQP_STATUS_HEARTBEAT_TIMEOUT.rawValue, AMQP_STATUS_CONNECTION_CLOSED.rawValue,
+            AMQP_STATUS_SOCKET_CLOSED.rawValue:
+            resolved = kind == .connectionFailed ? .connectionFailed : .connectionLost
+        default:
+            resolved = kind
+        }
+        return AMQPError(resolved, "\(context): \(detail)")
+    }
+}

@@ -1,0 +1,458 @@
+import CRabbitMQ
+import Foundation
+import Logging
+
+/// Owns one AMQP connection and the thread that drives it: connects, declares the topology,
+/// publishes with confirms, consumes, settles deliveries, services heartbeats, and reconnects
+/// with backoff when the connection dies.
+///
+/// Every member below the mailbox is touched by the I/O thread only; other tasks reach the
+/// thread through `Mailbox`. That is what makes the `@unchecked Sendable` sound.
+final class ConnectionDriver: @unchecked Sendable {
+    let configuration: AMQPConfiguration
+    let confirms: Bool
+    let consume: ConsumeSpecification?
+    private let deliveries: AsyncThrowingStream<AMQPDelivery, Error>.Continuation?
+    private let logger: Logger
+    let mailbox = Mailbox()
+
+    // I/O thread only.
+    private var handle: ConnectionHandle?
+    private var generation: UInt64 = 0
+    private var nextDeliveryTag: UInt64 = 1
+    private var lowestUnconfirmed: UInt64 = 1
+    private var unconfirmed: [UInt64: PendingPublish] = [:]
+    private var waiting = PublishQueue()
+    private var shutdownRequested = false
+    private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+    private var consumerCancelled = false
+    private var reconnectAttempt = 0
+
+    init(
+        configuration: AMQPConfiguration, confirms: Bool, consume: ConsumeSpecification?,
+        deliveries: AsyncThrowingStream<AMQPDelivery, Error>.Continuation?, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.confirms = confirms
+        self.consume = consume
+        self.deliveries = deliveries
+        var logger = logger
+        logger[metadataKey: "amqp"] = "\(configuration.redactedURL)"
+        self.logger = logger
+    }
+
+    /// Starts the I/O thread and returns once the first connection is up and the topology is
+    /// declared, or throws the reason it could not be: a misconfigured worker should fail at
+    /// start-up, not retry forever in silence.
+    func start() async throws {
+        try await withCheckedThrowingContinuation { (startup: CheckedContinuation<Void, Error>) in
+            let thread = Thread { [self] in self.run(startup: startup) }
+            thread.name = "amqp-io"
+            thread.start()
+        }
+    }
+
+    func post(_ command: DriverCommand) {
+        guard mailbox.post(command) else {
+            Self.refuse(command)
+            return
+        }
+    }
+
+    private static func refuse(_ command: DriverCommand) {
+        let closed = AMQPError(.closed, "the AMQP connection has been closed")
+        switch command {
+        case .publish(let pending): pending.fail(closed)
+        case .settle(_, _, _, let continuation): continuation.resume(throwing: closed)
+        case .shutdown(let continuation): continuation?.resume()
+        }
+    }
+
+    // MARK: - The I/O thread
+
+    private func run(startup: CheckedContinuation<Void, Error>) {
+        var startup: CheckedContinuation<Void, Error>? = startup
+        while !shutdownRequested {
+            if handle == nil {
+                do {
+                    try connect()
+                    startup?.resume()
+                    startup = nil
+                } catch let error as AMQPError {
+                    if let first = startup {
+                        first.resume(throwing: error)
+                        finish(error)
+                        return
+                    }
+                    logger.warning("AMQP reconnect failed", metadata: ["error": "\(error)"])
+                    backoff()
+                    continue
+                } catch {
+                    preconditionFailure("unexpected error \(error)")
+                }
+            }
+            do {
+                try serviceOnce()
+            } catch let error as AMQPError {
+                connectionLost(error)
+            } catch {
+                preconditionFailure("unexpected error \(error)")
+            }
+        }
+        drainBeforeClose()
+        finish(AMQPError(.closed, "the AMQP connection has been closed"))
+    }
+
+    private func connect() throws {
+        let handle = try ConnectionHandle.open(configuration)
+        try declare(configuration.topology, on: handle)
+        if confirms {
+            amqp_confirm_select(handle.state, ConnectionHandle.channel)
+            try handle.check(amqp_get_rpc_reply(handle.state), during: "enabling publisher confirms", timeout: configuration.rpcTimeout)
+        }
+        if let consume, !consumerCancelled {
+            amqp_basic_qos(handle.state, ConnectionHandle.channel, 0, consume.prefetch, 0)
+            try handle.check(amqp_get_rpc_reply(handle.state), during: "setting prefetch \(consume.prefetch)", timeout: configuration.rpcTimeout)
+            CArena.with { arena in
+                _ = amqp_basic_consume(
+                    handle.state, ConnectionHandle.channel, arena.bytes(consume.queue), arena.bytes(consume.consumerTag),
+                    0, 0, 0, arena.table(consume.arguments))
+            }
+            try handle.check(amqp_get_rpc_reply(handle.state), during: "consuming from queue '\(consume.queue)'", timeout: configuration.rpcTimeout)
+        }
+        self.handle = handle
+        generation += 1
+        nextDeliveryTag = 1
+        lowestUnconfirmed = 1
+        if reconnectAttempt > 0 {
+            logger.notice("AMQP connection re-established", metadata: ["attempts": "\(reconnectAttempt)"])
+        }
+        reconnectAttempt = 0
+    }
+
+    private func declare(_ topology: AMQPTopology, on handle: ConnectionHandle) throws {
+        let state = handle.state
+        let channel = ConnectionHandle.channel
+        for exchange in topology.exchanges {
+            CArena.with { arena in
+                _ = amqp_exchange_declare(
+                    state, channel, arena.bytes(exchange.name), arena.bytes(exchange.type), 0,
+                    exchange.durable ? 1 : 0, exchange.autoDelete ? 1 : 0, exchange.isInternal ? 1 : 0,
+                    arena.table(exchange.arguments))
+            }
+            try handle.check(amqp_get_rpc_reply(state), during: "declaring exchange '\(exchange.name)'", timeout: configuration.rpcTimeout)
+        }
+        for queue in topology.queues {
+            CArena.with { arena in
+                _ = amqp_queue_declare(
+                    state, channel, arena.bytes(queue.name), 0, queue.durable ? 1 : 0, queue.exclusive ? 1 : 0,
+                    queue.autoDelete ? 1 : 0, arena.table(queue.arguments))
+            }
+            try handle.check(amqp_get_rpc_reply(state), during: "declaring queue '\(queue.name)'", timeout: configuration.rpcTimeout)
+        }
+        for binding in topology.bindings {
+            CArena.with { arena in
+                _ = amqp_queue_bind(
+                    state, channel, arena.bytes(binding.queue), arena.bytes(binding.exchange),
+                    arena.bytes(binding.routingKey), arena.table(binding.arguments))
+            }
+            try handle.check(
+                amqp_get_rpc_reply(state),
+                during: "binding queue '\(binding.queue)' to exchange '\(binding.exchange)' with key '\(binding.routingKey)'",
+                timeout: configuration.rpcTimeout)
+        }
+    }
+
+    /// One turn of the loop: carry out queued commands, send what the confirm window allows,
+    /// wait for input or a wake-up, then read every frame that is ready.
+    private func serviceOnce() throws {
+        guard let handle else { return }
+        for command in mailbox.take() {
+            try execute(command, on: handle)
+        }
+        try sendWaiting(on: handle)
+        if !handle.hasBufferedInput && mailbox.isEmpty && !shutdownRequested {
+            wait(for: handle.socketDescriptor, milliseconds: pollInterval)
+        }
+        try readFrames(on: handle, budget: 4096)
+        amqp_maybe_release_buffers(handle.state)
+    }
+
+    /// Short enough that librabbitmq sends heartbeats in time (they go out only inside its calls).
+    private var pollInterval: Int32 {
+        let heartbeat = configuration.heartbeat.milliseconds
+        return Int32(heartbeat > 0 ? min(250, max(heartbeat / 4, 10)) : 250)
+    }
+
+    private func execute(_ command: DriverCommand, on handle: ConnectionHandle) throws {
+        switch command {
+        case .publish(let pending):
+            waiting.append(pending)
+        case .settle(let settlement, let deliveryGeneration, let tag, let continuation):
+            guard deliveryGeneration == generation else {
+                continuation.resume(throwing: AMQPError(
+                    .staleDelivery,
+                    "delivery \(tag) came from an earlier connection; the broker has requeued it and will deliver it again"))
+                return
+            }
+            let status: Int32
+            switch settlement {
+            case .ack(let multiple):
+                status = amqp_basic_ack(handle.state, ConnectionHandle.channel, tag, multiple ? 1 : 0)
+            case .nack(let multiple, let requeue):
+                status = amqp_basic_nack(handle.state, ConnectionHandle.channel, tag, multiple ? 1 : 0, requeue ? 1 : 0)
+            case .reject(let requeue):
+                status = amqp_basic_reject(handle.state, ConnectionHandle.channel, tag, requeue ? 1 : 0)
+            }
+            guard status == AMQP_STATUS_OK.rawValue else {
+                let error = AMQPStatus.error(status, during: "settling delivery \(tag)", default: .connectionLost)
+                continuation.resume(throwing: error)
+                throw error
+            }
+            continuation.resume()
+        case .shutdown(let continuation):
+            requestShutdown(continuation)
+        }
+    }
+
+    private func sendWaiting(on handle: ConnectionHandle) throws {
+        while unconfirmed.count < configuration.maxUnconfirmedPublishes, let pending = waiting.popFirst() {
+            let status = Self.publish(pending.message, on: handle)
+            switch status {
+            case AMQP_STATUS_OK.rawValue:
+                if confirms {
+                    unconfirmed[nextDeliveryTag] = pending
+                    nextDeliveryTag += 1
+                } else {
+                    pending.succeed()
+                }
+            case AMQP_STATUS_TABLE_TOO_BIG.rawValue, AMQP_STATUS_INVALID_PARAMETER.rawValue, AMQP_STATUS_BAD_AMQP_DATA.rawValue:
+                // Refused while encoding, before anything was written: only this message is bad.
+                pending.fail(AMQPStatus.error(status, during: "encoding a message for exchange '\(pending.message.exchange)'", default: .library))
+            default:
+                let error = AMQPStatus.error(status, during: "publishing", default: .connectionLost)
+                pending.fail(AMQPError(.connectionLost, "\(error.message); the message may not have reached the broker, publish it again"))
+                throw error
+            }
+        }
+    }
+
+    private static func publish(_ message: AMQPMessage, on handle: ConnectionHandle) -> Int32 {
+        CArena.with { arena in
+            var properties = arena.properties(message.properties)
+            return message.body.withUnsafeBytes { body in
+                amqp_basic_publish(
+                    handle.state, ConnectionHandle.channel, arena.bytes(message.exchange), arena.bytes(message.routingKey),
+                    message.mandatory ? 1 : 0, 0, &properties,
+                    amqp_bytes_t(len: body.count, bytes: UnsafeMutableRawPointer(mutating: body.baseAddress)))
+            }
+        }
+    }
+
+    private func wait(for socket: Int32, milliseconds: Int32) {
+        var fds = [
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: mailbox.wakeDescriptor, events: Int16(POLLIN), revents: 0),
+        ]
+        let ready = poll(&fds, 2, milliseconds)
+        if ready > 0 && fds[1].revents != 0 {
+            mailbox.drainWake()
+        }
+    }
+
+    private func readFrames(on handle: ConnectionHandle, budget: Int) throws {
+        var noWait = timeval(tv_sec: 0, tv_usec: 0)
+        for _ in 0..<budget {
+            var frame = amqp_frame_t()
+            let status = amqp_simple_wait_frame_noblock(handle.state, &frame, &noWait)
+            if status == AMQP_STATUS_TIMEOUT.rawValue { return }
+            guard status == AMQP_STATUS_OK.rawValue else {
+                handle.markBroken()
+                throw AMQPStatus.error(status, during: "reading from the broker", default: .connectionLost)
+            }
+            guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { continue }
+            try handleMethod(frame.payload.method, on: handle)
+        }
+    }
+
+    private func handleMethod(_ method: amqp_method_t, on handle: ConnectionHandle) throws {
+        switch method.id {
+        case PW_BASIC_DELIVER:
+            let deliver = method.decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
+            let tag = deliver.delivery_tag
+            let redelivered = deliver.redelivered != 0
+            let exchange = CDecoding.string(deliver.exchange)
+            let routingKey = CDecoding.string(deliver.routing_key)
+            let consumerTag = CDecoding.string(deliver.consumer_tag)
+            let (properties, body) = try readContent(on: handle, during: "reading delivery \(tag)")
+            deliveries?.yield(AMQPDelivery(
+                body: body, properties: properties, exchange: exchange, routingKey: routingKey, deliveryTag: tag,
+                redelivered: redelivered, consumerTag: consumerTag, generation: generation, driver: self))
+        case PW_BASIC_ACK:
+            let ack = method.decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
+            confirm(upTo: ack.delivery_tag, multiple: ack.multiple != 0, acknowledged: true)
+        case PW_BASIC_NACK:
+            let nack = method.decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
+            confirm(upTo: nack.delivery_tag, multiple: nack.multiple != 0, acknowledged: false)
+        case PW_BASIC_RETURN:
+            let ret = method.decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
+            let code = ret.reply_code
+            let text = CDecoding.string(ret.reply_text)
+            let exchange = CDecoding.string(ret.exchange)
+            let routingKey = CDecoding.string(ret.routing_key)
+            let (properties, _) = try readContent(on: handle, during: "reading a returned message")
+            markReturned(exchange: exchange, routingKey: routingKey, messageID: properties.messageID, code: code, text: text)
+        case PW_BASIC_CANCEL:
+            consumerCancelled = true
+            logger.error("the broker cancelled the consumer", metadata: ["queue": "\(consume?.queue ?? "")"])
+            deliveries?.finish(throwing: AMQPError(
+                .consumerCancelled, "the broker cancelled the consumer on queue '\(consume?.queue ?? "")' (was it deleted?)"))
+        case PW_CHANNEL_CLOSE, PW_CONNECTION_CLOSE:
+            throw handle.serverClose(id: method.id, decoded: method.decoded, during: "while connected")
+        case PW_CONNECTION_BLOCKED:
+            logger.warning("the broker blocked publishing (resource alarm); publishes wait until it unblocks")
+        case PW_CONNECTION_UNBLOCKED:
+            logger.notice("the broker unblocked publishing")
+        default:
+            logger.debug("ignoring AMQP method", metadata: ["method": "0x\(String(method.id, radix: 16))"])
+        }
+    }
+
+    /// Reads the header and body frames that follow a basic.deliver or basic.return.
+    private func readContent(on handle: ConnectionHandle, during context: String) throws -> (AMQPProperties, [UInt8]) {
+        var message = amqp_message_t()
+        let reply = amqp_read_message(handle.state, ConnectionHandle.channel, &message, 0)
+        guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
+            handle.markBroken()
+            try handle.check(reply, during: context)
+            throw AMQPError(.library, "\(context): no content")
+        }
+        defer { amqp_destroy_message(&message) }
+        return (CDecoding.properties(message.properties), CDecoding.bytes(message.body))
+    }
+
+    private func confirm(upTo tag: UInt64, multiple: Bool, acknowledged: Bool) {
+        if multiple {
+            var current = lowestUnconfirmed
+            while current <= tag {
+                unconfirmed.removeValue(forKey: current)?.confirm(acknowledged: acknowledged)
+                current += 1
+            }
+        } else {
+            unconfirmed.removeValue(forKey: tag)?.confirm(acknowledged: acknowledged)
+        }
+        while lowestUnconfirmed < nextDeliveryTag && unconfirmed[lowestUnconfirmed] == nil {
+            lowestUnconfirmed += 1
+        }
+    }
+
+    /// A basic.return carries no delivery tag. The broker routes a channel's publishes in order,
+    /// so the returned message is the oldest unconfirmed mandatory publish with the same exchange,
+    /// routing key and message id that has not been matched to a return already.
+    private func markReturned(exchange: String, routingKey: String, messageID: String?, code: UInt16, text: String) {
+        var tag = lowestUnconfirmed
+        while tag < nextDeliveryTag {
+            if let pending = unconfirmed[tag], pending.message.mandatory, pending.returned == nil,
+                pending.message.exchange == exchange, pending.message.routingKey == routingKey,
+                pending.message.properties.messageID == messageID
+            {
+                pending.returned = AMQPError(
+                    .returned,
+                    "no queue took the mandatory message published to exchange '\(exchange.isEmpty ? "(default)" : exchange)' with routing key '\(routingKey)'",
+                    replyCode: code, replyText: text)
+                return
+            }
+            tag += 1
+        }
+        logger.warning("a returned message matched no pending publish", metadata: ["exchange": "\(exchange)", "routing_key": "\(routingKey)"])
+    }
+
+    private func connectionLost(_ error: AMQPError) {
+        logger.warning("AMQP connection lost; reconnecting", metadata: ["error": "\(error)", "unconfirmed": "\(unconfirmed.count)"])
+        let lost = AMQPError(
+            .connectionLost,
+            "the connection was lost before the broker confirmed the message (\(error)); publish it again",
+            replyCode: error.replyCode, replyText: error.replyText)
+        failUnconfirmed(lost)
+        handle?.markBroken()
+        handle = nil
+        backoff()
+    }
+
+    private func failUnconfirmed(_ error: AMQPError) {
+        let pending = unconfirmed.sorted { $0.key < $1.key }
+        unconfirmed.removeAll()
+        for (_, publish) in pending { publish.fail(error) }
+    }
+
+    /// Sleeps before the next reconnect attempt, waking early for shutdown. Commands that arrive
+    /// meanwhile stay queued: publishes go out on the new connection, settlements of old
+    /// deliveries are refused as stale.
+    private func backoff() {
+        let delay = configuration.reconnect.delay(attempt: reconnectAttempt)
+        reconnectAttempt += 1
+        let deadline = ContinuousClock.now + delay
+        while ContinuousClock.now < deadline {
+            let remaining = (deadline - ContinuousClock.now).milliseconds
+            var fd = pollfd(fd: mailbox.wakeDescriptor, events: Int16(POLLIN), revents: 0)
+            if poll(&fd, 1, Int32(max(remaining, 1))) > 0 {
+                mailbox.drainWake()
+                if takeShutdownRequests() { return }
+            }
+        }
+    }
+
+    /// Moves shutdown requests out of the mailbox while disconnected, keeping everything else queued.
+    private func takeShutdownRequests() -> Bool {
+        var keep: [DriverCommand] = []
+        for command in mailbox.take() {
+            if case .shutdown(let continuation) = command {
+                requestShutdown(continuation)
+            } else {
+                keep.append(command)
+            }
+        }
+        for command in keep { _ = mailbox.post(command) }
+        return shutdownRequested
+    }
+
+    /// On shutdown: carry out what was queued before it (acks matter most), send what waits, and
+    /// give outstanding confirms a bounded time to arrive.
+    private func drainBeforeClose() {
+        guard let handle else { return }
+        do {
+            for command in mailbox.take() { try execute(command, on: handle) }
+            let deadline = ContinuousClock.now + configuration.rpcTimeout
+            while (!unconfirmed.isEmpty || !waiting.isEmpty) && ContinuousClock.now < deadline {
+                try sendWaiting(on: handle)
+                wait(for: handle.socketDescriptor, milliseconds: 50)
+                try readFrames(on: handle, budget: 4096)
+            }
+        } catch let error as AMQPError {
+            logger.warning("AMQP connection failed while closing", metadata: ["error": "\(error)"])
+        } catch {}
+    }
+
+    /// Fails everything still pending, ends the delivery stream and closes the connection.
+    private func finish(_ error: AMQPError) {
+        for command in mailbox.close() {
+            if case .shutdown(let continuation) = command {
+                requestShutdown(continuation)
+            } else {
+                Self.refuse(command)
+            }
+        }
+        failUnconfirmed(error)
+        while let pending = waiting.popFirst() { pending.fail(error) }
+        deliveries?.finish()
+        handle?.close()
+        handle = nil
+        for continuation in shutdownWaiters { continuation.resume() }
+        shutdownWaiters.removeAll()
+    }
+
+    private func requestShutdown(_ continuation: CheckedContinuation<Void, Never>?) {
+        shutdownRequested = true
+        if let continuation { shutdownWaiters.append(continuation) }
+    }
+}

@@ -1,0 +1,173 @@
+import CRabbitMQ
+import Foundation
+
+/// One open librabbitmq connection with channel 1 open: the only owner of the C handle.
+///
+/// Not thread-safe, by design: librabbitmq allows one thread per connection, so a handle is
+/// created, used and destroyed on its driver's I/O thread only.
+final class ConnectionHandle {
+    static let channel: amqp_channel_t = 1
+
+    let state: amqp_connection_state_t
+    private var isOpen = true
+
+    private init(state: amqp_connection_state_t) {
+        self.state = state
+    }
+
+    deinit {
+        amqp_destroy_connection(state)
+    }
+
+    /// Connects, logs in and opens channel 1, each step bounded by the configured timeouts.
+    static func open(_ configuration: AMQPConfiguration) throws -> ConnectionHandle {
+        guard let state = amqp_new_connection() else {
+            throw AMQPError(.library, "librabbitmq could not allocate a connection")
+        }
+        // From here on the handle's deinit frees the C state on every path, the socket with it.
+        let handle = ConnectionHandle(state: state)
+        let target = configuration.redactedURL
+        let socket = try handle.makeSocket(configuration)
+
+        var connectTimeout = timeval(configuration.connectTimeout)
+        let opened = amqp_socket_open_noblock(socket, configuration.host, Int32(configuration.port), &connectTimeout)
+        if opened != AMQP_STATUS_OK.rawValue {
+            handle.isOpen = false
+            throw AMQPStatus.error(
+                opened, during: "connecting to \(target)", default: .connectionFailed,
+                timeout: configuration.connectTimeout)
+        }
+
+        var handshakeTimeout = timeval(configuration.handshakeTimeout)
+        var rpcTimeout = timeval(configuration.rpcTimeout)
+        amqp_set_handshake_timeout(state, &handshakeTimeout)
+        amqp_set_rpc_timeout(state, &rpcTimeout)
+
+        let heartbeat = Int32(configuration.heartbeat.components.seconds)
+        let login: amqp_rpc_reply_t = CArena.with { arena in
+            var clientProperties = arena.table([
+                "connection_name": .string(configuration.connectionName),
+                "product": "pushworker",
+                "platform": "Swift",
+                "capabilities": .table([
+                    "publisher_confirms": true,
+                    "consumer_cancel_notify": true,
+                    "connection.blocked": true,
+                    "authentication_failure_close": true,
+                    "basic.nack": true,
+                ]),
+            ])
+            return pw_amqp_login_plain(
+                state, configuration.vhost, 0, 131_072, heartbeat, &clientProperties,
+                configuration.user, configuration.password)
+        }
+        do {
+            try handle.check(login, during: "logging in to \(target) as '\(configuration.user)'", timeout: configuration.handshakeTimeout)
+        } catch let error as AMQPError where error.replyCode == 403 || error.replyCode == 530 {
+            handle.isOpen = false
+            throw AMQPError(.accessRefused, error.message, replyCode: error.replyCode, replyText: error.replyText)
+        } catch {
+            handle.isOpen = false
+            throw error
+        }
+
+        amqp_channel_open(state, channel)
+        try handle.check(amqp_get_rpc_reply(state), during: "opening a channel on \(target)", timeout: configuration.rpcTimeout)
+        return handle
+    }
+
+    private func makeSocket(_ configuration: AMQPConfiguration) throws -> OpaquePointer {
+        guard let tls = configuration.tls else {
+            guard let socket = amqp_tcp_socket_new(state) else {
+                throw AMQPError(.library, "librabbitmq could not create a TCP socket")
+            }
+            return socket
+        }
+        guard let socket = amqp_ssl_socket_new(state) else {
+            throw AMQPError(.tls, "librabbitmq could not create a TLS socket")
+        }
+        amqp_ssl_socket_set_verify_peer(socket, tls.verifyPeer ? 1 : 0)
+        amqp_ssl_socket_set_verify_hostname(socket, tls.verifyHostname ? 1 : 0)
+        if let caFile = tls.caFile {
+            let status = amqp_ssl_socket_set_cacert(socket, caFile)
+            guard status == AMQP_STATUS_OK.rawValue else {
+                throw AMQPError(.tls, "cannot load the CA file '\(caFile)': \(AMQPStatus.text(status))")
+            }
+        }
+        if let certificateFile = tls.certificateFile, let keyFile = tls.keyFile {
+            let status = amqp_ssl_socket_set_key(socket, certificateFile, keyFile)
+            guard status == AMQP_STATUS_OK.rawValue else {
+                throw AMQPError(.tls, "cannot load the client certificate '\(certificateFile)' and key '\(keyFile)': \(AMQPStatus.text(status))")
+            }
+        }
+        return socket
+    }
+
+    /// Turns an RPC reply into a Swift error. A broker-side close is acknowledged (close-ok) so
+    /// the broker can release the connection at once, and the handle is marked closed.
+    func check(_ reply: amqp_rpc_reply_t, during context: String, timeout: Duration? = nil) throws {
+        switch reply.reply_type {
+        case AMQP_RESPONSE_NORMAL:
+            return
+        case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+            isOpen = false
+            throw AMQPStatus.error(reply.library_error, during: context, default: .connectionLost, timeout: timeout)
+        case AMQP_RESPONSE_SERVER_EXCEPTION:
+            throw serverClose(id: reply.reply.id, decoded: reply.reply.decoded, during: context)
+        default:
+            isOpen = false
+            throw AMQPError(.library, "\(context): librabbitmq returned no reply")
+        }
+    }
+
+    /// Answers a broker-initiated channel.close or connection.close and describes it as an error.
+    func serverClose(id: amqp_method_number_t, decoded: UnsafeMutableRawPointer?, during context: String) -> AMQPError {
+        isOpen = false
+        if id == PW_CONNECTION_CLOSE, let decoded {
+            let close = decoded.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
+            var ok = amqp_connection_close_ok_t()
+            _ = amqp_send_method(state, 0, PW_CONNECTION_CLOSE_OK, &ok)
+            return AMQPError(
+                .brokerClosed, "\(context): the broker closed the connection", replyCode: close.reply_code,
+                replyText: CDecoding.string(close.reply_text))
+        }
+        if id == PW_CHANNEL_CLOSE, let decoded {
+            let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
+            var ok = amqp_channel_close_ok_t()
+            _ = amqp_send_method(state, Self.channel, PW_CHANNEL_CLOSE_OK, &ok)
+            return AMQPError(
+                .brokerClosed, "\(context): the broker closed the channel", replyCode: close.reply_code,
+                replyText: CDecoding.string(close.reply_text))
+        }
+        return AMQPError(.library, "\(context): unexpected method 0x\(String(id, radix: 16)) from the broker")
+    }
+
+    /// Closes channel and connection politely when they are still usable; the broker then
+    /// requeues unacknowledged deliveries at once instead of waiting for a heartbeat timeout.
+    func close() {
+        guard isOpen else { return }
+        isOpen = false
+        _ = amqp_channel_close(state, Self.channel, AMQP_REPLY_SUCCESS)
+        _ = amqp_connection_close(state, AMQP_REPLY_SUCCESS)
+    }
+
+    /// Marks the connection unusable after an I/O error, so `close()` does not wait on a dead socket.
+    func markBroken() {
+        isOpen = false
+    }
+
+    var socketDescriptor: Int32 {
+        amqp_get_sockfd(state)
+    }
+
+    var hasBufferedInput: Bool {
+        amqp_frames_enqueued(state) != 0 || amqp_data_in_buffer(state) != 0
+    }
+}
+
+extension timeval {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self.init(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+    }
+}

@@ -1,0 +1,93 @@
+import AMQP
+import Testing
+
+@Suite("AMQP URLs")
+struct AMQPConfigurationTests {
+    @Test("a plain URL fills in the RabbitMQ defaults")
+    func defaults() throws {
+        let configuration = try AMQPConfiguration(url: "amqp://localhost")
+        #expect(configuration.host == "localhost")
+        #expect(configuration.port == 5672)
+        #expect(configuration.vhost == "/")
+        #expect(configuration.user == "guest")
+        #expect(configuration.password == "guest")
+        #expect(configuration.tls == nil)
+    }
+
+    @Test("credentials, port, vhost and query parameters are read")
+    func everything() throws {
+        let configuration = try AMQPConfiguration(
+            url: "amqps://push%40er:s%3Acret@broker.example:5673/prod%2Fpush?heartbeat=7&connection_timeout=2500&cacertfile=/ca.pem&certfile=/c.pem&keyfile=/k.pem")
+        #expect(configuration.user == "push@er")
+        #expect(configuration.password == "s:cret")
+        #expect(configuration.host == "broker.example")
+        #expect(configuration.port == 5673)
+        #expect(configuration.vhost == "prod/push")
+        #expect(configuration.heartbeat == .seconds(7))
+        #expect(configuration.connectTimeout == .milliseconds(2500))
+        #expect(configuration.tls == AMQPTLSConfiguration(caFile: "/ca.pem", certificateFile: "/c.pem", keyFile: "/k.pem"))
+        #expect(configuration.tls?.verifyPeer == true)
+        #expect(configuration.redactedURL == "amqps://push@er:***@broker.example:5673/prod%2Fpush")
+    }
+
+    @Test("amqps defaults to port 5671 with verification on, and verify_none turns it off")
+    func tlsDefaults() throws {
+        let verified = try AMQPConfiguration(url: "amqps://h/")
+        #expect(verified.port == 5671)
+        #expect(verified.tls?.verifyPeer == true && verified.tls?.verifyHostname == true)
+        let unverified = try AMQPConfiguration(url: "amqps://h/?verify=verify_none")
+        #expect(unverified.tls?.verifyPeer == false && unverified.tls?.verifyHostname == false)
+    }
+
+    @Test(
+        "malformed URLs are refused with a message that names the problem",
+        arguments: [
+            ("", "empty"),
+            ("localhost:5672", "missing scheme"),
+            ("http://localhost/", "unsupported scheme 'http'"),
+            ("amqp:///vhost", "missing host"),
+            ("amqp://localhost:99999/", "port 99999 is out of range"),
+            ("amqp://localhost/a/b", "contains an unescaped '/'"),
+            ("amqp://localhost/?heartbeat=soon", "heartbeat 'soon'"),
+            ("amqp://localhost/?connection_timeout=-1", "connection_timeout '-1'"),
+            ("amqp://localhost/?frobnicate=1", "unknown query parameter 'frobnicate'"),
+            ("amqp://localhost/?cacertfile=/ca.pem", "only meaningful with amqps"),
+            ("amqps://localhost/?certfile=/c.pem", "certfile and keyfile must be given together"),
+            ("amqps://localhost/?verify=maybe", "verify 'maybe'"),
+            ("amqp://user:pw@local host/", "not a well-formed URL"),
+        ])
+    func malformed(url: String, expected: String) {
+        do {
+            _ = try AMQPConfiguration(url: url)
+            Issue.record("accepted \(url)")
+        } catch let error as AMQPError {
+            #expect(error.kind == .invalidConfiguration)
+            #expect(error.message.contains(expected), "\(error.message)")
+        } catch {
+            Issue.record("unexpected error \(error)")
+        }
+    }
+
+    @Test("a refused URL never repeats its password")
+    func passwordNotShown() {
+        do {
+            _ = try AMQPConfiguration(url: "amqp://user:hunter2@localhost:0x10/")
+            Issue.record("accepted")
+        } catch {
+            #expect(!"\(error)".contains("hunter2"))
+            #expect("\(error)".contains("user:***@localhost"))
+        }
+    }
+
+    @Test("backoff grows geometrically, stays under the cap, and is jittered")
+    func backoff() {
+        let policy = AMQPReconnectPolicy(initialDelay: .milliseconds(100), maximumDelay: .seconds(2), multiplier: 2)
+        for attempt in 0..<20 {
+            let cap = min(0.1 * Double(1 << min(attempt, 30)), 2.0)
+            let delay = policy.delay(attempt: attempt)
+            #expect(delay >= .milliseconds(Int(cap * 500) - 1) && delay <= .milliseconds(Int(cap * 1000) + 1), "attempt \(attempt): \(delay)")
+        }
+        let samples = Set((0..<10).map { _ in policy.delay(attempt: 5) })
+        #expect(samples.count > 1)
+    }
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages pushworker builds and tests with, when any is missing.
+set -euo pipefail
+
+packages=(librabbitmq-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev rabbitmq-server openssl)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  # The package's own init script must not start a system-wide broker; we run a user-space node.
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+command -v swift >/dev/null || { echo "swift is not on PATH; install Swift 6 (https://www.swift.org/install/linux/)" >&2; exit 1; }
