@@ -8,16 +8,9 @@ enum AMQPStatus {
     }
 
     static func error(_ status: Int32, during context: String, default kind: AMQPError.Kind, timeout: Duration? = nil) -> AMQPError {
-        // Socket failures leave the cause in errno (connection refused, unreachable…), which says
-        // more to an operator than librabbitmq's generic "a socket error occurred".
-        let cause = errno
+        // errno is not reliable here: librabbitmq connects without blocking and reads the real
+        // cause with SO_ERROR, leaving errno at EINPROGRESS. So say only what librabbitmq says.
         var detail = text(status)
-        switch status {
-        case AMQP_STATUS_SOCKET_ERROR.rawValue, AMQP_STATUS_TCP_ERROR.rawValue:
-            if cause != 0 { detail += " (\(String(cString: strerror(cause))))" }
-        default:
-            break
-        }
         let resolved: AMQPError.Kind
         switch status {
         case AMQP_STATUS_TIMEOUT.rawValue:

@@ -33,9 +33,10 @@ final class ConnectionHandle {
         let opened = amqp_socket_open_noblock(socket, configuration.host, Int32(configuration.port), &connectTimeout)
         if opened != AMQP_STATUS_OK.rawValue {
             handle.isOpen = false
-            throw AMQPStatus.error(
+            let error = AMQPStatus.error(
                 opened, during: "connecting to \(target)", default: .connectionFailed,
                 timeout: configuration.connectTimeout)
+            throw AMQPError(error.kind, "\(error.message); no broker accepted a connection at \(configuration.host):\(configuration.port)")
         }
 
         var handshakeTimeout = timeval(configuration.handshakeTimeout)

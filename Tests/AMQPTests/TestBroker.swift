@@ -1,5 +1,6 @@
 import AMQP
 import Foundation
+import Synchronization
 import Testing
 
 /// The real RabbitMQ the tests run against, as `deploy/local/rabbitmq.sh start` sets it up.
@@ -94,4 +95,12 @@ extension AMQPConsumer {
             return delivery
         }
     }
+}
+
+/// A value shared between test tasks.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+    var value: Value { mutex.withLock { $0 } }
 }

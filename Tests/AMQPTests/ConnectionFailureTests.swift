@@ -1,0 +1,100 @@
+import AMQP
+import Foundation
+import Testing
+
+extension BrokerTests {
+    @Suite("Connection failures")
+    struct ConnectionFailureTests {
+        @Test("wrong credentials are refused with the broker's reason, within the timeout")
+        func wrongCredentials() async throws {
+            var configuration = try TestBroker.configuration()
+            configuration.password = "definitely-wrong"
+            configuration.handshakeTimeout = .seconds(5)
+            let start = ContinuousClock.now
+            do {
+                _ = try await AMQPPublisher.connect(configuration)
+                Issue.record("connected with a wrong password")
+            } catch let error as AMQPError {
+                #expect(error.kind == .accessRefused)
+                #expect(error.replyCode == 403)
+                #expect(error.replyText?.contains("ACCESS_REFUSED") == true)
+                #expect(!error.description.contains("definitely-wrong"))
+                #expect(error.description.contains("as 'guest'"))
+            }
+            #expect(ContinuousClock.now - start < .seconds(6))
+        }
+
+        @Test("a closed port fails with a clear connection error, within the timeout")
+        func closedPort() async throws {
+            var configuration = try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:1/")
+            configuration.connectTimeout = .seconds(2)
+            let start = ContinuousClock.now
+            do {
+                _ = try await AMQPPublisher.connect(configuration)
+                Issue.record("connected to a closed port")
+            } catch let error as AMQPError {
+                #expect(error.kind == .connectionFailed)
+                #expect(error.message.contains("connecting to amqp://guest:***@127.0.0.1:1/"))
+                #expect(error.message.contains("no broker accepted a connection at 127.0.0.1:1"), "\(error.message)")
+            }
+            #expect(ContinuousClock.now - start < .seconds(3))
+        }
+
+        @Test("a peer that accepts TCP but never speaks AMQP times out at the handshake timeout")
+        func silentPeer() async throws {
+            let silent = try SilentListener()
+            var configuration = try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:\(silent.port)/")
+            configuration.handshakeTimeout = .milliseconds(800)
+            let start = ContinuousClock.now
+            do {
+                _ = try await AMQPPublisher.connect(configuration)
+                Issue.record("connected to a peer that never answered")
+            } catch let error as AMQPError {
+                #expect(error.kind == .timeout, "\(error)")
+                #expect(error.message.contains("logging in to"), "\(error)")
+            }
+            let elapsed = ContinuousClock.now - start
+            #expect(elapsed >= .milliseconds(700) && elapsed < .seconds(3), "\(elapsed)")
+        }
+
+        @Test("a declaration the broker rejects fails start-up with its reply")
+        func conflictingDeclaration() async throws {
+            let queue = TestBroker.uniqueName("conflict")
+            let classic = AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)])
+            let publisher = try await TestBroker.publisher(topology: classic)
+            await publisher.close()
+            let quorum = AMQPTopology(queues: [.durable(queue, quorum: true, extraArguments: TestBroker.expiry)])
+            do {
+                _ = try await TestBroker.publisher(topology: quorum)
+                Issue.record("redeclaring a classic queue as quorum succeeded")
+            } catch let error as AMQPError {
+                #expect(error.replyCode == 406)
+                #expect(error.message.contains("declaring queue '\(queue)'"))
+            }
+        }
+
+        @Test("amqps with the test CA verifies and works; without the CA verification fails")
+        func tls() async throws {
+            let queue = TestBroker.uniqueName("tls")
+            var configuration = try AMQPConfiguration(url: TestBroker.tlsURL)
+            configuration.topology = AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)])
+            let publisher = try await AMQPPublisher.connect(configuration)
+            let consumer = try await AMQPConsumer.connect(configuration, queue: queue)
+            try await publisher.publish(.toQueue(queue, body: [7]))
+            let delivery = try await consumer.next()
+            #expect(delivery.body == [7])
+            try await delivery.ack()
+            await consumer.close()
+            await publisher.close()
+
+            var untrusted = configuration
+            untrusted.tls?.caFile = nil
+            do {
+                _ = try await AMQPPublisher.connect(untrusted)
+                Issue.record("connected without trusting the test CA")
+            } catch let error as AMQPError {
+                #expect(error.kind == .tls, "\(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import AMQP
+import Foundation
+import Testing
+
+extension BrokerTests {
+    @Suite("Publishing and consuming")
+    struct PublishConsumeTests {
+        @Test("a message keeps its body, every property and nested headers through the broker")
+        func roundTrip() async throws {
+            let queue = TestBroker.uniqueName("roundtrip")
+            let topology = AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)])
+            let publisher = try await TestBroker.publisher(topology: topology)
+            let consumer = try await TestBroker.consumer(queue: queue)
+            let headers: AMQPTable = [
+                "string": "héllo",
+                "bytes": .bytes([0, 255, 1]),
+                "bool": true,
+                "i8": .int8(-8), "u8": .uint8(200), "i16": .int16(-1600), "u16": .uint16(60000),
+                "i32": .int32(-2_000_000), "u32": .uint32(4_000_000_000),
+                "i64": .int64(-9_000_000_000), "u64": .uint64(18_000_000_000_000_000_000),
+                "float": .float(1.5), "double": .double(-2.25),
+                "decimal": .decimal(decimals: 2, value: 12345),
+                "timestamp": .timestamp(1_700_000_000),
+                "void": .void,
+                "table": .table(["inner": .table(["deep": .array([1, "two", .table(["three": 3])])])]),
+                "array": .array([.array([1, 2]), .table([:]), .array([])]),
+            ]
+            let properties = AMQPProperties(
+                contentType: "application/json", contentEncoding: "identity", headers: headers, persistent: true,
+                priority: 7, correlationID: "corr-1", replyTo: "reply.queue", expiration: "60000", messageID: "msg-1",
+                timestamp: 1_700_000_123, type: "result", userID: "guest", appID: "pushworker-tests")
+            let body = Array("{\"hello\": \"wörld\"}".utf8) + [0, 1, 2]
+            try await publisher.publish(.toQueue(queue, body: body, properties: properties))
+
+            let delivery = try await consumer.next()
+            #expect(delivery.body == body)
+            #expect(delivery.properties == properties)
+            #expect(delivery.routingKey == queue)
+            #expect(delivery.exchange == "")
+            #expect(!delivery.redelivered)
+            try await delivery.ack()
+            await consumer.close()
+            await publisher.close()
+        }
+
+        @Test("10,000 confirmed publishes are each consumed exactly once")
+        func tenThousand() async throws {
+            let queue = TestBroker.uniqueName("tenk")
+            let topology = AMQPTopology(queues: [.durable(queue, quorum: true, extraArguments: TestBroker.expiry)])
+            let publisher = try await TestBroker.publisher(topology: topology)
+            let count = 10_000
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for worker in 0..<50 {
+                    group.addTask {
+                        for index in stride(from: worker, to: count, by: 50) {
+                            let properties = AMQPProperties(persistent: true, messageID: "\(index)")
+                            try await publisher.publish(.toQueue(queue, body: Array("\(index)".utf8), properties: properties))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let consumer = try await TestBroker.consumer(queue: queue, prefetch: 200)
+            var seen = [Int](repeating: 0, count: count)
+            for _ in 0..<count {
+                let delivery = try await consumer.next()
+                let index = try #require(Int(String(decoding: delivery.body, as: UTF8.self)))
+                #expect(delivery.properties.messageID == "\(index)")
+                seen[index] += 1
+                try await delivery.ack()
+            }
+            #expect(seen.allSatisfy { $0 == 1 })
+            // Nothing more is waiting: a further delivery would be a duplicate.
+            await #expect(throws: TestFailure.self) { _ = try await consumer.next(within: .milliseconds(500)) }
+            await publisher.close()
+        }
+
+        @Test("the broker never has more unacknowledged deliveries out than the prefetch")
+        func prefetch() async throws {
+            let queue = TestBroker.uniqueName("prefetch")
+            let publisher = try await TestBroker.publisher(topology: AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)]))
+            for index in 0..<20 {
+                try await publisher.publish(.toQueue(queue, body: Array("\(index)".utf8)))
+            }
+            let consumer = try await TestBroker.consumer(queue: queue, prefetch: 5)
+            let collected = DeliveryCollector()
+            let reader = Task {
+                for try await delivery in consumer { await collected.add(delivery) }
+            }
+            try await Task.sleep(for: .milliseconds(700))
+            #expect(await collected.count == 5)
+            for delivery in await collected.takeAll() { try await delivery.ack() }
+            try await Task.sleep(for: .milliseconds(700))
+            #expect(await collected.count == 5)
+            for delivery in await collected.takeAll() { try await delivery.ack(multiple: false) }
+            reader.cancel()
+            await consumer.close()
+            await publisher.close()
+        }
+
+        @Test("a mandatory publish no queue takes throws 'returned' with the broker's reply")
+        func unroutable() async throws {
+            let publisher = try await TestBroker.publisher()
+            let missing = TestBroker.uniqueName("nobody")
+            do {
+                try await publisher.publish(.toQueue(missing, body: [1], properties: AMQPProperties(messageID: "m1")))
+                Issue.record("an unroutable mandatory publish succeeded")
+            } catch let error as AMQPError {
+                #expect(error.kind == .returned)
+                #expect(error.replyCode == 312)
+                #expect(error.replyText == "NO_ROUTE")
+                #expect(error.message.contains(missing))
+            }
+            // The same publisher goes on working, and a non-mandatory publish is simply dropped.
+            try await publisher.publish(.toQueue(missing, body: [1], mandatory: false))
+            await publisher.close()
+        }
+
+        @Test("publishing to a missing exchange fails with the broker's 404, and the publisher recovers")
+        func missingExchange() async throws {
+            let queue = TestBroker.uniqueName("recover")
+            let publisher = try await TestBroker.publisher(topology: AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)]))
+            do {
+                try await publisher.publish(AMQPMessage(exchange: "no.such.exchange", routingKey: "x", body: [1]))
+                Issue.record("publishing to a missing exchange succeeded")
+            } catch let error as AMQPError {
+                #expect(error.isRetryable)
+                #expect(error.replyCode == 404)
+                #expect(error.replyText?.contains("no.such.exchange") == true)
+            }
+            try await withTimeout(.seconds(10), "publishing after the channel error") {
+                try await publisher.publish(.toQueue(queue, body: [2]))
+            }
+            await publisher.close()
+        }
+
+        @Test("an idle connection with a 1 s heartbeat stays up: a delivery taken before is still ackable")
+        func heartbeats() async throws {
+            let queue = TestBroker.uniqueName("heartbeat")
+            var configuration = try TestBroker.configuration(topology: AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)]))
+            configuration.heartbeat = .seconds(1)
+            let publisher = try await AMQPPublisher.connect(configuration)
+            let consumer = try await AMQPConsumer.connect(configuration, queue: queue, prefetch: 1)
+            try await publisher.publish(.toQueue(queue, body: [42]))
+            let delivery = try await consumer.next()
+            try await Task.sleep(for: .seconds(4))
+            // A heartbeat timeout would have replaced the connection and made this stale.
+            try await delivery.ack()
+            try await publisher.publish(.toQueue(queue, body: [43]))
+            let next = try await consumer.next()
+            #expect(next.body == [43])
+            #expect(!next.redelivered)
+            try await next.ack()
+            await consumer.close()
+            await publisher.close()
+        }
+    }
+}
+
+/// Collects deliveries from a consuming task so the test can look at them.
+actor DeliveryCollector {
+    private var deliveries: [AMQPDelivery] = []
+    func add(_ delivery: AMQPDelivery) { deliveries.append(delivery) }
+    var count: Int { deliveries.count }
+    func takeAll() -> [AMQPDelivery] {
+        defer { deliveries.removeAll() }
+        return deliveries
+    }
+}
