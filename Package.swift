@@ -26,17 +26,40 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            name: "PushWorker",
+            dependencies: [
+                "AMQP",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "pushworker",
             dependencies: [
                 "AMQP",
+                "PushWorker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Shared by the test targets: the test broker, its access traits, small helpers.
+        .target(
+            name: "TestSupport",
+            dependencies: ["AMQP"],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "AMQPTests",
-            dependencies: ["AMQP"]
+            dependencies: ["AMQP", "TestSupport"]
+        ),
+        .testTarget(
+            name: "PushWorkerTests",
+            dependencies: ["PushWorker"]
+        ),
+        // Runs the built `pushworker` program as a process, the way operators and producers do.
+        .testTarget(
+            name: "pushworkerTests",
+            dependencies: ["pushworker", "AMQP", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

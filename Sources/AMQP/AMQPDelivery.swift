@@ -28,9 +28,16 @@ public struct AMQPDelivery: Sendable {
         try await settle(.reject(requeue: requeue))
     }
 
+    /// Hands the settlement to the connection's thread and returns. Throws when the delivery's
+    /// connection is gone (the broker redelivers the message) or the consumer is closed.
     private func settle(_ settlement: DriverCommand.Settlement) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-            driver.post(.settle(settlement, generation: generation, deliveryTag: deliveryTag, continuation: continuation))
+        guard driver.currentGeneration == generation else {
+            throw AMQPError(
+                .staleDelivery,
+                "delivery \(deliveryTag) came from an earlier connection; the broker has requeued it and will deliver it again")
+        }
+        guard driver.post(.settle(settlement, generation: generation, deliveryTag: deliveryTag)) else {
+            throw AMQPError(.closed, "the consumer has been closed; the broker requeues delivery \(deliveryTag)")
         }
     }
 

@@ -1,6 +1,7 @@
 import CRabbitMQ
 import Foundation
 import Logging
+import Synchronization
 
 /// Owns one AMQP connection and the thread that drives it: connects, declares the topology,
 /// publishes with confirms, consumes, settles deliveries, services heartbeats, and reconnects
@@ -15,6 +16,7 @@ final class ConnectionDriver: @unchecked Sendable {
     private let deliveries: AsyncThrowingStream<AMQPDelivery, Error>.Continuation?
     private let logger: Logger
     let mailbox = Mailbox()
+    private let publishedGeneration = Atomic<UInt64>(0)
 
     // I/O thread only.
     private var handle: ConnectionHandle?
@@ -25,6 +27,8 @@ final class ConnectionDriver: @unchecked Sendable {
     private var waiting = PublishQueue()
     private var shutdownRequested = false
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Delivery tags handed out on this connection and not yet settled, so acks can be coalesced.
+    private var unsettled = UnsettledTags()
     private var consumerCancelled = false
     private var reconnectAttempt = 0
 
@@ -52,18 +56,27 @@ final class ConnectionDriver: @unchecked Sendable {
         }
     }
 
-    func post(_ command: DriverCommand) {
+    /// Returns false, after failing the command's waiter, when the connection is closed.
+    @discardableResult
+    func post(_ command: DriverCommand) -> Bool {
         guard mailbox.post(command) else {
             Self.refuse(command)
-            return
+            return false
         }
+        return true
+    }
+
+    /// The generation of the connection now up, readable from any thread, so settling a delivery
+    /// of an earlier connection fails at once in the caller.
+    var currentGeneration: UInt64 {
+        publishedGeneration.load(ordering: .acquiring)
     }
 
     private static func refuse(_ command: DriverCommand) {
         let closed = AMQPError(.closed, "the AMQP connection has been closed")
         switch command {
         case .publish(let pending): pending.fail(closed)
-        case .settle(_, _, _, let continuation): continuation.resume(throwing: closed)
+        case .settle: break
         case .shutdown(let continuation): continuation?.resume()
         }
     }
@@ -122,8 +135,10 @@ final class ConnectionDriver: @unchecked Sendable {
         }
         self.handle = handle
         generation += 1
+        publishedGeneration.store(generation, ordering: .releasing)
         nextDeliveryTag = 1
         lowestUnconfirmed = 1
+        unsettled = UnsettledTags()
         if reconnectAttempt > 0 {
             logger.notice("AMQP connection re-established", metadata: ["attempts": "\(reconnectAttempt)"])
         }
@@ -167,9 +182,7 @@ final class ConnectionDriver: @unchecked Sendable {
     /// wait for input or a wake-up, then read every frame that is ready.
     private func serviceOnce() throws {
         guard let handle else { return }
-        for command in mailbox.take() {
-            try execute(command, on: handle)
-        }
+        try execute(mailbox.take(), on: handle)
         try sendWaiting(on: handle)
         if !handle.hasBufferedInput && mailbox.isEmpty && !shutdownRequested {
             wait(for: handle.socketDescriptor, milliseconds: pollInterval)
@@ -184,32 +197,64 @@ final class ConnectionDriver: @unchecked Sendable {
         return Int32(heartbeat > 0 ? min(250, max(heartbeat / 4, 10)) : 250)
     }
 
+    /// Carries out a batch of commands. Plain acks are gathered and sent as few frames as
+    /// possible: one `multiple` ack covers every tag up to the oldest delivery still unsettled,
+    /// which spares the broker (a quorum queue logs every settlement) most of the work.
+    private func execute(_ commands: [DriverCommand], on handle: ConnectionHandle) throws {
+        var acks: [UInt64] = []
+        for command in commands {
+            if case .settle(.ack(multiple: false), let deliveryGeneration, let tag) = command, deliveryGeneration == generation {
+                acks.append(tag)
+            } else {
+                try execute(command, on: handle)
+            }
+        }
+        guard !acks.isEmpty else { return }
+        for tag in acks { unsettled.remove(tag) }
+        let settledBelow = unsettled.lowest ?? UInt64.max
+        var coveredUpTo: UInt64 = 0
+        for tag in acks {
+            if tag < settledBelow {
+                coveredUpTo = max(coveredUpTo, tag)
+            } else {
+                try send(.ack(multiple: false), tag: tag, on: handle)
+            }
+        }
+        if coveredUpTo > 0 {
+            try send(.ack(multiple: true), tag: coveredUpTo, on: handle)
+        }
+    }
+
+    private func send(_ settlement: DriverCommand.Settlement, tag: UInt64, on handle: ConnectionHandle) throws {
+        let status: Int32
+        switch settlement {
+        case .ack(let multiple):
+            status = amqp_basic_ack(handle.state, ConnectionHandle.channel, tag, multiple ? 1 : 0)
+        case .nack(let multiple, let requeue):
+            status = amqp_basic_nack(handle.state, ConnectionHandle.channel, tag, multiple ? 1 : 0, requeue ? 1 : 0)
+        case .reject(let requeue):
+            status = amqp_basic_reject(handle.state, ConnectionHandle.channel, tag, requeue ? 1 : 0)
+        }
+        guard status == AMQP_STATUS_OK.rawValue else {
+            throw AMQPStatus.error(status, during: "settling delivery \(tag)", default: .connectionLost)
+        }
+    }
+
     private func execute(_ command: DriverCommand, on handle: ConnectionHandle) throws {
         switch command {
         case .publish(let pending):
             waiting.append(pending)
-        case .settle(let settlement, let deliveryGeneration, let tag, let continuation):
+        case .settle(let settlement, let deliveryGeneration, let tag):
             guard deliveryGeneration == generation else {
-                continuation.resume(throwing: AMQPError(
-                    .staleDelivery,
-                    "delivery \(tag) came from an earlier connection; the broker has requeued it and will deliver it again"))
+                // The connection changed after the caller checked; the broker redelivers it.
+                logger.debug("dropping the settlement of a delivery from an earlier connection", metadata: ["delivery_tag": "\(tag)"])
                 return
             }
-            let status: Int32
             switch settlement {
-            case .ack(let multiple):
-                status = amqp_basic_ack(handle.state, ConnectionHandle.channel, tag, multiple ? 1 : 0)
-            case .nack(let multiple, let requeue):
-                status = amqp_basic_nack(handle.state, ConnectionHandle.channel, tag, multiple ? 1 : 0, requeue ? 1 : 0)
-            case .reject(let requeue):
-                status = amqp_basic_reject(handle.state, ConnectionHandle.channel, tag, requeue ? 1 : 0)
+            case .ack(multiple: true), .nack(multiple: true, _): unsettled.remove(upTo: tag)
+            default: unsettled.remove(tag)
             }
-            guard status == AMQP_STATUS_OK.rawValue else {
-                let error = AMQPStatus.error(status, during: "settling delivery \(tag)", default: .connectionLost)
-                continuation.resume(throwing: error)
-                throw error
-            }
-            continuation.resume()
+            try send(settlement, tag: tag, on: handle)
         case .shutdown(let continuation):
             requestShutdown(continuation)
         }
@@ -285,6 +330,7 @@ final class ConnectionDriver: @unchecked Sendable {
             let routingKey = CDecoding.string(deliver.routing_key)
             let consumerTag = CDecoding.string(deliver.consumer_tag)
             let (properties, body) = try readContent(on: handle, during: "reading delivery \(tag)")
+            unsettled.insert(tag)
             deliveries?.yield(AMQPDelivery(
                 body: body, properties: properties, exchange: exchange, routingKey: routingKey, deliveryTag: tag,
                 redelivered: redelivered, consumerTag: consumerTag, generation: generation, driver: self))
@@ -421,7 +467,7 @@ final class ConnectionDriver: @unchecked Sendable {
     private func drainBeforeClose() {
         guard let handle else { return }
         do {
-            for command in mailbox.take() { try execute(command, on: handle) }
+            try execute(mailbox.take(), on: handle)
             let deadline = ContinuousClock.now + configuration.rpcTimeout
             while (!unconfirmed.isEmpty || !waiting.isEmpty) && ContinuousClock.now < deadline {
                 try sendWaiting(on: handle)

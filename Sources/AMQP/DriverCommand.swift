@@ -1,7 +1,9 @@
 /// Work handed from any task to a driver's I/O thread, the only thread that touches the C handle.
 enum DriverCommand {
     case publish(PendingPublish)
-    case settle(Settlement, generation: UInt64, deliveryTag: UInt64, continuation: CheckedContinuation<Void, Error>)
+    /// Not waited for: a written ack can still be lost with the connection, so waiting for the
+    /// write would promise nothing more, and would cost a thread round trip per message.
+    case settle(Settlement, generation: UInt64, deliveryTag: UInt64)
     /// `nil` when nobody waits for the close (a publisher or consumer released without `close()`).
     case shutdown(CheckedContinuation<Void, Never>?)
 

@@ -1,5 +1,6 @@
 import AMQP
 import Foundation
+import TestSupport
 import Testing
 
 extension BrokerTests {

@@ -1,5 +1,6 @@
 import AMQP
 import Foundation
+import TestSupport
 import Testing
 
 extension BrokerTests {
@@ -95,6 +96,37 @@ extension BrokerTests {
             for delivery in await collected.takeAll() { try await delivery.ack(multiple: false) }
             reader.cancel()
             await consumer.close()
+            await publisher.close()
+        }
+
+        @Test("acking later deliveries never settles an earlier one still held")
+        func acksDoNotCoverHeldDeliveries() async throws {
+            let queue = TestBroker.uniqueName("coalesce")
+            let topology = AMQPTopology(queues: [.durable(queue, quorum: true, extraArguments: TestBroker.expiry)])
+            let publisher = try await TestBroker.publisher(topology: topology)
+            for index in 0..<6 { try await publisher.publish(.toQueue(queue, body: [UInt8(index)])) }
+            let consumer = try await TestBroker.consumer(queue: queue, prefetch: 6, topology: topology)
+            var deliveries: [AMQPDelivery] = []
+            for _ in 0..<6 { deliveries.append(try await consumer.next()) }
+            // Hold 0 and 3; ack the rest at once, so they reach the I/O thread as one batch.
+            let held = deliveries
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in [1, 2, 4, 5] { group.addTask { try await held[index].ack() } }
+                try await group.waitForAll()
+            }
+            await consumer.close()
+
+            let again = try await TestBroker.consumer(queue: queue, prefetch: 10, topology: topology)
+            var redelivered: [UInt8] = []
+            for _ in 0..<2 {
+                let delivery = try await again.next()
+                #expect(delivery.redelivered)
+                redelivered.append(contentsOf: delivery.body)
+                try await delivery.ack()
+            }
+            #expect(redelivered.sorted() == [0, 3])
+            await #expect(throws: TestFailure.self) { _ = try await again.next(within: .milliseconds(500)) }
+            await again.close()
             await publisher.close()
         }
 

@@ -4,23 +4,23 @@ import Synchronization
 import Testing
 
 /// The real RabbitMQ the tests run against, as `deploy/local/rabbitmq.sh start` sets it up.
-enum TestBroker {
-    static var url: String {
+public enum TestBroker {
+    public static var url: String {
         ProcessInfo.processInfo.environment["PUSHWORKER_TEST_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/"
     }
 
-    static var tlsURL: String {
+    public static var tlsURL: String {
         ProcessInfo.processInfo.environment["PUSHWORKER_TEST_AMQPS_URL"]
             ?? "amqps://guest:guest@localhost:5671/?cacertfile=/tmp/pushworker-rabbitmq-5672/tls/ca.pem"
     }
 
-    static var node: String {
+    public static var node: String {
         ProcessInfo.processInfo.environment["PUSHWORKER_TEST_RABBITMQ_NODE"] ?? "rabbit@localhost"
     }
 
     /// The broker's configuration with short timeouts and fast reconnects, so a failing test fails
     /// in seconds rather than minutes.
-    static func configuration(topology: AMQPTopology = AMQPTopology()) throws -> AMQPConfiguration {
+    public static func configuration(topology: AMQPTopology = AMQPTopology()) throws -> AMQPConfiguration {
         var configuration = try AMQPConfiguration(url: url)
         configuration.connectTimeout = .seconds(3)
         configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(200), maximumDelay: .seconds(1))
@@ -29,7 +29,7 @@ enum TestBroker {
     }
 
     /// Connects a publisher, turning "no broker" into a failure that says what to do, never a skip.
-    static func publisher(topology: AMQPTopology = AMQPTopology()) async throws -> AMQPPublisher {
+    public static func publisher(topology: AMQPTopology = AMQPTopology()) async throws -> AMQPPublisher {
         let configuration = try configuration(topology: topology)
         do {
             return try await AMQPPublisher.connect(configuration)
@@ -39,20 +39,20 @@ enum TestBroker {
         }
     }
 
-    static func consumer(queue: String, prefetch: UInt16 = 100, topology: AMQPTopology = AMQPTopology()) async throws -> AMQPConsumer {
+    public static func consumer(queue: String, prefetch: UInt16 = 100, topology: AMQPTopology = AMQPTopology()) async throws -> AMQPConsumer {
         try await AMQPConsumer.connect(try configuration(topology: topology), queue: queue, prefetch: prefetch)
     }
 
     /// A queue name no other test uses.
-    static func uniqueName(_ prefix: String) -> String {
+    public static func uniqueName(_ prefix: String) -> String {
         "test.\(prefix).\(UUID().uuidString.prefix(8).lowercased())"
     }
 
     /// Test queues delete themselves a while after the test stops using them.
-    static let expiry: AMQPTable = ["x-expires": .int64(300_000)]
+    public static let expiry: AMQPTable = ["x-expires": .int64(300_000)]
 
     /// Runs `rabbitmqctl` against the test node, failing the test with its output if it fails.
-    static func rabbitmqctl(_ arguments: String...) throws {
+    public static func rabbitmqctl(_ arguments: String...) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/rabbitmqctl")
         process.arguments = ["-n", node] + arguments
@@ -68,13 +68,13 @@ enum TestBroker {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct TestFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// Fails instead of hanging when `operation` takes longer than `limit`.
-func withTimeout<T: Sendable>(_ limit: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+public func withTimeout<T: Sendable>(_ limit: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await operation() }
         group.addTask {
@@ -88,7 +88,7 @@ func withTimeout<T: Sendable>(_ limit: Duration, _ what: String, _ operation: @e
 
 extension AMQPConsumer {
     /// The next delivery, or a failure if none comes within `limit`.
-    func next(within limit: Duration = .seconds(10)) async throws -> AMQPDelivery {
+    public func next(within limit: Duration = .seconds(10)) async throws -> AMQPDelivery {
         try await withTimeout(limit, "waiting for a delivery") { [self] in
             var iterator = self.makeAsyncIterator()
             guard let delivery = try await iterator.next() else { throw TestFailure("the delivery stream ended") }
@@ -98,9 +98,9 @@ extension AMQPConsumer {
 }
 
 /// A value shared between test tasks.
-final class Locked<Value: Sendable>: Sendable {
+public final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
-    var value: Value { mutex.withLock { $0 } }
+    public init(_ value: Value) { mutex = Mutex(value) }
+    public func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+    public var value: Value { mutex.withLock { $0 } }
 }

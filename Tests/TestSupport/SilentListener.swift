@@ -2,11 +2,11 @@ import Foundation
 
 /// A TCP listener on 127.0.0.1 that never accepts: the kernel completes the handshake, then
 /// nothing is ever said, like a hung broker.
-final class SilentListener {
-    private(set) var port = 0
+public final class SilentListener {
+    public private(set) var port = 0
     private let descriptor: Int32
 
-    init() throws {
+    public init() throws {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.descriptor = descriptor
         guard descriptor >= 0 else { throw TestFailure("socket failed") }

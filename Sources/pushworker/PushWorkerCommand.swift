@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct PushWorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pushworker",
+        abstract: "A RabbitMQ-driven APNs push worker.",
+        subcommands: [EnqueueCommand.self, BenchCommand.self]
+    )
+}

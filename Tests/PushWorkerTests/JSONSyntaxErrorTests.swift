@@ -1,0 +1,39 @@
+import Foundation
+import PushWorker
+import Testing
+
+@Suite("JSON syntax errors")
+struct JSONSyntaxErrorTests {
+    @Test(
+        "a syntax error is located by line and column",
+        arguments: [
+            ("{\"a\": 1,\n  \"b\": x}", 2, 8),
+            ("{\"a\": 1", 1, 8),
+            ("", 1, 1),
+            ("[1, 2]\n\n  ]", 3, 3),
+            ("{\"é\": x}", 1, 7),
+        ])
+    func located(document: String, line: Int, column: Int) {
+        do {
+            try JSONSyntaxError.check(Data(document.utf8))
+            Issue.record("accepted \(document)")
+        } catch {
+            #expect(error.line == line && error.column == column, "\(error)")
+            #expect("\(error)".hasPrefix("not valid JSON at line \(line), column \(column): "))
+        }
+    }
+
+    @Test("truncated UTF-8 is refused")
+    func truncatedUTF8() {
+        var data = Data("{\"a\": \"".utf8)
+        data.append(0xC3)
+        data.append(contentsOf: "\"}".utf8)
+        #expect(throws: JSONSyntaxError.self) { try JSONSyntaxError.check(data) }
+    }
+
+    @Test("valid JSON passes and comes back parsed")
+    func valid() throws {
+        let object = try JSONSyntaxError.check(Data("{\"aps\": {\"alert\": \"hi\"}}".utf8))
+        #expect((object as? [String: Any])?["aps"] != nil)
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, starts a throw-away RabbitMQ node, runs
+# every test against it, stops the node, and exits with the tests' status.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+port="${PUSHWORKER_RABBITMQ_PORT:-5672}"
+export PUSHWORKER_RABBITMQ_PORT="$port"
+export PUSHWORKER_RABBITMQ_DIR="${PUSHWORKER_RABBITMQ_DIR:-/tmp/pushworker-rabbitmq-$port}"
+export PUSHWORKER_TEST_AMQP_URL="${PUSHWORKER_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:$port/}"
+export PUSHWORKER_TEST_AMQPS_URL="${PUSHWORKER_TEST_AMQPS_URL:-amqps://guest:guest@localhost:$((port - 1))/?cacertfile=$PUSHWORKER_RABBITMQ_DIR/tls/ca.pem}"
+export PUSHWORKER_TEST_RABBITMQ_NODE="${PUSHWORKER_RABBITMQ_NODE:-rabbit@localhost}"
+
+deploy/local/install-deps.sh
+
+started_here=false
+if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
+  deploy/local/rabbitmq.sh start
+  started_here=true
+fi
+stop_broker() { if $started_here; then deploy/local/rabbitmq.sh stop || true; fi; }
+trap stop_broker EXIT
+
+status=0
+swift test "$@" || status=$?
+exit $status
