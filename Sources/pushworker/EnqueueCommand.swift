@@ -28,6 +28,9 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("message-id"), help: "Message id to set; default: a new UUID.")
     var messageID: String?
 
+    @Flag(name: .customLong("declare-queue"), help: "Declare --queue as a durable quorum queue first, if it does not exist.")
+    var declareQueue = false
+
     func validate() throws {
         switch (queue, exchange, routingKey) {
         case (.some, nil, nil), (nil, .some, .some): break
@@ -36,6 +39,7 @@ struct EnqueueCommand: AsyncParsableCommand {
         case (nil, nil, .some): throw ValidationError("--routing-key needs --exchange")
         case (nil, nil, nil): throw ValidationError("say where to publish: --queue Q, or --exchange E --routing-key K")
         }
+        if declareQueue && queue == nil { throw ValidationError("--declare-queue needs --queue") }
     }
 
     func run() async throws {
@@ -60,7 +64,12 @@ struct EnqueueCommand: AsyncParsableCommand {
         let message = AMQPMessage(
             exchange: exchange ?? "", routingKey: routingKey ?? queue ?? "", body: Array(document),
             properties: properties, mandatory: true)
-        let publisher = try await AMQPPublisher.connect(try amqp.configuration())
+        var configuration = try amqp.configuration()
+        configuration.connectionName = "pushworker enqueue"
+        if declareQueue, let queue {
+            configuration.topology = AMQPTopology(queues: [.durable(queue, quorum: true)])
+        }
+        let publisher = try await AMQPPublisher.connect(configuration)
         do {
             try await publisher.publish(message)
         } catch {
