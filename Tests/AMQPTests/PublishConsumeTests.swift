@@ -130,6 +130,33 @@ extension BrokerTests {
             await publisher.close()
         }
 
+        @Test("deleting the queue under a consumer ends its deliveries with 'consumerCancelled'")
+        func brokerCancel() async throws {
+            let queue = TestBroker.uniqueName("cancel")
+            let consumer = try await TestBroker.consumer(queue: queue, topology: AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)]))
+            try TestBroker.rabbitmqctl("delete_queue", queue)
+            do {
+                _ = try await consumer.next()
+                Issue.record("the consumer went on after its queue was deleted")
+            } catch let error as AMQPError {
+                #expect(error.kind == .consumerCancelled)
+                #expect(error.message.contains(queue))
+            }
+            await consumer.close()
+        }
+
+        @Test("consuming from a queue that does not exist fails with the broker's 404")
+        func missingQueue() async throws {
+            let queue = TestBroker.uniqueName("absent")
+            do {
+                _ = try await TestBroker.consumer(queue: queue)
+                Issue.record("consumed from a missing queue")
+            } catch let error as AMQPError {
+                #expect(error.replyCode == 404)
+                #expect(error.message.contains("consuming from queue '\(queue)'"))
+            }
+        }
+
         @Test("a mandatory publish no queue takes throws 'returned' with the broker's reply")
         func unroutable() async throws {
             let publisher = try await TestBroker.publisher()
