@@ -6,11 +6,18 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "pushworker", targets: ["pushworker"]),
+        .executable(name: "mock-apns", targets: ["mock-apns"]),
         .library(name: "AMQP", targets: ["AMQP"]),
+        .library(name: "APNs", targets: ["APNs"]),
+        .library(name: "APNsHTTP2", targets: ["APNsHTTP2"]),
+        .library(name: "MockAPNs", targets: ["MockAPNs"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.35.0"),
     ],
     targets: [
         // librabbitmq 0.11 (Debian librabbitmq-dev) plus a shim for the variadic login call
@@ -26,6 +33,51 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // OpenSSL for ES256 provider tokens: the EVP calls live in a small C file, behind
+        // functions that take and return plain bytes.
+        .target(
+            name: "COpenSSL",
+            linkerSettings: [.linkedLibrary("crypto")]
+        ),
+        // libcurl (HTTP/2 through nghttp2): shims for the variadic setopt/getinfo calls.
+        .target(
+            name: "CCurl",
+            linkerSettings: [.linkedLibrary("curl")]
+        ),
+        // APNs requests, responses, reasons and provider tokens: no transport, so the mock
+        // server can validate with the very types the client sends.
+        .target(
+            name: "APNs",
+            dependencies: ["COpenSSL"]
+        ),
+        // The HTTP/2 client and connection pool over libcurl's multi interface.
+        .target(
+            name: "APNsHTTP2",
+            dependencies: [
+                "APNs",
+                "CCurl",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "MockAPNs",
+            dependencies: [
+                "APNs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "mock-apns",
+            dependencies: [
+                "MockAPNs",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .target(
             name: "PushWorker",
             dependencies: [
@@ -37,6 +89,8 @@ let package = Package(
             name: "pushworker",
             dependencies: [
                 "AMQP",
+                "APNs",
+                "APNsHTTP2",
                 "PushWorker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -51,6 +105,14 @@ let package = Package(
         .testTarget(
             name: "AMQPTests",
             dependencies: ["AMQP", "TestSupport"]
+        ),
+        .testTarget(
+            name: "APNsTests",
+            dependencies: ["APNs", "TestSupport"]
+        ),
+        .testTarget(
+            name: "APNsHTTP2Tests",
+            dependencies: ["APNsHTTP2", "MockAPNs", "TestSupport"]
         ),
         .testTarget(
             name: "PushWorkerTests",

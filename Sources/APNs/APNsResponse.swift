@@ -1,0 +1,38 @@
+import Foundation
+
+/// What APNs answered for one request.
+public struct APNsResponse: Sendable, Hashable {
+    public var status: Int
+    /// `apns-id`: the one sent, or the one APNs assigned.
+    public var apnsID: String?
+    /// `apns-unique-id`: sandbox only, for looking the notification up in the console.
+    public var apnsUniqueID: String?
+    public var reason: APNsErrorReason?
+    /// For 410: when APNs last knew the token was valid (the body's milliseconds since 1970).
+    public var timestamp: Date?
+
+    public init(status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsErrorReason? = nil, timestamp: Date? = nil) {
+        self.status = status
+        self.apnsID = apnsID
+        self.apnsUniqueID = apnsUniqueID
+        self.reason = reason
+        self.timestamp = timestamp
+    }
+
+    public var isDelivered: Bool { status == 200 }
+
+    /// Reads the `{"reason": …, "timestamp": …}` body of an error response.
+    public static func parse(status: Int, apnsID: String?, apnsUniqueID: String?, body: [UInt8]) -> APNsResponse {
+        var response = APNsResponse(status: status, apnsID: apnsID, apnsUniqueID: apnsUniqueID)
+        guard status != 200, !body.isEmpty,
+            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+        else {
+            return response
+        }
+        if let reason = object["reason"] as? String { response.reason = APNsErrorReason(reason) }
+        if let milliseconds = (object["timestamp"] as? NSNumber)?.doubleValue {
+            response.timestamp = Date(timeIntervalSince1970: milliseconds / 1000)
+        }
+        return response
+    }
+}
