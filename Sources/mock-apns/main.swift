@@ -1,1 +1,50 @@
-print("mock")
+import ArgumentParser
+import Foundation
+import MockAPNs
+
+/// `swift run mock-apns --port 2197 --cert server.pem --key server.key --provider-key KEYID:TEAMID:key.pub.pem`
+struct MockAPNsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mock-apns",
+        abstract: "A local APNs stand-in over HTTP/2 and TLS, for tests, demos and load tests.")
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port (0 for a free one; the chosen port is printed).") var port = 2197
+    @Option(help: "PEM server certificate.") var cert: String
+    @Option(help: "PEM server key.") var key: String
+    @Option(name: .customLong("client-ca"), help: "PEM CA for certificate-auth clients.") var clientCA: String?
+    @Option(name: .customLong("provider-key"), help: "KEYID:TEAMID:PUBLIC_KEY_PEM_FILE accepted for token auth; repeatable.")
+    var providerKeys: [String] = []
+    @Option(name: .customLong("topic"), help: "Topic to accept; repeatable; none accepts any.") var topics: [String] = []
+    @Option(name: .customLong("max-streams"), help: "MAX_CONCURRENT_STREAMS after the first accepted request.") var maxStreams = 1000
+    @Option(name: .customLong("unregistered"), help: "Token to answer 410 Unregistered; repeatable.") var unregistered: [String] = []
+    @Option(name: .customLong("report-port"), help: "Port for the plain-HTTP report endpoint (GET /counts, /notifications).") var reportPort: Int?
+    @Option(help: "Event loop threads.") var threads = 1
+    @Flag(help: "Behave like production (no apns-unique-id).") var production = false
+
+    func run() async throws {
+        var configuration = MockAPNsConfiguration(certificateFile: cert, privateKeyFile: key)
+        configuration.host = host
+        configuration.port = port
+        configuration.clientCAFile = clientCA
+        configuration.topics = Set(topics)
+        configuration.maxConcurrentStreams = maxStreams
+        configuration.sandbox = !production
+        configuration.reportPort = reportPort
+        configuration.threads = threads
+        configuration.unregisteredTokens = Dictionary(uniqueKeysWithValues: unregistered.map { ($0, Date()) })
+        for entry in providerKeys {
+            let parts = entry.split(separator: ":", maxSplits: 2).map(String.init)
+            guard parts.count == 3 else { throw ValidationError("--provider-key '\(entry)' must be KEYID:TEAMID:PUBLIC_KEY_PEM_FILE") }
+            let pem = try String(contentsOfFile: parts[2], encoding: .utf8)
+            configuration.providerKeys[parts[0]] = (parts[1], pem)
+        }
+        let server = try await MockAPNsServer.start(configuration)
+        print("mock-apns listening on \(server.url)" + (server.reportPort.map { ", report endpoint http://\(host):\($0)/counts" } ?? ""))
+        fflush(stdout)
+        // Serve until interrupted.
+        while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+}
+
+await MockAPNsCommand.main()

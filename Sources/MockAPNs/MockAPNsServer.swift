@@ -1,0 +1,131 @@
+import APNs
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// A faithful stand-in for APNs: HTTP/2 over TLS, the same validation and answers, provider-token
+/// and certificate authentication, APNs' stream-limit behaviour, injectable faults, and a record
+/// of every accepted notification.
+public final class MockAPNsServer: Sendable {
+    /// What the stream handlers need, shared by every connection.
+    struct Shared: Sendable {
+        let configuration: MockAPNsConfiguration
+        let state: MockAPNsState
+        let validator: MockRequestValidator
+    }
+
+    public let port: Int
+    /// Port of the plain-HTTP report endpoint, when configured.
+    public let reportPort: Int?
+    private let shared: Shared
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+    private let reportChannel: Channel?
+
+    private init(port: Int, reportPort: Int?, shared: Shared, group: MultiThreadedEventLoopGroup, channel: Channel, reportChannel: Channel?) {
+        self.port = port
+        self.reportPort = reportPort
+        self.shared = shared
+        self.group = group
+        self.channel = channel
+        self.reportChannel = reportChannel
+    }
+
+    public static func start(_ configuration: MockAPNsConfiguration) async throws -> MockAPNsServer {
+        var keys: [String: (teamID: String, key: ES256Key)] = [:]
+        for (keyID, entry) in configuration.providerKeys {
+            keys[keyID] = (entry.teamID, try ES256Key.publicKey(pem: entry.publicKeyPEM))
+        }
+        let shared = Shared(
+            configuration: configuration, state: MockAPNsState(configuration: configuration),
+            validator: MockRequestValidator(keys: keys, topics: configuration.topics))
+
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(configuration.certificateFile).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: configuration.privateKeyFile, format: .pem)))
+        tls.applicationProtocols = ["h2"]
+        if let clientCA = configuration.clientCAFile {
+            tls.certificateVerification = .optionalVerification
+            tls.trustRoots = .file(clientCA)
+        }
+        let sslContext = try NIOSSLContext(configuration: tls)
+
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.threads)
+        do {
+            let channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try Self.configure(channel, sslContext: sslContext, shared: shared)
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.port).get()
+            var reportChannel: Channel?
+            if let reportPort = configuration.reportPort {
+                reportChannel = try await MockReportServer.bind(group: group, host: configuration.host, port: reportPort, state: shared.state)
+            }
+            return MockAPNsServer(
+                port: channel.localAddress?.port ?? configuration.port, reportPort: reportChannel?.localAddress?.port,
+                shared: shared, group: group, channel: channel, reportChannel: reportChannel)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    private static func configure(_ channel: Channel, sslContext: NIOSSLContext, shared: Shared) throws {
+        let connection = MockConnection(number: shared.state.newConnectionNumber())
+        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+        var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+        connectionConfiguration.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 1),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 8192),
+        ]
+        _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+            mode: .server, connectionConfiguration: connectionConfiguration,
+            streamConfiguration: NIOHTTP2Handler.StreamConfiguration()
+        ) { stream in
+            stream.eventLoop.makeCompletedFuture {
+                try stream.pipeline.syncOperations.addHandlers([
+                    HTTP2FramePayloadToHTTP1ServerCodec(),
+                    MockStreamHandler(connection: connection, server: shared),
+                ])
+            }
+        }
+    }
+
+    public func shutdown() async throws {
+        try await channel.close()
+        try? await reportChannel?.close()
+        try await group.shutdownGracefully()
+    }
+
+    /// `https://127.0.0.1:PORT`
+    public var url: String { "https://\(shared.configuration.host):\(port)" }
+
+    /// Every notification accepted so far, in answer order.
+    public var recorded: [RecordedNotification] { shared.state.recorded }
+
+    /// How many notifications each device got.
+    public var deliveryCounts: [String: Int] {
+        recorded.reduce(into: [:]) { $0[$1.token, default: 0] += 1 }
+    }
+
+    public func clearRecorded() { shared.state.clearRecorded() }
+
+    /// Requests received, answered or not, accepted or not.
+    public var requestCount: Int { shared.state.requests }
+
+    /// Connections accepted since start.
+    public var connectionCount: Int { shared.state.connections }
+
+    public func setFaults(_ faults: [MockAPNsFault]) { shared.state.setFaults(faults) }
+
+    /// Makes a token answer 410 Unregistered (or valid again with nil).
+    public func setUnregistered(_ token: String, since: Date?) { shared.state.setUnregistered(token, since: since) }
+}

@@ -1,0 +1,62 @@
+import APNs
+import Foundation
+import Synchronization
+
+/// Everything the event loops share: the record of accepted notifications, fault budgets and
+/// counters. One lock; the mock is a test tool, not a hot path.
+final class MockAPNsState: Sendable {
+    private struct State {
+        var recorded: [RecordedNotification] = []
+        var faults: [MockAPNsFault]
+        var unregistered: [String: Date]
+        var requests = 0
+        var connections = 0
+    }
+
+    private let state: Mutex<State>
+
+    init(configuration: MockAPNsConfiguration) {
+        state = Mutex(State(faults: configuration.faults, unregistered: configuration.unregisteredTokens))
+    }
+
+    func record(_ notification: RecordedNotification) {
+        state.withLock { $0.recorded.append(notification) }
+    }
+
+    var recorded: [RecordedNotification] { state.withLock { $0.recorded } }
+
+    func clearRecorded() { state.withLock { $0.recorded.removeAll() } }
+
+    func countRequest() { state.withLock { $0.requests += 1 } }
+
+    var requests: Int { state.withLock { $0.requests } }
+
+    func newConnectionNumber() -> Int {
+        state.withLock { state in
+            state.connections += 1
+            return state.connections
+        }
+    }
+
+    var connections: Int { state.withLock { $0.connections } }
+
+    func unregisteredSince(_ token: String) -> Date? { state.withLock { $0.unregistered[token] } }
+
+    func setUnregistered(_ token: String, since: Date?) { state.withLock { $0.unregistered[token] = since } }
+
+    func setFaults(_ faults: [MockAPNsFault]) { state.withLock { $0.faults = faults } }
+
+    /// The faults that fire for this request, spending one of each one's budget.
+    func firingFaults(token: String, where matches: (MockAPNsFault.Action) -> Bool) -> [MockAPNsFault.Action] {
+        state.withLock { state in
+            var fired: [MockAPNsFault.Action] = []
+            for index in state.faults.indices {
+                let fault = state.faults[index]
+                guard matches(fault.action), fault.tokens?.contains(token) ?? true, fault.times.map({ $0 > 0 }) ?? true else { continue }
+                if let times = fault.times { state.faults[index].times = times - 1 }
+                fired.append(fault.action)
+            }
+            return fired
+        }
+    }
+}

@@ -1,0 +1,19 @@
+import NIOCore
+
+/// One client connection's counters. Touched only on the connection's event loop, which its
+/// streams share, so it needs no lock.
+final class MockConnection: @unchecked Sendable {
+    let number: Int
+    /// Requests received and answered on this connection.
+    var received = 0
+    var answered = 0
+    /// Whether the stream limit has been raised from 1 (after the first accepted request).
+    var raisedStreamLimit = false
+    /// Whether the client presented a certificate the server trusts; read once per connection.
+    var certificateAuthenticated: Bool?
+    var closing = false
+
+    init(number: Int) {
+        self.number = number
+    }
+}

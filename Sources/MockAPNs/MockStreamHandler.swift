@@ -1,0 +1,145 @@
+import APNs
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// Answers one HTTP/2 stream, i.e. one notification, the way APNs would.
+final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let connection: MockConnection
+    private let server: MockAPNsServer.Shared
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+
+    init(connection: MockConnection, server: MockAPNsServer.Shared) {
+        self.connection = connection
+        self.server = server
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body(var buffer):
+            body += buffer.readBytes(length: buffer.readableBytes) ?? []
+        case .end:
+            respond(context: context)
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext) {
+        guard let head, let parent = context.channel.parent else { return }
+        connection.received += 1
+        server.state.countRequest()
+        let token = MockRequestValidator.token(in: head.uri) ?? ""
+
+        let received = connection.received
+        if !server.state.firingFaults(token: token, where: {
+            if case .resetConnection(let after) = $0 { return received == after + 1 }
+            return false
+        }).isEmpty {
+            reset(parent)
+            return
+        }
+
+        if connection.certificateAuthenticated == nil {
+            let tls = try? parent.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)
+            connection.certificateAuthenticated = tls?.peerCertificate != nil
+        }
+        var headers: [String: [String]] = [:]
+        for (name, value) in head.headers { headers[name.lowercased(), default: []].append(value) }
+        var decision = server.validator.decide(MockRequestValidator.Request(
+            method: head.method.rawValue, path: head.uri, headers: headers, body: body,
+            certificateAuthenticated: connection.certificateAuthenticated ?? false))
+
+        var delay = Duration.zero
+        for action in server.state.firingFaults(token: token, where: { if case .latency = $0 { true } else { false } }) {
+            if case .latency(let extra) = action { delay += extra }
+        }
+        if case .accept = decision {
+            if case .reject(let reason)? = server.state.firingFaults(token: token, where: { if case .reject = $0 { true } else { false } }).first {
+                decision = .reject(reason)
+            } else if let since = server.state.unregisteredSince(token) {
+                decision = .reject(.unregistered, timestamp: since)
+            }
+        }
+
+        let apnsID: String
+        if case .accept(let id) = decision { apnsID = id } else { apnsID = headers["apns-id"]?.first?.lowercased() ?? UUID().uuidString.lowercased() }
+        let notification = RecordedNotification(
+            token: token, apnsID: apnsID, headers: headers.compactMapValues(\.first).filter { $0.key != "authorization" },
+            payload: body, connection: connection.number)
+        let send = { [self] in self.send(decision, apnsID: apnsID, notification: notification, context: context, parent: parent) }
+        if delay == .zero {
+            send()
+        } else {
+            let nanoseconds = Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+            context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { send() }
+        }
+    }
+
+    private func send(_ decision: MockRequestValidator.Decision, apnsID: String, notification: RecordedNotification, context: ChannelHandlerContext, parent: Channel) {
+        var headers = HTTPHeaders([("apns-id", apnsID)])
+        let status: Int
+        var bodyBuffer: ByteBuffer?
+        switch decision {
+        case .accept:
+            status = 200
+            if server.configuration.sandbox { headers.add(name: "apns-unique-id", value: UUID().uuidString.lowercased()) }
+            server.state.record(notification)
+        case .reject(let reason, let timestamp):
+            status = reason.status
+            var object: [String: Any] = ["reason": reason.rawValue]
+            if let timestamp { object["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
+            let json = (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
+            headers.add(name: "content-type", value: "application/json")
+            bodyBuffer = context.channel.allocator.buffer(bytes: json)
+        }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: status), headers: headers))), promise: nil)
+        if let bodyBuffer { context.write(wrapOutboundOut(.body(.byteBuffer(bodyBuffer))), promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        connection.answered += 1
+
+        if case .accept = decision, !connection.raisedStreamLimit {
+            // APNs lets a new connection have one stream until a request is accepted.
+            connection.raisedStreamLimit = true
+            let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([
+                HTTP2Setting(parameter: .maxConcurrentStreams, value: server.configuration.maxConcurrentStreams)
+            ])))
+            parent.writeAndFlush(settings, promise: nil)
+        }
+        let answered = connection.answered
+        if !connection.closing, !server.state.firingFaults(token: notification.token, where: {
+            if case .goAway(let after) = $0 { return answered == after }
+            return false
+        }).isEmpty {
+            goAway(parent, lastStream: context.channel)
+        }
+    }
+
+    /// GOAWAY naming this stream as the last processed, then close: streams the client opened
+    /// after it were never processed and must be retried elsewhere.
+    private func goAway(_ parent: Channel, lastStream: Channel) {
+        connection.closing = true
+        let lastID = (try? lastStream.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastID, errorCode: .noError, opaqueData: nil))
+        parent.writeAndFlush(frame).whenComplete { _ in
+            parent.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) }
+        }
+    }
+
+    /// Drops the connection with a TCP reset, answering nothing.
+    private func reset(_ parent: Channel) {
+        connection.closing = true
+        guard let socket = parent as? SocketOptionProvider else {
+            parent.close(promise: nil)
+            return
+        }
+        socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in parent.close(promise: nil) }
+    }
+}
