@@ -82,13 +82,21 @@ public final class MockAPNsServer: Sendable {
         let connection = MockConnection(number: shared.state.newConnectionNumber())
         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+        // libcurl ends each upload with an empty DATA frame; under load several of those arrive
+        // back to back, which NIO's flood protection (default: 1) answers with ENHANCE_YOUR_CALM.
+        connectionConfiguration.maximumSequentialEmptyDataFrames = 100_000
         connectionConfiguration.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 1),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 8192),
         ]
+        // libcurl also resets streams it has finished with when its bookkeeping ran ahead of the
+        // stream's close; NIO's default (200 resets in 30 s) would take that for an attack.
+        var streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
+        streamConfiguration.streamResetFrameRateLimit.maximumCount = 10_000_000
+        streamConfiguration.streamErrorRateLimit.maximumCount = 10_000_000
         _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
             mode: .server, connectionConfiguration: connectionConfiguration,
-            streamConfiguration: NIOHTTP2Handler.StreamConfiguration()
+            streamConfiguration: streamConfiguration
         ) { stream in
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandlers([
@@ -97,6 +105,8 @@ public final class MockAPNsServer: Sendable {
                 ])
             }
         }
+        // Last, so it sees the errors the HTTP/2 handler raises as well as TLS ones.
+        try channel.pipeline.syncOperations.addHandler(ConnectionErrorHandler(connection: connection.number, state: shared.state))
     }
 
     public func shutdown() async throws {
@@ -121,6 +131,12 @@ public final class MockAPNsServer: Sendable {
     /// Requests received, answered or not, accepted or not.
     public var requestCount: Int { shared.state.requests }
 
+    /// Errors connections failed with (TLS, HTTP/2 protocol), newest last.
+    public var connectionErrors: [String] { shared.state.errors }
+
+    /// The most requests the server had open at once, across connections.
+    public var peakConcurrentRequests: Int { shared.state.peakInFlight }
+
     /// Connections accepted since start.
     public var connectionCount: Int { shared.state.connections }
 
@@ -128,4 +144,21 @@ public final class MockAPNsServer: Sendable {
 
     /// Makes a token answer 410 Unregistered (or valid again with nil).
     public func setUnregistered(_ token: String, since: Date?) { shared.state.setUnregistered(token, since: since) }
+}
+
+/// Remembers why connections failed, so a test can tell a protocol error from a planned fault.
+final class ConnectionErrorHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = Any
+    let connection: Int
+    let state: MockAPNsState
+
+    init(connection: Int, state: MockAPNsState) {
+        self.connection = connection
+        self.state = state
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        state.recordError("connection \(connection): \(error)")
+        context.fireErrorCaught(error)
+    }
 }

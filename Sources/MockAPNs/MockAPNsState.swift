@@ -10,7 +10,10 @@ final class MockAPNsState: Sendable {
         var faults: [MockAPNsFault]
         var unregistered: [String: Date]
         var requests = 0
+        var inFlight = 0
+        var peakInFlight = 0
         var connections = 0
+        var errors: [String] = []
     }
 
     private let state: Mutex<State>
@@ -27,7 +30,18 @@ final class MockAPNsState: Sendable {
 
     func clearRecorded() { state.withLock { $0.recorded.removeAll() } }
 
-    func countRequest() { state.withLock { $0.requests += 1 } }
+    func requestArrived() {
+        state.withLock { state in
+            state.requests += 1
+            state.inFlight += 1
+            state.peakInFlight = max(state.peakInFlight, state.inFlight)
+        }
+    }
+
+    func requestFinished() { state.withLock { $0.inFlight -= 1 } }
+
+    /// The most requests open at once across all connections.
+    var peakInFlight: Int { state.withLock { $0.peakInFlight } }
 
     var requests: Int { state.withLock { $0.requests } }
 
@@ -39,6 +53,10 @@ final class MockAPNsState: Sendable {
     }
 
     var connections: Int { state.withLock { $0.connections } }
+
+    func recordError(_ error: String) { state.withLock { if $0.errors.count < 1000 { $0.errors.append(error) } } }
+
+    var errors: [String] { state.withLock { $0.errors } }
 
     func unregisteredSince(_ token: String) -> Date? { state.withLock { $0.unregistered[token] } }
 

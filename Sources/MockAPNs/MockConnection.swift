@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 
 /// One client connection's counters. Touched only on the connection's event loop, which its
@@ -7,11 +8,16 @@ final class MockConnection: @unchecked Sendable {
     /// Requests received and answered on this connection.
     var received = 0
     var answered = 0
+    /// Requests received and not yet answered.
+    var inFlight = 0
     /// Whether the stream limit has been raised from 1 (after the first accepted request).
     var raisedStreamLimit = false
     /// Whether the client presented a certificate the server trusts; read once per connection.
     var certificateAuthenticated: Bool?
     var closing = false
+    var verifiedToken: (jwt: String, issuedAt: Date)?
+    /// After a GOAWAY: the last stream the server promised to process.
+    var goAwayLastStream: Int?
 
     init(number: Int) {
         self.number = number

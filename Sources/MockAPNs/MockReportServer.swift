@@ -52,7 +52,7 @@ enum MockReportServer {
             case (.GET, "/notifications"):
                 return (.ok, state.recorded.map { notification -> [String: Any] in
                     [
-                        "token": notification.token, "apns_id": notification.apnsID, "headers": notification.headers,
+                        "token": notification.token, "apns_id": notification.apnsID, "headers": notification.headers.filter { $0.key != "authorization" },
                         "payload": String(decoding: notification.payload, as: UTF8.self), "connection": notification.connection,
                     ]
                 })

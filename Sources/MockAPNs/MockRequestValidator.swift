@@ -16,6 +16,9 @@ struct MockRequestValidator: Sendable {
         var body: [UInt8]
         /// The connection presented a client certificate the server trusts.
         var certificateAuthenticated: Bool
+        /// The last provider token this connection verified, and when it was issued: APNs checks
+        /// a connection's token once, not on every request.
+        var verifiedToken: (jwt: String, issuedAt: Date)?
     }
 
     let keys: [String: (teamID: String, key: ES256Key)]
@@ -28,7 +31,14 @@ struct MockRequestValidator: Sendable {
         return String(path.dropFirst(prefix.count))
     }
 
-    func decide(_ request: Request, now: Date = Date()) -> Decision {
+    /// The decision, and the token verified along the way (for the connection to remember).
+    func decide(_ request: Request, now: Date = Date()) -> (Decision, verified: (jwt: String, issuedAt: Date)?) {
+        var verified = request.verifiedToken
+        let decision = decide(request, now: now, verified: &verified)
+        return (decision, verified)
+    }
+
+    private func decide(_ request: Request, now: Date, verified: inout (jwt: String, issuedAt: Date)?) -> Decision {
         guard request.method == "POST" else { return .reject(.methodNotAllowed) }
         guard let token = Self.token(in: request.path) else { return .reject(.badPath) }
         guard !token.isEmpty else { return .reject(.missingDeviceToken) }
@@ -41,8 +51,14 @@ struct MockRequestValidator: Sendable {
         if !request.certificateAuthenticated {
             guard let authorization = header("authorization") else { return .reject(.missingProviderToken) }
             guard authorization.lowercased().hasPrefix("bearer ") else { return .reject(.invalidProviderToken) }
-            if case .failure(let rejection) = ProviderToken.verify(String(authorization.dropFirst(7)), keys: keys, now: now) {
-                return .reject(rejection.reason)
+            let jwt = String(authorization.dropFirst(7))
+            if let known = verified, known.jwt == jwt {
+                if now.timeIntervalSince(known.issuedAt) > 3600 { return .reject(.expiredProviderToken) }
+            } else {
+                switch ProviderToken.verify(jwt, keys: keys, now: now) {
+                case .failure(let rejection): return .reject(rejection.reason)
+                case .success(let token): verified = (jwt, token.issuedAt)
+                }
             }
         }
 

@@ -34,8 +34,16 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func respond(context: ChannelHandlerContext) {
         guard let head, let parent = context.channel.parent else { return }
+        if let last = connection.goAwayLastStream, let id = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID),
+            Int(id) > last
+        {
+            // Opened after our GOAWAY: never processed, as the GOAWAY promised. The client retries it.
+            context.close(promise: nil)
+            return
+        }
         connection.received += 1
-        server.state.countRequest()
+        connection.inFlight += 1
+        server.state.requestArrived()
         let token = MockRequestValidator.token(in: head.uri) ?? ""
 
         let received = connection.received
@@ -43,6 +51,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
             if case .resetConnection(let after) = $0 { return received == after + 1 }
             return false
         }).isEmpty {
+            server.state.requestFinished()
             reset(parent)
             return
         }
@@ -53,9 +62,10 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         var headers: [String: [String]] = [:]
         for (name, value) in head.headers { headers[name.lowercased(), default: []].append(value) }
-        var decision = server.validator.decide(MockRequestValidator.Request(
+        var (decision, verified) = server.validator.decide(MockRequestValidator.Request(
             method: head.method.rawValue, path: head.uri, headers: headers, body: body,
-            certificateAuthenticated: connection.certificateAuthenticated ?? false))
+            certificateAuthenticated: connection.certificateAuthenticated ?? false, verifiedToken: connection.verifiedToken))
+        connection.verifiedToken = verified
 
         var delay = Duration.zero
         for action in server.state.firingFaults(token: token, where: { if case .latency = $0 { true } else { false } }) {
@@ -72,8 +82,8 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         let apnsID: String
         if case .accept(let id) = decision { apnsID = id } else { apnsID = headers["apns-id"]?.first?.lowercased() ?? UUID().uuidString.lowercased() }
         let notification = RecordedNotification(
-            token: token, apnsID: apnsID, headers: headers.compactMapValues(\.first).filter { $0.key != "authorization" },
-            payload: body, connection: connection.number)
+            token: token, apnsID: apnsID, headers: headers.compactMapValues(\.first),
+            payload: body, connection: connection.number, concurrentStreams: connection.inFlight)
         let send = { [self] in self.send(decision, apnsID: apnsID, notification: notification, context: context, parent: parent) }
         if delay == .zero {
             send()
@@ -104,6 +114,8 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let bodyBuffer { context.write(wrapOutboundOut(.body(.byteBuffer(bodyBuffer))), promise: nil) }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         connection.answered += 1
+        connection.inFlight -= 1
+        server.state.requestFinished()
 
         if case .accept = decision, !connection.raisedStreamLimit {
             // APNs lets a new connection have one stream until a request is accepted.
@@ -127,6 +139,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func goAway(_ parent: Channel, lastStream: Channel) {
         connection.closing = true
         let lastID = (try? lastStream.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
+        connection.goAwayLastStream = Int(lastID)
         let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastID, errorCode: .noError, opaqueData: nil))
         parent.writeAndFlush(frame).whenComplete { _ in
             parent.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) }

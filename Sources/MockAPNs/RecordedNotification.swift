@@ -9,6 +9,9 @@ public struct RecordedNotification: Sendable, Hashable {
     public let payload: [UInt8]
     /// Which connection carried it, numbered from 1 in accept order.
     public let connection: Int
+    /// Requests open on that connection when this one arrived, itself included: shows the
+    /// stream limit at work.
+    public let concurrentStreams: Int
 
     public var topic: String? { headers["apns-topic"] }
     public var pushType: String? { headers["apns-push-type"] }

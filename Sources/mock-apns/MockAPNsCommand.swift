@@ -3,6 +3,7 @@ import Foundation
 import MockAPNs
 
 /// `swift run mock-apns --port 2197 --cert server.pem --key server.key --provider-key KEYID:TEAMID:key.pub.pem`
+@main
 struct MockAPNsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mock-apns",
@@ -40,11 +41,10 @@ struct MockAPNsCommand: AsyncParsableCommand {
             configuration.providerKeys[parts[0]] = (parts[1], pem)
         }
         let server = try await MockAPNsServer.start(configuration)
-        print("mock-apns listening on \(server.url)" + (server.reportPort.map { ", report endpoint http://\(host):\($0)/counts" } ?? ""))
-        fflush(stdout)
+        // Written unbuffered: scripts wait for this line to learn the port.
+        let line = "mock-apns listening on \(server.url)" + (server.reportPort.map { ", report endpoint http://\(host):\($0)/counts" } ?? "")
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
         // Serve until interrupted.
         while true { try await Task.sleep(for: .seconds(3600)) }
     }
 }
-
-await MockAPNsCommand.main()

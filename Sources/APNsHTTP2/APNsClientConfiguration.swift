@@ -1,0 +1,69 @@
+import APNs
+
+/// Where and how to reach APNs, and how hard to push.
+public struct APNsClientConfiguration: Sendable {
+    public enum Environment: String, Sendable, Hashable, Codable {
+        case production, sandbox
+
+        public var host: String {
+            self == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com"
+        }
+    }
+
+    public enum Authentication: Sendable {
+        /// Provider tokens (a .p8 key): one shared token per key, sent as `authorization: bearer`.
+        case token(ProviderTokenSource)
+        /// A client certificate as the TLS identity.
+        case certificate(APNsCertificateIdentity)
+    }
+
+    /// `https://host:port` of the service; see ``init(environment:port:authentication:)``.
+    public var baseURL: String
+    public var authentication: Authentication
+    /// Connections to open, all shared by every request of this client.
+    public var connections = 2
+    /// Our own cap on streams per connection; the server's SETTINGS_MAX_CONCURRENT_STREAMS
+    /// (1 until APNs has accepted a request, then 1000) applies on top.
+    public var maxConcurrentStreams = 1000
+    /// Requests admitted at once; further `send` calls wait. Bounds memory whatever the job size.
+    public var maxInFlight = 2000
+    public var requestTimeout: Duration = .seconds(15)
+    public var connectTimeout: Duration = .seconds(10)
+    /// Extra PEM CA file to trust (the mock's); nil uses the system store.
+    public var caFile: String?
+    /// `http://proxy:port` or `https://proxy:port`; APNs traffic goes through a CONNECT tunnel.
+    public var proxy: String?
+    /// Sends after a GOAWAY, a refused stream or a dropped connection are retried on a fresh
+    /// connection this many times before the error reaches the caller.
+    public var transportRetries = 3
+
+    public init(environment: Environment, port: Int = 443, authentication: Authentication) {
+        self.baseURL = "https://\(environment.host):\(port)"
+        self.authentication = authentication
+    }
+
+    /// For a mock or a proxying gateway: `https://127.0.0.1:2197`.
+    public init(baseURL: String, authentication: Authentication) {
+        self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        self.authentication = authentication
+    }
+}
+
+/// A TLS client identity for certificate authentication.
+public struct APNsCertificateIdentity: Sendable, Hashable {
+    public enum Format: String, Sendable, Hashable { case p12 = "P12", pem = "PEM" }
+
+    public var certificateFile: String
+    public var format: Format
+    /// The key file for PEM; nil when the key is in the certificate file (always for .p12).
+    public var keyFile: String?
+    /// The .p12 or key password; never logged.
+    public var password: String?
+
+    public init(certificateFile: String, format: Format, keyFile: String? = nil, password: String? = nil) {
+        self.certificateFile = certificateFile
+        self.format = format
+        self.keyFile = keyFile
+        self.password = password
+    }
+}

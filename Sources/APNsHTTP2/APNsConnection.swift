@@ -1,0 +1,184 @@
+import CCurl
+import Foundation
+import Logging
+import Synchronization
+
+/// One HTTP/2 connection to APNs: a libcurl multi handle limited to a single connection, driven
+/// by its own thread, multiplexing many streams.
+///
+/// A multi handle per connection, rather than one for the whole group, is what lets the pool
+/// see each connection: which one is new (and so limited to one stream until APNs has accepted
+/// a request), how many streams each carries, and which one failed.
+///
+/// Tasks hand transfers over through `submit`, which wakes the thread with `curl_multi_wakeup`;
+/// every libcurl call happens on the thread, as the multi interface requires.
+final class APNsConnection: @unchecked Sendable {
+    private let configuration: APNsClientConfiguration
+    private let logger: Logger
+    private let multi: UnsafeMutableRawPointer
+    private let submitted = Mutex<(transfers: [CurlTransfer], closed: Bool)>(([], false))
+
+    // I/O thread only.
+    private var idleHandles: [UnsafeMutableRawPointer] = []
+    private var running = 0
+
+    init(configuration: APNsClientConfiguration, logger: Logger) {
+        CurlGlobal.initialize()
+        self.configuration = configuration
+        self.logger = logger
+        multi = curl_multi_init()
+        _ = pw_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
+        _ = pw_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1)
+        _ = pw_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1)
+        _ = pw_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
+        let thread = Thread { [self] in self.run() }
+        thread.name = "apns-curl"
+        thread.start()
+    }
+
+    /// Queues a transfer; false when the driver is shutting down.
+    func submit(_ transfer: CurlTransfer) -> Bool {
+        let accepted = submitted.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.transfers.append(transfer)
+            return true
+        }
+        if accepted { curl_multi_wakeup(multi) }
+        return accepted
+    }
+
+    func shutdown() {
+        submitted.withLock { $0.closed = true }
+        curl_multi_wakeup(multi)
+    }
+
+    private func run() {
+        while true {
+            let (transfers, closed) = submitted.withLock { state in
+                defer { state.transfers.removeAll(keepingCapacity: true) }
+                return (state.transfers, state.closed)
+            }
+            for transfer in transfers { start(transfer) }
+            if closed && running == 0 { break }
+            var stillRunning: Int32 = 0
+            curl_multi_perform(multi, &stillRunning)
+            collectFinished()
+            if transfers.isEmpty {
+                _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+            }
+        }
+        for handle in idleHandles { curl_easy_cleanup(handle) }
+        curl_multi_cleanup(multi)
+    }
+
+    private func start(_ transfer: CurlTransfer) {
+        let easy = idleHandles.popLast() ?? curl_easy_init()!
+        configure(easy, for: transfer)
+        // The multi handle now refers to the transfer through PRIVATE and the callbacks' data
+        // pointers: keep it alive until `collectFinished` removes the handle.
+        let retained = Unmanaged.passRetained(transfer).toOpaque()
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, retained)
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, retained)
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, retained)
+        let added = curl_multi_add_handle(multi, easy)
+        guard added == CURLM_OK else {
+            Unmanaged<CurlTransfer>.fromOpaque(retained).release()
+            transfer.finish(.failure(code: 0, message: "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(added)))"))
+            curl_easy_reset(easy)
+            idleHandles.append(easy)
+            return
+        }
+        running += 1
+    }
+
+    private func configure(_ easy: UnsafeMutableRawPointer, for transfer: CurlTransfer) {
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_URL, transfer.url)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_POSTFIELDS, transfer.body)
+        _ = pw_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(transfer.bodyCount))
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, transfer.headers)
+        _ = pw_curl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
+        _ = pw_curl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback)
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
+        // Queue on the one connection rather than fail for want of another.
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, configuration.requestTimeout.milliseconds)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
+        if let caFile = configuration.caFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_CAINFO, caFile) }
+        if let proxy = configuration.proxy { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_PROXY, proxy) }
+        if case .certificate(let identity) = configuration.authentication {
+            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLCERT, identity.certificateFile)
+            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLCERTTYPE, identity.format.rawValue)
+            if let keyFile = identity.keyFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLKEY, keyFile) }
+            if let password = identity.password { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_KEYPASSWD, password) }
+        }
+    }
+
+    private func collectFinished() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            var privatePointer: UnsafeMutableRawPointer?
+            _ = pw_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privatePointer)
+            curl_multi_remove_handle(multi, easy)
+            running -= 1
+            guard let privatePointer else { continue }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(privatePointer).takeRetainedValue()
+            if code == CURLE_OK {
+                var status = 0, version = 0
+                _ = pw_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+                _ = pw_curl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+                transfer.finish(.response(
+                    status: status, httpVersion: version, apnsID: transfer.apnsID, apnsUniqueID: transfer.apnsUniqueID,
+                    body: transfer.responseBody))
+            } else {
+                let detail = transfer.errorMessage
+                let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+                transfer.finish(.failure(code: code.rawValue, message: message))
+            }
+            curl_easy_reset(easy)
+            idleHandles.append(easy)
+        }
+    }
+}
+
+private let curlHeaderCallback: pw_curl_data_callback = { buffer, size, count, userdata in
+    let length = size * count
+    guard let buffer, let userdata else { return length }
+    Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue().receiveHeader(UnsafeRawBufferPointer(start: buffer, count: length))
+    return length
+}
+
+private let curlWriteCallback: pw_curl_data_callback = { buffer, size, count, userdata in
+    let length = size * count
+    guard let buffer, let userdata else { return length }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    // Error bodies are a few dozen bytes; anything past 64 KiB is not APNs talking.
+    if transfer.responseBody.count < 65_536 {
+        transfer.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: length))
+    }
+    return length
+}
+
+/// `curl_global_init` must run once, before any other libcurl call and not concurrently with one.
+enum CurlGlobal {
+    private static let initialized: Bool = {
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+        return true
+    }()
+
+    static func initialize() { _ = initialized }
+}
+
+extension Duration {
+    var milliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+}

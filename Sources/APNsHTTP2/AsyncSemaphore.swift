@@ -1,0 +1,56 @@
+import Synchronization
+
+/// Admits at most `limit` holders; the others wait in arrival order. Keeps a million-device send
+/// from turning into a million buffered requests.
+final class AsyncSemaphore: Sendable {
+    private struct State {
+        var available: Int
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var head = 0
+    }
+
+    private let state: Mutex<State>
+
+    init(limit: Int) {
+        state = Mutex(State(available: limit))
+    }
+
+    func acquire() async {
+        let admitted = state.withLock { state -> Bool in
+            if state.available > 0 {
+                state.available -= 1
+                return true
+            }
+            return false
+        }
+        if admitted { return }
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.available > 0 {
+                    state.available -= 1
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.head < state.waiters.count else {
+                state.available += 1
+                return nil
+            }
+            let waiter = state.waiters[state.head]
+            state.head += 1
+            if state.head == state.waiters.count {
+                state.waiters.removeAll(keepingCapacity: true)
+                state.head = 0
+            }
+            return waiter
+        }
+        next?.resume()
+    }
+}

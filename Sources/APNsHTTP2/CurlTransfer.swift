@@ -1,0 +1,64 @@
+import CCurl
+import Foundation
+
+/// What came back for one transfer.
+enum CurlOutcome: Sendable {
+    case response(status: Int, httpVersion: Int, apnsID: String?, apnsUniqueID: String?, body: [UInt8])
+    case failure(code: UInt32, message: String)
+}
+
+/// One request's C-side state: the URL, header list, body and error buffer libcurl reads from
+/// while the transfer runs, and what it writes back. Everything is owned here and freed in
+/// deinit; the I/O thread holds a strong reference from `curl_multi_add_handle` until the
+/// transfer is removed, so libcurl's callbacks never see a freed object.
+final class CurlTransfer: @unchecked Sendable {
+    let url: UnsafeMutablePointer<CChar>
+    private(set) var headers: UnsafeMutablePointer<curl_slist>?
+    let body: UnsafeMutableRawPointer
+    let bodyCount: Int
+    let errorBuffer: UnsafeMutablePointer<CChar>
+    private let continuation: CheckedContinuation<CurlOutcome, Never>
+
+    // Written by libcurl's callbacks on the I/O thread.
+    var apnsID: String?
+    var apnsUniqueID: String?
+    var responseBody: [UInt8] = []
+
+    init(url: String, headers: [String], body: [UInt8], continuation: CheckedContinuation<CurlOutcome, Never>) {
+        self.url = strdup(url)
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in headers { list = curl_slist_append(list, header) }
+        self.headers = list
+        let copy = malloc(max(body.count, 1))!
+        body.withUnsafeBytes { if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: $0.count) } }
+        self.body = copy
+        self.bodyCount = body.count
+        self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+        self.errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        self.continuation = continuation
+    }
+
+    deinit {
+        free(url)
+        curl_slist_free_all(headers)
+        free(body)
+        errorBuffer.deallocate()
+    }
+
+    func finish(_ outcome: CurlOutcome) {
+        continuation.resume(returning: outcome)
+    }
+
+    /// Called for each response header line, such as `apns-id: …\r\n`.
+    func receiveHeader(_ line: UnsafeRawBufferPointer) {
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
+        guard name == "apns-id" || name == "apns-unique-id" else { return }
+        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if name == "apns-id" { apnsID = value } else { apnsUniqueID = value }
+    }
+
+    var errorMessage: String {
+        String(cString: errorBuffer)
+    }
+}

@@ -1,0 +1,198 @@
+import APNs
+import APNsHTTP2
+import Foundation
+import MockAPNs
+import TestSupport
+import Testing
+
+@Suite("APNs client against the mock, over TLS and HTTP/2")
+struct APNsClientTests {
+    @Test("a token-authenticated notification arrives with every header and the payload as sent")
+    func tokenAuth() async throws {
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client()
+        let id = UUID()
+        let request = MockFixture.request {
+            $0.priority = .conservePower
+            $0.expiration = .at(Date(timeIntervalSince1970: 2_000_000_000))
+            $0.collapseID = "match-42"
+            $0.apnsID = id
+        }
+        let response = try await client.send(request)
+        #expect(response.status == 200)
+        #expect(response.apnsID == id.uuidString.lowercased())
+        #expect(response.apnsUniqueID != nil)
+        let recorded = try #require(fixture.server.recorded.first)
+        #expect(recorded.token == request.deviceToken)
+        #expect(recorded.topic == MockFixture.topic)
+        #expect(recorded.pushType == "alert")
+        #expect(recorded.priority == "5")
+        #expect(recorded.expiration == "2000000000")
+        #expect(recorded.collapseID == "match-42")
+        #expect(recorded.apnsID == id.uuidString.lowercased())
+        #expect(recorded.payload == request.payload)
+        #expect(recorded.headers["authorization"]?.hasPrefix("bearer ey") == true)
+        client.shutdown()
+    }
+
+    @Test("certificate auth with a .p12 and its password, and with PEM certificate and key")
+    func certificateAuth() async throws {
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let p12 = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.p12"), format: .p12, password: "test")))
+        #expect(try await p12.send(MockFixture.request(1)).status == 200)
+        let pem = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.pem"), format: .pem, keyFile: fixture.path("client.key"))))
+        #expect(try await pem.send(MockFixture.request(2)).status == 200)
+        // No authorization header was sent: the certificate alone authenticated.
+        #expect(fixture.server.recorded.allSatisfy { $0.headers["authorization"] == nil })
+
+        let wrongPassword = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.p12"), format: .p12, password: "nope")))
+        do {
+            _ = try await wrongPassword.send(MockFixture.request(3))
+            Issue.record("sent with a wrong .p12 password")
+        } catch {
+            #expect(!error.isRetryable, "\(error)")
+            #expect(!"\(error)".contains("nope"))
+        }
+        p12.shutdown(); pem.shutdown(); wrongPassword.shutdown()
+    }
+
+    @Test("a server certificate from an unknown CA is refused")
+    func verifiesServer() async throws {
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client { $0.caFile = nil }
+        do {
+            _ = try await client.send(MockFixture.request())
+            Issue.record("trusted a certificate from an unknown CA")
+        } catch {
+            #expect("\(error)".contains("TLS verification"), "\(error)")
+        }
+        #expect(fixture.server.requestCount == 0)
+        client.shutdown()
+    }
+
+    @Test("an invalid request is refused before it is sent")
+    func invalidNotSent() async throws {
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client()
+        do {
+            _ = try await client.send(MockFixture.request { $0.collapseID = String(repeating: "x", count: 65) })
+            Issue.record("sent an invalid request")
+        } catch {
+            guard case .invalidRequest(let validation) = error else { Issue.record("\(error)"); return }
+            #expect(validation.field == "collapse_id")
+        }
+        #expect(fixture.server.requestCount == 0)
+        client.shutdown()
+    }
+
+    @Test(
+        "each injected APNs error comes back with its status and reason",
+        arguments: [APNsErrorReason.badDeviceToken, .deviceTokenNotForTopic, .topicDisallowed, .badCertificate, .forbidden,
+            .invalidProviderToken, .badEnvironmentKeyInToken, .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates,
+            .tooManyRequests, .internalServerError, .serviceUnavailable])
+    func injectedErrors(reason: APNsErrorReason) async throws {
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.reject(reason), tokens: [MockFixture.deviceToken(7)])] }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client()
+        // A first, accepted request, as a connection's first one must be for the token to be trusted.
+        #expect(try await client.send(MockFixture.request(1)).status == 200)
+        let response = try await client.send(MockFixture.request(7))
+        #expect(response.status == reason.status)
+        #expect(response.reason == reason)
+        client.shutdown()
+    }
+
+    @Test("an unregistered device answers 410 with the millisecond timestamp")
+    func unregistered() async throws {
+        let since = Date(timeIntervalSince1970: 1_700_000_000.250)
+        let fixture = try await MockFixture.start { $0.unregisteredTokens = [MockFixture.deviceToken(3): since] }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client()
+        let response = try await client.send(MockFixture.request(3))
+        #expect(response.status == 410)
+        #expect(response.reason == .unregistered)
+        #expect(response.timestamp == since)
+        client.shutdown()
+    }
+
+    @Test("one provider token serves every request; ExpiredProviderToken gets a new one and a single retry")
+    func tokenRefresh() async throws {
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let clock = Locked(Date())
+        let source = fixture.tokenSource(clock: { clock.value })
+        let client = fixture.client(.token(source))
+        for index in 0..<20 { #expect(try await client.send(MockFixture.request(index)).status == 200) }
+        let tokens = Set(fixture.server.recorded.compactMap { $0.headers["authorization"] })
+        #expect(tokens.count == 1)
+
+        // 21 minutes later APNs calls the token expired: a new one is signed and the send retried.
+        clock.withLock { $0 = $0.addingTimeInterval(21 * 60) }
+        fixture.server.setFaults([MockAPNsFault(.reject(.expiredProviderToken), times: 1)])
+        let response = try await client.send(MockFixture.request(100))
+        #expect(response.status == 200)
+        let last = try #require(fixture.server.recorded.last?.headers["authorization"])
+        #expect(!tokens.contains(last))
+        #expect(fixture.server.requestCount == 22)
+
+        // Expired again at once: the 20-minute rule forbids another new token, so no retry loop.
+        fixture.server.setFaults([MockAPNsFault(.reject(.expiredProviderToken))])
+        let refused = try await client.send(MockFixture.request(101))
+        #expect(refused.reason == .expiredProviderToken)
+        #expect(fixture.server.requestCount == 24)
+        client.shutdown()
+    }
+
+    @Test("a new connection carries one stream until a request is accepted, then up to the server's limit")
+    func streamLimit() async throws {
+        let fixture = try await MockFixture.start {
+            $0.maxConcurrentStreams = 8
+            $0.faults = [MockAPNsFault(.latency(.milliseconds(30)))]
+        }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client()
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<60 { group.addTask { try await client.send(MockFixture.request(index)).status } }
+            for try await status in group { #expect(status == 200) }
+        }
+        let recorded = fixture.server.recorded
+        #expect(recorded.count == 60)
+        #expect(recorded.first?.concurrentStreams == 1)
+        let peak = recorded.map(\.concurrentStreams).max() ?? 0
+        #expect(peak > 1 && peak <= 8, "peak \(peak): \(recorded.map(\.concurrentStreams))")
+        client.shutdown()
+    }
+
+    @Test("a request past the timeout fails as a timeout, and the client goes on working")
+    func timeout() async throws {
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.seconds(3)), tokens: [MockFixture.deviceToken(9)])] }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client { $0.requestTimeout = .milliseconds(500) }
+        do {
+            _ = try await client.send(MockFixture.request(9))
+            Issue.record("no timeout")
+        } catch {
+            guard case .timeout = error else { Issue.record("\(error)"); return }
+        }
+        #expect(try await client.send(MockFixture.request(1)).status == 200)
+        client.shutdown()
+    }
+
+    @Test("the number of requests in flight never exceeds maxInFlight")
+    func boundedInFlight() async throws {
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.milliseconds(20)))] }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client { $0.maxInFlight = 5; $0.connections = 2 }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<100 { group.addTask { _ = try await client.send(MockFixture.request(index)) } }
+            try await group.waitForAll()
+        }
+        #expect(fixture.server.recorded.count == 100)
+        #expect(fixture.server.peakConcurrentRequests <= 5)
+        client.shutdown()
+    }
+}

@@ -1,0 +1,61 @@
+import APNs
+import APNsHTTP2
+import Foundation
+import MockAPNs
+import TestSupport
+import Testing
+
+@Suite("APNs connection faults and volume")
+struct ConnectionFaultTests {
+    private func burst(_ client: APNsClient, count: Int) async throws -> [Int: Int] {
+        try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for index in 0..<count { group.addTask { (index, try await client.send(MockFixture.request(index)).status) } }
+            var statuses: [Int: Int] = [:]
+            for try await (index, status) in group {
+                #expect(statuses[index] == nil, "answered twice: \(index)")
+                statuses[index] = status
+            }
+            return statuses
+        }
+    }
+
+    @Test("GOAWAY mid-burst: every notification is answered once and delivered once")
+    func goAway() async throws {
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.goAway(afterRequests: 150), times: 2)] }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client { $0.connections = 2 }
+        let statuses = try await burst(client, count: 1000)
+        #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
+        let counts = fixture.server.deliveryCounts
+        #expect(counts.count == 1000 && counts.values.allSatisfy { $0 == 1 })
+        #expect(fixture.server.connectionCount >= 3, "GOAWAY should have forced new connections")
+        client.shutdown()
+    }
+
+    @Test("connection resets mid-burst: every notification is still answered exactly once")
+    func reset() async throws {
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.resetConnection(afterRequests: 200), times: 2)] }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client { $0.connections = 2 }
+        let statuses = try await burst(client, count: 1000)
+        #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
+        #expect(Set(fixture.server.recorded.map(\.token)).count == 1000)
+        #expect(fixture.server.connectionCount >= 3)
+        client.shutdown()
+    }
+
+    @Test("10,000 notifications over 2 connections: none lost, none duplicated")
+    func tenThousand() async throws {
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client { $0.connections = 2 }
+        let statuses = try await burst(client, count: 10_000)
+        #expect(fixture.server.connectionErrors.isEmpty, "\(fixture.server.connectionErrors.prefix(5))")
+        #expect(statuses.count == 10_000 && statuses.values.allSatisfy { $0 == 200 })
+        let counts = fixture.server.deliveryCounts
+        #expect(counts.count == 10_000 && counts.values.allSatisfy { $0 == 1 })
+        #expect(fixture.server.connectionCount == 2)
+        #expect(Set(fixture.server.recorded.map(\.connection)).count == 2)
+        client.shutdown()
+    }
+}
