@@ -23,7 +23,7 @@ struct ConnectionFaultTests {
     func goAway() async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.goAway(afterRequests: 150), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client { $0.connections = 2 }
+        let client = fixture.client { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
         let statuses = try await burst(client, count: 1000)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         let counts = fixture.server.deliveryCounts
@@ -36,7 +36,7 @@ struct ConnectionFaultTests {
     func reset() async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.resetConnection(afterRequests: 200), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client { $0.connections = 2 }
+        let client = fixture.client { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
         let statuses = try await burst(client, count: 1000)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         #expect(Set(fixture.server.recorded.map(\.token)).count == 1000)
@@ -48,7 +48,9 @@ struct ConnectionFaultTests {
     func tenThousand() async throws {
         let fixture = try await MockFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client { $0.connections = 2 }
+        // 100 streams a connection: the mock runs unoptimised in debug test builds, and a deeper
+        // queue would only make requests wait past their timeout on a busy CI machine.
+        let client = fixture.client { $0.connections = 2; $0.maxConcurrentStreams = 100; $0.maxInFlight = 200; $0.requestTimeout = .seconds(30) }
         let statuses = try await burst(client, count: 10_000)
         #expect(fixture.server.connectionErrors.isEmpty, "\(fixture.server.connectionErrors.prefix(5))")
         #expect(statuses.count == 10_000 && statuses.values.allSatisfy { $0 == 200 })
