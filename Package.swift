@@ -15,6 +15,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.35.0"),
@@ -82,6 +83,9 @@ let package = Package(
             name: "PushWorker",
             dependencies: [
                 "AMQP",
+                "APNs",
+                "APNsHTTP2",
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -116,12 +120,12 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker"]
+            dependencies: ["PushWorker", "APNsHTTP2", "TestSupport"]
         ),
         // Runs the built `pushworker` program as a process, the way operators and producers do.
         .testTarget(
             name: "pushworkerTests",
-            dependencies: ["pushworker", "AMQP", "TestSupport"]
+            dependencies: ["pushworker", "AMQP", "APNs", "MockAPNs", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

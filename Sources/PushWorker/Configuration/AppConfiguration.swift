@@ -1,0 +1,134 @@
+import APNs
+import APNsHTTP2
+import Foundation
+
+/// One APNs app: its name in jobs, default topic, environment and credentials.
+public struct AppConfiguration: Sendable, Decodable, Equatable {
+    public var name: String
+    /// The bundle id; jobs may override it (`<bundle>.voip`).
+    public var topic: String
+    public var environment: APNsClientConfiguration.Environment
+    /// 443 (default) or 2197.
+    public var port: Int?
+    /// Overrides host and port (a mock or a gateway): `https://127.0.0.1:2197`.
+    public var url: String?
+    /// Extra CA to trust (for a mock).
+    public var caFile: String?
+    public var connections: Int?
+    public var proxy: String?
+    public var token: TokenCredentials?
+    public var certificate: CertificateCredentials?
+
+    enum CodingKeys: String, CodingKey {
+        case name, topic, environment, port, url, connections, proxy, token, certificate
+        case caFile = "ca_file"
+    }
+
+    public struct TokenCredentials: Sendable, Decodable, Equatable {
+        /// Path of the .p8 file…
+        public var keyFile: String?
+        /// …or the name of an environment variable holding the key's PEM text.
+        public var keyEnv: String?
+        public var keyID: String
+        public var teamID: String
+
+        enum CodingKeys: String, CodingKey {
+            case keyFile = "key_file", keyEnv = "key_env", keyID = "key_id", teamID = "team_id"
+        }
+    }
+
+    public struct CertificateCredentials: Sendable, Decodable, Equatable {
+        public var file: String
+        /// p12 (default) or pem.
+        public var format: String?
+        public var keyFile: String?
+        /// Name of the environment variable holding the password; the password itself never
+        /// sits in the file.
+        public var passwordEnv: String?
+
+        enum CodingKeys: String, CodingKey {
+            case file, format
+            case keyFile = "key_file", passwordEnv = "password_env"
+        }
+    }
+
+    /// The environment variable that overrides this app's URL: `PUSHWORKER_APNS_URL_<NAME>`.
+    public var urlVariable: String {
+        "PUSHWORKER_APNS_URL_" + String(name.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" })
+    }
+
+    /// Builds the client configuration, reading keys and passwords from files and the
+    /// environment. Errors name the key at fault, as `apps[INDEX].…`.
+    public func clientConfiguration(
+        file: String, index: Int, environment variables: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> APNsClientConfiguration {
+        let prefix = "apps[\(index)]"
+        func fail(_ key: String, _ problem: String) -> ConfigurationError {
+            ConfigurationError(file: file, key: "\(prefix).\(key)", problem)
+        }
+        let authentication: APNsClientConfiguration.Authentication
+        switch (token, certificate) {
+        case (.some(let token), nil):
+            let pem: String
+            if let variable = token.keyEnv {
+                guard let value = variables[variable], !value.isEmpty else {
+                    throw fail("token.key_env", "environment variable \(variable) is not set")
+                }
+                pem = value
+            } else if let keyFile = token.keyFile {
+                do { pem = try String(contentsOfFile: keyFile, encoding: .utf8) } catch {
+                    throw fail("token.key_file", "cannot read '\(keyFile)': \(error.localizedDescription)")
+                }
+            } else {
+                throw fail("token", "needs key_file or key_env")
+            }
+            let key: ES256Key
+            do { key = try ES256Key.privateKey(pem: pem) } catch {
+                throw fail(token.keyEnv != nil ? "token.key_env" : "token.key_file", error.description)
+            }
+            guard !token.keyID.isEmpty else { throw fail("token.key_id", "is empty") }
+            guard !token.teamID.isEmpty else { throw fail("token.team_id", "is empty") }
+            authentication = .token(ProviderTokenSource(keyID: token.keyID, teamID: token.teamID, key: key))
+        case (nil, .some(let certificate)):
+            let format: APNsCertificateIdentity.Format
+            switch certificate.format?.lowercased() ?? "p12" {
+            case "p12": format = .p12
+            case "pem": format = .pem
+            case let other: throw fail("certificate.format", "'\(other)' is not p12 or pem")
+            }
+            guard FileManager.default.isReadableFile(atPath: certificate.file) else {
+                throw fail("certificate.file", "cannot read '\(certificate.file)'")
+            }
+            var password: String?
+            if let variable = certificate.passwordEnv {
+                guard let value = variables[variable] else {
+                    throw fail("certificate.password_env", "environment variable \(variable) is not set")
+                }
+                password = value
+            }
+            authentication = .certificate(APNsCertificateIdentity(
+                certificateFile: certificate.file, format: format, keyFile: certificate.keyFile, password: password))
+        case (.some, .some):
+            throw fail("", "give token or certificate credentials, not both")
+        case (nil, nil):
+            throw fail("", "needs token or certificate credentials")
+        }
+
+        var configuration: APNsClientConfiguration
+        if let override = variables[urlVariable] ?? url {
+            guard override.hasPrefix("https://") else { throw fail("url", "'\(override)' is not an https:// URL") }
+            configuration = APNsClientConfiguration(baseURL: override, authentication: authentication)
+        } else {
+            let port = port ?? 443
+            guard port == 443 || port == 2197 else { throw fail("port", "\(port) is not 443 or 2197, the ports APNs listens on") }
+            configuration = APNsClientConfiguration(environment: environment, port: port, authentication: authentication)
+        }
+        configuration.caFile = caFile
+        configuration.proxy = proxy
+        if let connections {
+            guard (1...64).contains(connections) else { throw fail("connections", "\(connections) is not between 1 and 64") }
+            configuration.connections = connections
+        }
+        return configuration
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import Yams
+
+/// The worker's configuration file (YAML). So far: the APNs apps.
+public struct PushWorkerConfiguration: Sendable, Decodable, Equatable {
+    public var apps: [AppConfiguration]
+
+    /// Reads and checks a configuration file; errors name the file and the key.
+    public static func load(file: String) throws(ConfigurationError) -> PushWorkerConfiguration {
+        let text: String
+        do { text = try String(contentsOfFile: file, encoding: .utf8) } catch {
+            throw ConfigurationError(file: file, key: "", "cannot read the file: \(error.localizedDescription)")
+        }
+        return try parse(text, file: file)
+    }
+
+    public static func parse(_ text: String, file: String) throws(ConfigurationError) -> PushWorkerConfiguration {
+        let configuration: PushWorkerConfiguration
+        do {
+            configuration = try YAMLDecoder().decode(PushWorkerConfiguration.self, from: text)
+        } catch let error as DecodingError {
+            throw Self.describe(error, file: file)
+        } catch {
+            throw ConfigurationError(file: file, key: "", "not valid YAML: \(error)")
+        }
+        var names = Set<String>()
+        for (index, app) in configuration.apps.enumerated() {
+            guard !app.name.isEmpty else { throw ConfigurationError(file: file, key: "apps[\(index)].name", "is empty") }
+            guard names.insert(app.name).inserted else {
+                throw ConfigurationError(file: file, key: "apps[\(index)].name", "'\(app.name)' is used by another app")
+            }
+            guard !app.topic.isEmpty else { throw ConfigurationError(file: file, key: "apps[\(index)].topic", "is empty") }
+        }
+        return configuration
+    }
+
+    /// The app named `name`, or the only one when `name` is nil.
+    public func app(named name: String?) -> (index: Int, app: AppConfiguration)? {
+        if let name {
+            return apps.enumerated().first { $0.element.name == name }.map { ($0.offset, $0.element) }
+        }
+        return apps.count == 1 ? (0, apps[0]) : nil
+    }
+
+    static func describe(_ error: DecodingError, file: String) -> ConfigurationError {
+        func path(_ codingPath: [CodingKey]) -> String {
+            codingPath.reduce("") { result, key in
+                if let index = key.intValue { return result + "[\(index)]" }
+                return result.isEmpty ? key.stringValue : result + "." + key.stringValue
+            }
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            let parent = path(context.codingPath)
+            return ConfigurationError(file: file, key: parent.isEmpty ? key.stringValue : "\(parent).\(key.stringValue)", "is missing")
+        case .typeMismatch(let type, let context):
+            return ConfigurationError(file: file, key: path(context.codingPath), "should be \(Self.name(of: type))")
+        case .valueNotFound(let type, let context):
+            return ConfigurationError(file: file, key: path(context.codingPath), "should be \(Self.name(of: type)), found nothing")
+        case .dataCorrupted(let context):
+            return ConfigurationError(file: file, key: path(context.codingPath), context.debugDescription)
+        @unknown default:
+            return ConfigurationError(file: file, key: "", "\(error)")
+        }
+    }
+
+    private static func name(of type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type: "a whole number"
+        case is Bool.Type: "true or false"
+        default: "\(type)".lowercased()
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import APNs
+import APNsHTTP2
+import ArgumentParser
+import Foundation
+
+/// Throughput, latency and memory of the APNs client against an HTTP/2 server (the mock, or any
+/// server that answers like APNs). Compare with h2load against the same server and payload.
+struct APNsBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns",
+        abstract: "Send N notifications and print notifications per second, latency p50/p99 and peak memory.")
+
+    @Option(help: "Server base URL, e.g. https://127.0.0.1:2197") var url: String
+    @Option(name: .customLong("ca-file"), help: "PEM CA to trust for the server.") var caFile: String?
+    @Option(help: "Notifications to send.") var count = 100_000
+    @Option(help: "HTTP/2 connections.") var connections = 1
+    @Option(help: "Concurrent streams per connection.") var streams = 1000
+    @Option(name: .customLong("key-file"), help: "Provider token key (.p8).") var keyFile: String
+    @Option(name: .customLong("key-id")) var keyID: String
+    @Option(name: .customLong("team-id")) var teamID: String
+    @Option(help: "Topic.") var topic = "com.example.app"
+    @Option(help: "Device token (hex) to send to.") var token = String(repeating: "0a", count: 32)
+    @Option(name: .customLong("payload-file"), help: "JSON payload file; default a small alert.") var payloadFile: String?
+
+    func run() async throws {
+        let key = try ES256Key.privateKey(pem: try String(contentsOfFile: keyFile, encoding: .utf8))
+        var configuration = APNsClientConfiguration(
+            baseURL: url, authentication: .token(ProviderTokenSource(keyID: keyID, teamID: teamID, key: key)))
+        configuration.caFile = caFile
+        configuration.connections = connections
+        configuration.maxConcurrentStreams = streams
+        configuration.maxInFlight = connections * streams
+        let client = APNsClient(configuration: configuration)
+        let payload = try payloadFile.map { Array(try Data(contentsOf: URL(fileURLWithPath: $0))) }
+            ?? Array(#"{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushworker"},"sound":"default"}}"#.utf8)
+        let request = APNsRequest(deviceToken: token, topic: topic, payload: payload)
+
+        // Warm the connections (APNs allows one stream until a request is accepted).
+        _ = try await client.send(request)
+        let histogram = LatencyHistogram()
+        let workers = min(connections * streams, count)
+        let start = ContinuousClock.now
+        let failures = try await withThrowingTaskGroup(of: Int.self) { group in
+            for worker in 0..<workers {
+                group.addTask {
+                    var failures = 0
+                    for _ in stride(from: worker, to: count, by: workers) {
+                        let sent = ContinuousClock.now
+                        let response = try await client.send(request)
+                        histogram.record(ContinuousClock.now - sent)
+                        if response.status != 200 { failures += 1 }
+                    }
+                    return failures
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let seconds = (ContinuousClock.now - start).seconds
+        client.shutdown()
+        print(String(format: "pushworker bench apns: %d notifications in %.2f s = %.0f notifications/s (%d connection(s), %d streams, %d not 200)",
+            count, seconds, Double(count) / seconds, connections, streams, failures))
+        print(String(format: "latency p50 %.2f ms, p99 %.2f ms; peak memory (VmHWM) %.1f MiB",
+            histogram.percentile(0.5), histogram.percentile(0.99), Double(PeakMemory.kibibytes) / 1024))
+    }
+}
+
+/// Latencies in 50 µs buckets up to 10 s: constant memory whatever the count.
+final class LatencyHistogram: Sendable {
+    private let buckets = Locked([Int](repeating: 0, count: 200_001))
+
+    func record(_ duration: Duration) {
+        let micros = Int(duration.seconds * 1_000_000)
+        buckets.withLock { $0[min(micros / 50, $0.count - 1)] += 1 }
+    }
+
+    /// Milliseconds.
+    func percentile(_ fraction: Double) -> Double {
+        buckets.withLock { buckets in
+            let total = buckets.reduce(0, +)
+            var seen = 0
+            for (index, count) in buckets.enumerated() {
+                seen += count
+                if Double(seen) >= fraction * Double(total) { return Double(index * 50) / 1000 }
+            }
+            return 0
+        }
+    }
+}
+
+/// The process's peak resident memory, from /proc/self/status.
+enum PeakMemory {
+    static var kibibytes: Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+        else { return 0 }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+    }
+}

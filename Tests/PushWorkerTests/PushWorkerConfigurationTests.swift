@@ -1,0 +1,113 @@
+import APNsHTTP2
+import Foundation
+import PushWorker
+import TestSupport
+import Testing
+
+@Suite("Configuration: apps")
+struct PushWorkerConfigurationTests {
+    private func temporaryFile(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pw-\(UUID().uuidString.prefix(8)).yaml").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("token and certificate apps load, with keys from files and the environment")
+    func loads() throws {
+        let p8 = try TestKeys.newP8()
+        let keyFile = try temporaryFile(p8)
+        let pki = try TestKeys.newPKI()
+        let yaml = """
+            apps:
+              - name: news
+                topic: com.example.news
+                environment: production
+                connections: 4
+                token: {key_file: \(keyFile), key_id: ABC123DEFG, team_id: TEAM123456}
+              - name: chat
+                topic: com.example.chat
+                environment: sandbox
+                port: 2197
+                token: {key_env: CHAT_KEY, key_id: K2, team_id: T2}
+              - name: legacy
+                topic: com.example.legacy
+                environment: sandbox
+                url: https://127.0.0.1:9999
+                certificate: {file: \(pki.appendingPathComponent("client.p12").path), password_env: LEGACY_PASSWORD}
+            """
+        let file = try temporaryFile(yaml)
+        let configuration = try PushWorkerConfiguration.load(file: file)
+        #expect(configuration.apps.map(\.name) == ["news", "chat", "legacy"])
+        let environment = ["CHAT_KEY": p8, "LEGACY_PASSWORD": "test", "PUSHWORKER_APNS_URL_CHAT": "https://127.0.0.1:2197"]
+
+        let news = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: environment)
+        #expect(news.baseURL == "https://api.push.apple.com:443")
+        #expect(news.connections == 4)
+        let chat = try configuration.apps[1].clientConfiguration(file: file, index: 1, environment: environment)
+        #expect(chat.baseURL == "https://127.0.0.1:2197")
+        let legacy = try configuration.apps[2].clientConfiguration(file: file, index: 2, environment: environment)
+        guard case .certificate(let identity) = legacy.authentication else { Issue.record("not certificate auth"); return }
+        #expect(identity.password == "test")
+        #expect(legacy.baseURL == "https://127.0.0.1:9999")
+        #expect(configuration.app(named: "chat")?.index == 1)
+        #expect(configuration.app(named: nil) == nil)
+    }
+
+    @Test(
+        "a bad configuration names the file and the key",
+        arguments: [
+            ("apps:\n  - name: a\n    environment: sandbox\n    token: {key_file: x, key_id: k, team_id: t}\n", "apps[0].topic: is missing"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: staging\n    token: {key_file: x, key_id: k, team_id: t}\n", "apps[0].environment"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    connections: many\n", "apps[0].connections: should be a whole number"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n  - name: a\n    topic: u\n    environment: sandbox\n", "apps[1].name: 'a' is used by another app"),
+            ("apps: [", "not valid YAML"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    token: {key_id: k}\n", "apps[0].token.team_id: is missing"),
+        ])
+    func invalid(yaml: String, expected: String) throws {
+        let file = try temporaryFile(yaml)
+        do {
+            _ = try PushWorkerConfiguration.load(file: file)
+            Issue.record("accepted")
+        } catch {
+            #expect("\(error)".hasPrefix(file + ": "))
+            #expect("\(error)".contains(expected), "\(error)")
+        }
+    }
+
+    @Test("credentials that cannot be used name the key, and never print a secret")
+    func credentials() throws {
+        let yaml = """
+            apps:
+              - name: a
+                topic: t
+                environment: sandbox
+                token: {key_env: APP_KEY, key_id: k, team_id: t}
+              - name: b
+                topic: t
+                environment: sandbox
+                port: 8443
+                token: {key_file: /nonexistent.p8, key_id: k, team_id: t}
+            """
+        let file = try temporaryFile(yaml)
+        let configuration = try PushWorkerConfiguration.load(file: file)
+        do {
+            _ = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:])
+            Issue.record("accepted a missing variable")
+        } catch {
+            #expect("\(error)" == "\(file): apps[0].token.key_env: environment variable APP_KEY is not set")
+        }
+        do {
+            _ = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: ["APP_KEY": "SECRET-NOT-A-KEY"])
+            Issue.record("accepted a bad key")
+        } catch {
+            #expect("\(error)".contains("apps[0].token.key_env"))
+            #expect(!"\(error)".contains("SECRET-NOT-A-KEY"))
+        }
+        do {
+            _ = try configuration.apps[1].clientConfiguration(file: file, index: 1, environment: [:])
+            Issue.record("accepted a missing key file")
+        } catch {
+            #expect("\(error)".contains("apps[1].token.key_file: cannot read '/nonexistent.p8'"))
+        }
+    }
+}
