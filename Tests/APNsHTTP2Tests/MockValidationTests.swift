@@ -1,0 +1,89 @@
+import APNs
+import Foundation
+import MockAPNs
+import TestSupport
+import Testing
+
+/// Every rule the mock enforces, exercised over real TLS and HTTP/2 with the curl command, which
+/// (unlike our client) is happy to send requests that break the rules.
+@Suite("Mock APNs validation rules")
+struct MockValidationTests {
+    struct Case: Sendable, CustomStringConvertible {
+        let name: String
+        var method = "POST"
+        var path = "/3/device/" + String(repeating: "ab", count: 32)
+        var headers: [String] = ["apns-topic: com.example.app", "apns-push-type: alert"]
+        var body = #"{"aps":{"alert":"hi"}}"#
+        var authorization = true
+        let status: Int
+        let reason: String?
+        var description: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "valid", status: 200, reason: nil),
+        Case(name: "GET", method: "GET", status: 405, reason: "MethodNotAllowed"),
+        Case(name: "bad path", path: "/2/device/abcd", status: 404, reason: "BadPath"),
+        Case(name: "missing token", path: "/3/device/", status: 400, reason: "MissingDeviceToken"),
+        Case(name: "bad token", path: "/3/device/xyz", status: 400, reason: "BadDeviceToken"),
+        Case(name: "duplicate header", headers: ["apns-topic: com.example.app", "apns-priority: 10", "apns-priority: 5"], status: 400, reason: "DuplicateHeaders"),
+        Case(name: "no provider token", authorization: false, status: 403, reason: "MissingProviderToken"),
+        Case(name: "missing topic", headers: ["apns-push-type: alert"], status: 400, reason: "MissingTopic"),
+        Case(name: "foreign topic", headers: ["apns-topic: com.other.app"], status: 400, reason: "TopicDisallowed"),
+        Case(name: "unknown push type", headers: ["apns-topic: com.example.app", "apns-push-type: toast"], status: 400, reason: "InvalidPushType"),
+        Case(name: "voip without .voip topic", headers: ["apns-topic: com.example.app", "apns-push-type: voip"], status: 400, reason: "InvalidPushType"),
+        Case(name: "priority 7", headers: ["apns-topic: com.example.app", "apns-priority: 7"], status: 400, reason: "BadPriority"),
+        Case(name: "background at 10", headers: ["apns-topic: com.example.app", "apns-push-type: background", "apns-priority: 10"], status: 400, reason: "BadPriority"),
+        Case(name: "bad expiration", headers: ["apns-topic: com.example.app", "apns-expiration: tomorrow"], status: 400, reason: "BadExpirationDate"),
+        Case(name: "long collapse id", headers: ["apns-topic: com.example.app", "apns-collapse-id: " + String(repeating: "c", count: 65)], status: 400, reason: "BadCollapseId"),
+        Case(name: "bad apns-id", headers: ["apns-topic: com.example.app", "apns-id: 1234"], status: 400, reason: "BadMessageId"),
+        Case(name: "empty payload", body: "", status: 400, reason: "PayloadEmpty"),
+        Case(name: "payload too large", body: #"{"aps":{"alert":""# + String(repeating: "x", count: 4100) + #""}}"#, status: 413, reason: "PayloadTooLarge"),
+        Case(name: "voip payload within 5120", headers: ["apns-topic: com.example.app.voip", "apns-push-type: voip"],
+            body: #"{"aps":{},"x":""# + String(repeating: "x", count: 5000) + #""}"#, status: 200, reason: nil),
+        Case(name: "payload not JSON", body: "{aps", status: 400, reason: "BadPayload"),
+    ]
+
+    @Test("each request is answered with APNs' status and reason", arguments: cases)
+    func rule(_ testCase: Case) async throws {
+        let (pki, p8) = MockFixture.shared
+        let key = try ES256Key.privateKey(pem: p8)
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let jwt = try ProviderToken.sign(keyID: MockFixture.keyID, teamID: MockFixture.teamID, issuedAt: Date(), key: key).jwt
+        var arguments = ["-s", "--http2", "--cacert", pki.appendingPathComponent("ca.pem").path, "-X", testCase.method,
+            "-o", "-", "-w", "\n%{http_code} %{http_version}"]
+        for header in testCase.headers { arguments += ["-H", header] }
+        if testCase.authorization { arguments += ["-H", "authorization: bearer \(jwt)"] }
+        if testCase.method == "POST" { arguments += ["--data-binary", "@-"] }
+        arguments.append(fixture.server.url + testCase.path)
+
+        let output = try Self.curl(arguments, input: Data(testCase.body.utf8))
+        let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+        let statusLine = try #require(lines.last).split(separator: " ")
+        #expect(statusLine.last == "2", "HTTP version \(statusLine)")
+        #expect(Int(statusLine.first ?? "") == testCase.status, "\(output)")
+        let body = lines.dropLast().joined(separator: "\n")
+        if let reason = testCase.reason {
+            #expect(body.contains("\"reason\":\"\(reason)\""), "\(body)")
+        } else {
+            #expect(body.isEmpty)
+            #expect(fixture.server.recorded.count == 1)
+        }
+    }
+
+    static func curl(_ arguments: [String], input: Data) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = arguments
+        let output = Pipe(), stdin = Pipe()
+        process.standardOutput = output
+        process.standardInput = stdin
+        try process.run()
+        stdin.fileHandleForWriting.write(input)
+        try stdin.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
