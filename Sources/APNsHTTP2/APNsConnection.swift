@@ -106,6 +106,7 @@ final class APNsConnection: @unchecked Sendable {
         // APNs answers are a few dozen bytes; libcurl's default 16 KiB receive buffer per handle
         // would be most of the client's memory at a thousand streams.
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 1024)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 16_384)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, configuration.requestTimeout.milliseconds)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)

@@ -48,6 +48,11 @@ final class AsyncSemaphore: Sendable {
             if state.head == state.waiters.count {
                 state.waiters.removeAll(keepingCapacity: true)
                 state.head = 0
+            } else if state.head > 1024 && state.head * 2 > state.waiters.count {
+                // Under steady pressure the queue never empties: drop the served prefix so the
+                // array does not grow with every waiter ever queued.
+                state.waiters.removeFirst(state.head)
+                state.head = 0
             }
             return waiter
         }
