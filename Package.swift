@@ -125,7 +125,7 @@ let package = Package(
         // Runs the built `pushworker` program as a process, the way operators and producers do.
         .testTarget(
             name: "pushworkerTests",
-            dependencies: ["pushworker", "AMQP", "APNs", "MockAPNs", "TestSupport"]
+            dependencies: ["pushworker", "mock-apns", "AMQP", "APNs", "MockAPNs", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -182,6 +182,20 @@ struct APNsClientTests {
         client.shutdown()
     }
 
+    @Test("through an HTTP CONNECT proxy, the TLS session still ends at APNs")
+    func proxy() async throws {
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let proxy = try ConnectProxy()
+        defer { proxy.stop() }
+        let client = fixture.client { $0.proxy = "http://127.0.0.1:\(proxy.port)" }
+        #expect(try await client.send(MockFixture.request(1)).status == 200)
+        #expect(try await client.send(MockFixture.request(2)).status == 200)
+        #expect(proxy.requestedTargets == ["127.0.0.1:\(fixture.server.port)"])
+        #expect(fixture.server.recorded.count == 2)
+        client.shutdown()
+    }
+
     @Test("the number of requests in flight never exceeds maxInFlight")
     func boundedInFlight() async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.milliseconds(20)))] }
