@@ -120,7 +120,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "APNsHTTP2", "TestSupport"]
+            dependencies: ["PushWorker", "APNsHTTP2", "TestSupport"],
+            resources: [.copy("Fixtures")]
         ),
         // Runs the built `pushworker` program as a process, the way operators and producers do.
         .testTarget(

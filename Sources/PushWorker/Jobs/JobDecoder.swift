@@ -1,0 +1,159 @@
+import APNs
+import Foundation
+
+/// Turns a message body into a `PushJob`, or a `JobError` that names the field. Every rule of the
+/// job contract is checked here, before anything is resolved or sent.
+public struct JobDecoder: Sendable {
+    /// Names of the configured apps.
+    public var apps: Set<String>
+
+    public init(apps: Set<String>) {
+        self.apps = apps
+    }
+
+    /// Known top-level fields; anything else is refused, so a misspelt option (`colapse_id`)
+    /// is an error instead of being silently ignored.
+    static let fields: Set<String> = [
+        "id", "app", "audience", "type", "subtype", "payload", "push_type", "priority", "expiration",
+        "collapse_id", "topic", "results", "reply_to",
+    ]
+
+    /// - Parameters:
+    ///   - messageID: the AMQP message_id, the default job id.
+    ///   - enqueuedAt: when the job was published (AMQP timestamp), for relative expirations.
+    public func decode(_ body: [UInt8], messageID: String? = nil, enqueuedAt: Date = Date()) throws(JobError) -> PushJob {
+        let object: [String: Any]
+        do {
+            guard let parsed = try JSONSyntaxError.check(Data(body)) as? [String: Any] else {
+                throw JobError(.invalidJSON, field: nil, "the job must be a JSON object")
+            }
+            object = parsed
+        } catch let error as JobError {
+            throw error
+        } catch {
+            throw JobError(.invalidJSON, field: nil, "the job is \(error)")
+        }
+        var fields = JobFields(object)
+
+        if let unknown = object.keys.filter({ !Self.fields.contains($0) }).sorted().first {
+            throw JobError(.invalidField, field: unknown, "\(unknown) is not a job field (misspelt?)")
+        }
+        let id = try fields.string("id") ?? messageID ?? UUID().uuidString.lowercased()
+        guard !id.isEmpty else { throw JobError(.invalidField, field: "id", "id is empty") }
+
+        let app: String
+        if let named = try fields.string("app") {
+            guard apps.contains(named) else {
+                throw JobError(.unknownApp, field: "app", "app '\(named)' is not configured (configured: \(apps.sorted().joined(separator: ", ")))")
+            }
+            app = named
+        } else if apps.count == 1, let only = apps.first {
+            app = only
+        } else {
+            throw JobError(.unknownApp, field: "app", "app is required when several apps are configured (\(apps.sorted().joined(separator: ", ")))")
+        }
+
+        let audience = try decodeAudience(fields.object("audience"))
+        let pushType: APNsPushType
+        if let text = try fields.string("push_type") {
+            do { pushType = try APNsPushType(validating: text) } catch { throw JobError(.invalidField, field: "push_type", "push_type: \(error.message)") }
+        } else {
+            pushType = .alert
+        }
+        var priority: APNsPriority?
+        if let value = try fields.integer("priority") {
+            do { priority = try APNsPriority(validating: value) } catch { throw JobError(.invalidField, field: "priority", "priority: \(error.message)") }
+            if pushType == .background && priority == .immediate {
+                throw JobError(.invalidField, field: "priority", "background pushes must use priority 5 or 1; APNs rejects priority 10")
+            }
+        }
+        let expiration = try decodeExpiration(object["expiration"], enqueuedAt: enqueuedAt)
+        let collapseID = try fields.string("collapse_id")
+        if let collapseID, collapseID.utf8.count > APNsRequest.maximumCollapseIDBytes {
+            throw JobError(.invalidField, field: "collapse_id", "collapse_id is \(collapseID.utf8.count) bytes; APNs allows at most 64")
+        }
+        let topic = try fields.string("topic")
+        if let topic, topic.isEmpty { throw JobError(.invalidField, field: "topic", "topic is empty") }
+        if let topic, let suffix = pushType.requiredTopicSuffix, !topic.hasSuffix(suffix) {
+            throw JobError(.invalidField, field: "topic", "push type \(pushType.rawValue) needs a topic ending in '\(suffix)', got '\(topic)'")
+        }
+        var results = PushJob.ResultsMode.all
+        if let text = try fields.string("results") {
+            guard let mode = PushJob.ResultsMode(rawValue: text) else {
+                throw JobError(.invalidField, field: "results", "results '\(text)' is not all, failures or none")
+            }
+            results = mode
+        }
+        let replyTo = try fields.string("reply_to")
+        if let replyTo, replyTo.isEmpty { throw JobError(.invalidField, field: "reply_to", "reply_to is empty") }
+
+        guard let payloadObject = object["payload"] else { throw JobError(.missingField, field: "payload", "payload is missing") }
+        guard let payloadDictionary = payloadObject as? [String: Any] else {
+            throw JobError(.invalidField, field: "payload", "payload must be a JSON object, such as {\"aps\": {\"alert\": \"…\"}}")
+        }
+        let payload: [UInt8]
+        do {
+            payload = Array(try JSONSerialization.data(withJSONObject: payloadDictionary, options: [.withoutEscapingSlashes]))
+        } catch {
+            throw JobError(.invalidField, field: "payload", "payload cannot be serialised: \(error.localizedDescription)")
+        }
+        if payload.count > pushType.payloadLimit {
+            throw JobError(.payloadTooLarge, field: "payload",
+                "payload is \(payload.count) bytes; APNs allows at most \(pushType.payloadLimit) for push type \(pushType.rawValue)")
+        }
+
+        return PushJob(
+            id: id, app: app, audience: audience, type: try fields.string("type"), subtype: try fields.string("subtype"),
+            payload: payload, pushType: pushType, priority: priority, expiration: expiration, collapseID: collapseID,
+            topic: topic, results: results, replyTo: replyTo)
+    }
+
+    private func decodeAudience(_ object: [String: Any]?) throws(JobError) -> PushJob.Audience {
+        guard let object else { throw JobError(.missingField, field: "audience", "audience is missing") }
+        if let unknown = object.keys.filter({ !["tokens", "users", "groups"].contains($0) }).sorted().first {
+            throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is not an audience field; expected tokens, users or groups")
+        }
+        guard !object.isEmpty else {
+            throw JobError(.emptyAudience, field: "audience", "audience names no tokens, users or groups")
+        }
+        var fields = JobFields(object, prefix: "audience.")
+        let tokens = try fields.strings("tokens") ?? []
+        for (index, token) in tokens.enumerated() {
+            do { try APNsDeviceToken.validate(token, field: "audience.tokens[\(index)]") } catch {
+                throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
+            }
+        }
+        return PushJob.Audience(
+            tokens: tokens.map { $0.lowercased() }, users: try fields.strings("users") ?? [], groups: try fields.strings("groups") ?? [])
+    }
+
+    /// `"immediate"`, Unix seconds, an RFC 3339 string, or `{"after_seconds": N}`.
+    private func decodeExpiration(_ value: Any?, enqueuedAt: Date) throws(JobError) -> APNsExpiration? {
+        guard let value else { return nil }
+        let field = "expiration"
+        if let text = value as? String {
+            if text == "immediate" { return .immediately }
+            if let date = ISO8601DateFormatter().date(from: text) { return .at(date) }
+            throw JobError(.invalidField, field: field, "expiration '\(text)' is not \"immediate\" or an RFC 3339 time")
+        }
+        if let number = value as? NSNumber, !JobFields.isBoolean(number) {
+            let seconds = number.doubleValue
+            guard seconds.isFinite, seconds >= 0, seconds < 1e11, seconds == seconds.rounded() else {
+                throw JobError(.invalidField, field: field, "expiration \(number) is not a Unix time in whole seconds")
+            }
+            return .at(Date(timeIntervalSince1970: seconds))
+        }
+        if let object = value as? [String: Any] {
+            guard object.count == 1, let raw = object["after_seconds"] else {
+                throw JobError(.invalidField, field: field, "expiration object must be {\"after_seconds\": N}")
+            }
+            guard let number = raw as? NSNumber, !JobFields.isBoolean(number), number.doubleValue.isFinite,
+                number.doubleValue >= 0, number.doubleValue <= 31_536_000, number.doubleValue == number.doubleValue.rounded()
+            else {
+                throw JobError(.invalidField, field: "expiration.after_seconds", "expiration.after_seconds must be whole seconds between 0 and 31536000")
+            }
+            return .after(.seconds(number.int64Value), since: enqueuedAt)
+        }
+        throw JobError(.invalidField, field: field, "expiration must be \"immediate\", Unix seconds, an RFC 3339 time or {\"after_seconds\": N}")
+    }
+}

@@ -1,0 +1,62 @@
+import APNs
+import Foundation
+
+/// A validated push job, as the job contract of the design page defines it.
+public struct PushJob: Sendable, Hashable {
+    public enum ResultsMode: String, Sendable, Hashable, CaseIterable {
+        /// A result for every device.
+        case all
+        /// Results only for devices not delivered.
+        case failures
+        /// Only the summary.
+        case none
+    }
+
+    public struct Audience: Sendable, Hashable {
+        public var tokens: [String]
+        public var users: [String]
+        public var groups: [String]
+
+        public init(tokens: [String] = [], users: [String] = [], groups: [String] = []) {
+            self.tokens = tokens
+            self.users = users
+            self.groups = groups
+        }
+    }
+
+    public var id: String
+    /// The configured app's name.
+    public var app: String
+    public var audience: Audience
+    public var type: String?
+    public var subtype: String?
+    /// The payload object, serialised.
+    public var payload: [UInt8]
+    public var pushType: APNsPushType
+    public var priority: APNsPriority?
+    public var expiration: APNsExpiration?
+    public var collapseID: String?
+    public var topic: String?
+    public var results: ResultsMode
+    public var replyTo: String?
+
+    public init(
+        id: String, app: String, audience: Audience, type: String? = nil, subtype: String? = nil, payload: [UInt8],
+        pushType: APNsPushType = .alert, priority: APNsPriority? = nil, expiration: APNsExpiration? = nil,
+        collapseID: String? = nil, topic: String? = nil, results: ResultsMode = .all, replyTo: String? = nil
+    ) {
+        self.id = id
+        self.app = app
+        self.audience = audience
+        self.type = type
+        self.subtype = subtype
+        self.payload = payload
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.topic = topic
+        self.results = results
+        self.replyTo = replyTo
+    }
+}

@@ -1,0 +1,109 @@
+import APNs
+import Foundation
+import PushWorker
+import Testing
+
+@Suite("Job decoding and validation")
+struct JobDecoderTests {
+    static let decoder = JobDecoder(apps: ["demo"])
+    static let token = String(repeating: "ab", count: 32)
+
+    struct CorpusEntry: Sendable, CustomStringConvertible {
+        let file: String
+        let code: String
+        let field: String
+        var description: String { file }
+    }
+
+    static let corpusDirectory = Bundle.module.url(forResource: "Fixtures", withExtension: nil)!.appendingPathComponent("invalid-jobs")
+
+    static let corpus: [CorpusEntry] = {
+        let manifest = try! String(contentsOf: corpusDirectory.appendingPathComponent("manifest.tsv"), encoding: .utf8)
+        return manifest.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { line in
+            let columns = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            return CorpusEntry(file: columns[0], code: columns[1], field: columns.count > 2 ? columns[2] : "")
+        }
+    }()
+
+    @Test("the corpus has at least 30 invalid jobs")
+    func corpusSize() {
+        #expect(Self.corpus.count >= 30)
+    }
+
+    @Test("each invalid job is refused with its stable code and a message naming the field", arguments: corpus)
+    func invalid(_ entry: CorpusEntry) throws {
+        let body = Array(try Data(contentsOf: Self.corpusDirectory.appendingPathComponent(entry.file)))
+        do {
+            let job = try Self.decoder.decode(body, messageID: "m-1")
+            Issue.record("accepted \(entry.file): \(job)")
+        } catch {
+            #expect(error.code.rawValue == entry.code, "\(error)")
+            if entry.field.isEmpty {
+                #expect(error.field == nil)
+            } else {
+                #expect(error.field == entry.field)
+                #expect(error.message.contains(entry.field), "\(error.message)")
+            }
+            #expect(!error.message.isEmpty)
+        }
+    }
+
+    @Test("a minimal job gets the contract's defaults")
+    func defaults() throws {
+        let body = Array(#"{"audience": {"tokens": ["\#(Self.token.uppercased())"]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)
+        let job = try Self.decoder.decode(body, messageID: "msg-7")
+        #expect(job.id == "msg-7")
+        #expect(job.app == "demo")
+        #expect(job.audience == PushJob.Audience(tokens: [Self.token]))
+        #expect(job.pushType == .alert)
+        #expect(job.priority == nil)
+        #expect(job.results == .all)
+        #expect(job.expiration == nil)
+        let payload = try JSONSerialization.jsonObject(with: Data(job.payload)) as? [String: Any]
+        #expect((payload?["aps"] as? [String: Any])?["alert"] as? String == "hi")
+        #expect(UUID(uuidString: try Self.decoder.decode(body).id) != nil)
+    }
+
+    @Test("every option is read")
+    func everything() throws {
+        let enqueued = Date(timeIntervalSince1970: 1_700_000_000)
+        let body = Array("""
+            {"id": "job-1", "app": "demo", "audience": {"tokens": ["\(Self.token)"], "users": ["u-1"], "groups": ["g"]},
+             "type": "grades", "subtype": "final-grade", "payload": {"aps": {"content-available": 1}},
+             "push_type": "background", "priority": 5, "expiration": {"after_seconds": 600}, "collapse_id": "c",
+             "topic": "com.example.app", "results": "failures", "reply_to": "my.results"}
+            """.utf8)
+        let job = try Self.decoder.decode(body, messageID: "ignored", enqueuedAt: enqueued)
+        #expect(job.id == "job-1")
+        #expect(job.audience.users == ["u-1"] && job.audience.groups == ["g"])
+        #expect(job.type == "grades" && job.subtype == "final-grade")
+        #expect(job.pushType == .background && job.priority == .conservePower)
+        #expect(job.expiration?.deadline == enqueued.addingTimeInterval(600))
+        #expect(job.collapseID == "c" && job.topic == "com.example.app")
+        #expect(job.results == .failures && job.replyTo == "my.results")
+    }
+
+    @Test("expiration: immediate, Unix seconds and RFC 3339")
+    func expirations() throws {
+        func expiration(_ json: String) throws -> APNsExpiration? {
+            try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}, "expiration": \#(json)}"#.utf8)).expiration
+        }
+        #expect(try expiration(#""immediate""#) == .immediately)
+        #expect(try expiration("1900000000") == .at(Date(timeIntervalSince1970: 1_900_000_000)))
+        #expect(try expiration(#""2030-03-17T10:00:00Z""#)?.deadline == ISO8601DateFormatter().date(from: "2030-03-17T10:00:00Z"))
+    }
+
+    @Test("an empty tokens list is a valid job with no recipients")
+    func noRecipients() throws {
+        let job = try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}}"#.utf8))
+        #expect(job.audience == PushJob.Audience())
+    }
+
+    @Test("with several apps, app is required")
+    func appRequired() {
+        let decoder = JobDecoder(apps: ["a", "b"])
+        #expect(throws: JobError(.unknownApp, field: "app", "app is required when several apps are configured (a, b)")) {
+            try decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}}"#.utf8))
+        }
+    }
+}
