@@ -120,7 +120,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "APNsHTTP2", "TestSupport"],
+            dependencies: ["PushWorker", "APNsHTTP2", "MockAPNs", "AMQP", "TestSupport"],
             resources: [.copy("Fixtures")]
         ),
         // Runs the built `pushworker` program as a process, the way operators and producers do.

@@ -1,0 +1,110 @@
+import APNs
+import APNsHTTP2
+import Foundation
+import Logging
+
+/// Sends one job to its recipients and publishes one final result per device, then the summary.
+/// Returns once every result is confirmed by the broker: only then may the job be acknowledged.
+public struct JobProcessor: Sendable {
+    public var client: APNsClient
+    /// The app's default topic.
+    public var topic: String
+    public var appName: String
+    public var results: ResultPublisher
+    public var retry: RetryPolicy
+    /// Devices of one job in flight at once.
+    public var concurrency: Int
+    public var logger: Logger
+
+    public init(client: APNsClient, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(), concurrency: Int = 1000, logger: Logger = Logger(label: "pushworker.job")) {
+        self.client = client
+        self.topic = topic
+        self.appName = appName
+        self.results = results
+        self.retry = retry
+        self.concurrency = concurrency
+        self.logger = logger
+    }
+
+    public func process(_ job: PushJob, recipients: [Recipient], replyTo: String) async throws -> JobSummary {
+        let start = ContinuousClock.now
+        var seen = Set<String>()
+        let unique = recipients.filter { seen.insert($0.token).inserted }
+        var outcomes: [Outcome: Int] = [:]
+        try await withThrowingTaskGroup(of: Outcome.self) { group in
+            var next = 0
+            func startNext() {
+                guard next < unique.count else { return }
+                let recipient = unique[next]
+                next += 1
+                group.addTask { try await self.deliver(job, to: recipient, replyTo: replyTo) }
+            }
+            for _ in 0..<min(concurrency, unique.count) { startNext() }
+            while let outcome = try await group.next() {
+                outcomes[outcome, default: 0] += 1
+                startNext()
+            }
+        }
+        let elapsed = (ContinuousClock.now - start).components
+        let summary = JobSummary(
+            jobID: job.id, app: appName, devices: unique.count, outcomes: outcomes,
+            durationMilliseconds: Int(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000))
+        try await results.publish(summary, to: replyTo)
+        logger.info("job done", metadata: [
+            "job": "\(job.id)", "app": "\(appName)", "devices": "\(unique.count)",
+            "outcomes": "\(Outcome.allCases.compactMap { outcome in outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
+            "duration_ms": "\(summary.durationMilliseconds)",
+        ])
+        return summary
+    }
+
+    /// One device: send with in-process retries, then publish its result.
+    private func deliver(_ job: PushJob, to recipient: Recipient, replyTo: String) async throws -> Outcome {
+        var result = PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed, attempts: 0)
+        let request = APNsRequest(
+            deviceToken: recipient.token, topic: job.topic ?? topic, pushType: job.pushType, priority: job.priority,
+            expiration: job.expiration, collapseID: job.collapseID, payload: job.payload)
+        attempts: while true {
+            if let expiration = job.expiration, expiration.hasPassed() {
+                result.outcome = .expired
+                break
+            }
+            result.attempts += 1
+            do {
+                let response = try await client.send(request)
+                result.status = response.status
+                result.apnsID = response.apnsID
+                result.apnsUniqueID = response.apnsUniqueID
+                result.reason = response.reason?.rawValue
+                result.timestamp = response.timestamp.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+                if response.isDelivered {
+                    result.outcome = .delivered
+                    break
+                }
+                switch response.reason?.disposition ?? (response.status >= 500 ? .retry : .final) {
+                case .final:
+                    result.outcome = .rejected
+                    break attempts
+                case .retry, .retryOnNewConnection, .retryWithNewProviderToken:
+                    result.outcome = .failed
+                }
+            } catch {
+                result.outcome = .failed
+                result.status = nil
+                result.reason = "\(error)"
+                if case .invalidRequest = error {
+                    result.outcome = .rejected
+                    break
+                }
+                guard error.isRetryable else { break }
+            }
+            guard result.attempts < retry.maxAttempts else { break }
+            logger.debug("retrying device", metadata: ["job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "attempt": "\(result.attempts)"])
+            try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))
+        }
+        if job.results == .all || (job.results == .failures && result.outcome.isFailure) {
+            try await results.publish(result, to: replyTo)
+        }
+        return result.outcome
+    }
+}

@@ -1,0 +1,31 @@
+import AMQP
+import Foundation
+
+/// Publishes results and summaries, persistent and confirmed, with `correlation_id` = job id.
+public struct ResultPublisher: Sendable {
+    private let publisher: AMQPPublisher
+    private let encoder: JSONEncoder
+
+    public init(publisher: AMQPPublisher) {
+        self.publisher = publisher
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        self.encoder = encoder
+    }
+
+    public func publish(_ result: PushResult, to queue: String) async throws {
+        try await publish(try encoder.encode(result), type: "result", jobID: result.jobID, to: queue)
+    }
+
+    public func publish(_ summary: JobSummary, to queue: String) async throws {
+        try await publish(try encoder.encode(summary), type: "summary", jobID: summary.jobID, to: queue)
+    }
+
+    private func publish(_ body: Data, type: String, jobID: String, to queue: String) async throws {
+        let properties = AMQPProperties(
+            contentType: "application/json", persistent: true, correlationID: jobID,
+            timestamp: UInt64(Date().timeIntervalSince1970), type: type)
+        // Mandatory: a reply queue that does not exist is an error, not a silent loss.
+        try await publisher.publish(.toQueue(queue, body: Array(body), properties: properties, mandatory: true))
+    }
+}

@@ -1,0 +1,22 @@
+/// How often and how patiently a device is retried after 429, 5xx, timeouts and transport errors.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Sends per device, the first included.
+    public var maxAttempts: Int
+    public var initialDelay: Duration
+    public var maximumDelay: Duration
+
+    public init(maxAttempts: Int = 3, initialDelay: Duration = .milliseconds(200), maximumDelay: Duration = .seconds(5)) {
+        self.maxAttempts = maxAttempts
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// Exponential with full jitter: a random point in [cap/2, cap] for `attempt` (1 after the first send).
+    public func delay(afterAttempt attempt: Int) -> Duration {
+        var cap = initialDelay
+        for _ in 1..<max(attempt, 1) where cap < maximumDelay { cap = cap * 2 }
+        cap = min(cap, maximumDelay)
+        let nanoseconds = Double(cap.components.seconds) * 1e9 + Double(cap.components.attoseconds) / 1e9
+        return .nanoseconds(Int64(Double.random(in: (nanoseconds / 2)...max(nanoseconds, 1))))
+    }
+}
