@@ -1,9 +1,22 @@
 import Foundation
 import Yams
 
-/// The worker's configuration file (YAML). So far: the APNs apps.
+/// The worker's configuration file (YAML): the APNs apps, and the broker settings at the top level.
 public struct PushWorkerConfiguration: Sendable, Decodable, Equatable {
     public var apps: [AppConfiguration]
+    public var worker: WorkerSettings
+
+    enum CodingKeys: String, CodingKey { case apps }
+
+    public init(apps: [AppConfiguration], worker: WorkerSettings = WorkerSettings()) {
+        self.apps = apps
+        self.worker = worker
+    }
+
+    public init(from decoder: Decoder) throws {
+        apps = try decoder.container(keyedBy: CodingKeys.self).decode([AppConfiguration].self, forKey: .apps)
+        worker = try WorkerSettings(from: decoder)
+    }
 
     /// Reads and checks a configuration file; errors name the file and the key.
     public static func load(file: String) throws(ConfigurationError) -> PushWorkerConfiguration {

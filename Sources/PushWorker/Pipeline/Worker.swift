@@ -1,0 +1,159 @@
+import AMQP
+import APNsHTTP2
+import Foundation
+import Logging
+
+/// Consumes push jobs and sees each one through: decode and validate, dead-letter what is
+/// invalid, send the rest over the shared APNs clients, publish the results, acknowledge.
+///
+/// A job is acknowledged only after its results (or its dead letter) are confirmed by the broker,
+/// so a worker killed at any moment loses nothing: the broker redelivers what was not acked.
+public final class Worker: Sendable {
+    private let settings: WorkerSettings
+    private let consumer: AMQPConsumer
+    private let publisher: AMQPPublisher
+    private let results: ResultPublisher
+    private let decoder: JobDecoder
+    private let processors: [String: JobProcessor]
+    private let clients: [APNsClient]
+    private let logger: Logger
+    /// Deliveries and the stop request, in one sequence, so a stop ends the loop even while no
+    /// delivery comes, without closing the connection the jobs in hand still acknowledge on.
+    private let events: AsyncStream<Event>
+    private let eventSink: AsyncStream<Event>.Continuation
+
+    private enum Event: Sendable {
+        case delivery(AMQPDelivery)
+        case stop
+    }
+
+    private init(
+        settings: WorkerSettings, consumer: AMQPConsumer, publisher: AMQPPublisher, processors: [String: JobProcessor],
+        clients: [APNsClient], logger: Logger
+    ) {
+        self.settings = settings
+        self.consumer = consumer
+        self.publisher = publisher
+        self.results = ResultPublisher(publisher: publisher)
+        self.decoder = JobDecoder(apps: Set(processors.keys))
+        self.processors = processors
+        self.clients = clients
+        self.logger = logger
+        (events, eventSink) = AsyncStream<Event>.makeStream()
+    }
+
+    /// Connects to the broker (declaring the topology) and builds one APNs client per app.
+    /// Throws the first configuration or connection problem, naming it.
+    public static func start(_ configuration: PushWorkerConfiguration, file: String, logger: Logger) async throws -> Worker {
+        let settings = configuration.worker
+        let amqp = try settings.amqpConfiguration(file: file)
+        var processors: [String: JobProcessor] = [:]
+        var clients: [APNsClient] = []
+        let publisher = try await AMQPPublisher.connect(amqp, logger: logger)
+        let retry = RetryPolicy(
+            maxAttempts: max(1, settings.retryMaxAttempts), initialDelay: .milliseconds(settings.retryInitialDelayMilliseconds))
+        for (index, app) in configuration.apps.enumerated() {
+            let client = APNsClient(configuration: try app.clientConfiguration(file: file, index: index), logger: logger)
+            clients.append(client)
+            processors[app.name] = JobProcessor(
+                client: client, topic: app.topic, appName: app.name, results: ResultPublisher(publisher: publisher),
+                retry: retry, logger: logger)
+        }
+        let consumer = try await AMQPConsumer.connect(
+            amqp, queue: settings.queues.jobs, prefetch: UInt16(settings.amqp.prefetch), logger: logger)
+        logger.info("worker started", metadata: [
+            "queue": "\(settings.queues.jobs)", "prefetch": "\(settings.amqp.prefetch)",
+            "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
+        ])
+        return Worker(settings: settings, consumer: consumer, publisher: publisher, processors: processors, clients: clients, logger: logger)
+    }
+
+    /// Processes jobs until `stop()`; then finishes the jobs in hand, acknowledges them and
+    /// closes the connections. Deliveries not yet started go back to the queue.
+    public func run() async throws {
+        let feeder = Task { [consumer, eventSink, logger] in
+            do {
+                for try await delivery in consumer { eventSink.yield(.delivery(delivery)) }
+            } catch {
+                logger.error("the job consumer stopped", metadata: ["error": "\(error)"])
+            }
+            eventSink.yield(.stop)
+        }
+        await withTaskGroup(of: Void.self) { jobs in
+            for await event in events {
+                guard case .delivery(let delivery) = event else { break }
+                jobs.addTask { await self.handle(delivery) }
+            }
+            await jobs.waitForAll()
+        }
+        // Deliveries received but not started go back to the queue when the connection closes.
+        await consumer.close()
+        feeder.cancel()
+        await publisher.close()
+        for client in clients { client.shutdown() }
+        logger.info("worker stopped")
+    }
+
+    /// Stops taking new jobs; `run` returns once the jobs in hand are done.
+    public func stop() {
+        eventSink.yield(.stop)
+    }
+
+    private func handle(_ delivery: AMQPDelivery) async {
+        let enqueuedAt = delivery.properties.timestamp.map { Date(timeIntervalSince1970: Double($0)) } ?? Date()
+        let job: PushJob
+        do {
+            job = try decoder.decode(delivery.body, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt)
+        } catch {
+            await deadLetter(delivery, error)
+            return
+        }
+        let replyTo = job.replyTo ?? delivery.properties.replyTo ?? settings.queues.results
+        // Users and groups are resolved through the registry, which is not part of this build yet;
+        // until then only explicit tokens are reached.
+        let recipients = job.audience.tokens.map { Recipient(token: $0) }
+        if !job.audience.users.isEmpty || !job.audience.groups.isEmpty {
+            logger.warning("users and groups need the registry, which this worker does not have yet; they are skipped", metadata: ["job": "\(job.id)"])
+        }
+        do {
+            guard let processor = processors[job.app] else { return }
+            _ = try await processor.process(job, recipients: recipients, replyTo: replyTo)
+            try await delivery.ack()
+        } catch {
+            // Results could not all be confirmed: give the job back; the delivery limit
+            // dead-letters it if this keeps happening.
+            logger.error("job failed; returning it to the queue", metadata: ["job": "\(job.id)", "error": "\(error)"])
+            try? await delivery.nack(requeue: true)
+        }
+    }
+
+    /// Moves an invalid job to the dead letters with the reason in its headers, tells the
+    /// producer when it named a reply queue, and acknowledges the original.
+    private func deadLetter(_ delivery: AMQPDelivery, _ error: JobError) async {
+        let jobID = delivery.properties.messageID ?? "unknown"
+        logger.warning("job refused", metadata: ["job": "\(jobID)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
+        var properties = delivery.properties
+        var headers = properties.headers ?? [:]
+        headers["x-pushworker-error"] = .string(error.code.rawValue)
+        headers["x-pushworker-error-message"] = .string(error.message)
+        if let field = error.field { headers["x-pushworker-error-field"] = .string(field) }
+        properties.headers = headers
+        properties.persistent = true
+        do {
+            try await publisher.publish(AMQPMessage(
+                exchange: settings.queues.deadLetterExchange, routingKey: settings.queues.jobs, body: delivery.body,
+                properties: properties, mandatory: true))
+        } catch {
+            logger.error("cannot dead-letter the job; returning it to the queue", metadata: ["job": "\(jobID)", "error": "\(error)"])
+            try? await delivery.nack(requeue: true)
+            return
+        }
+        if let replyTo = delivery.properties.replyTo {
+            let summary = JobSummary(jobID: jobID, app: nil, devices: 0, outcomes: [:], error: error, durationMilliseconds: 0)
+            do { try await results.publish(summary, to: replyTo) } catch {
+                logger.warning("cannot send the error summary", metadata: ["job": "\(jobID)", "reply_to": "\(replyTo)", "error": "\(error)"])
+            }
+        }
+        try? await delivery.ack()
+    }
+}

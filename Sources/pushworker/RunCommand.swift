@@ -1,0 +1,73 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import PushWorker
+
+/// The worker: consume push jobs until SIGTERM or SIGINT, then finish what is in hand and exit 0.
+/// A second signal exits at once; nothing is lost, as unacknowledged jobs are redelivered.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run a worker: consume jobs, send them to APNs, publish the results.")
+
+    @Option(help: "The worker's configuration file (YAML).") var config: String
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+
+    func run() async throws {
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("--log-level '\(logLevel)' is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "pushworker")
+        let configuration = try PushWorkerConfiguration.load(file: config)
+        let worker = try await Worker.start(configuration, file: config, logger: logger)
+        let grace = configuration.worker.shutdownGraceSeconds
+        let signals = SignalHandling(logger: logger) {
+            worker.stop()
+            // Past the grace period, stop waiting: the broker redelivers what was not acknowledged.
+            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(grace)) {
+                logger.error("shutdown grace period of \(grace) s exceeded; exiting")
+                Foundation.exit(1)
+            }
+        }
+        try await worker.run()
+        signals.cancel()
+    }
+}
+
+/// SIGTERM and SIGINT: the first calls `onFirst`, the second exits at once.
+final class SignalHandling: @unchecked Sendable {
+    private let sources: [DispatchSourceSignal]
+    private let count = Locked(0)
+
+    init(logger: Logger, onFirst: @escaping @Sendable () -> Void) {
+        var sources: [DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            sources.append(DispatchSource.makeSignalSource(signal: number, queue: .global()))
+        }
+        self.sources = sources
+        for source in sources {
+            let count = self.count
+            source.setEventHandler {
+                if count.withLock({ $0 += 1; return $0 }) == 1 {
+                    logger.notice("signal received: finishing the jobs in hand, then exiting (signal again to exit now)")
+                    onFirst()
+                } else {
+                    logger.warning("second signal: exiting now; unacknowledged jobs will be redelivered")
+                    exit(130)
+                }
+            }
+            source.resume()
+        }
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
+    }
+}

@@ -1,0 +1,101 @@
+import AMQP
+import APNs
+import Foundation
+import MockAPNs
+import TestSupport
+import Testing
+
+@Suite("pushworker run, end to end", .usesBroker)
+struct WorkerProcessTests {
+    static func token(_ index: Int) -> String { String(format: "%064x", 0xB000 + index) }
+
+    @Test("valid jobs get one result per device and a summary; invalid ones are dead-lettered with the reason; SIGTERM exits 0")
+    func endToEnd() async throws {
+        let pki = try TestKeys.newPKI()
+        let p8 = try TestKeys.newP8()
+        let key = try ES256Key.privateKey(pem: p8)
+        var mockConfiguration = MockAPNsConfiguration(
+            certificateFile: pki.appendingPathComponent("server.pem").path, privateKeyFile: pki.appendingPathComponent("server.key").path)
+        mockConfiguration.providerKeys = ["KEY1": ("TEAM1", key.publicKeyPEM)]
+        mockConfiguration.faults = [MockAPNsFault(.reject(.badDeviceToken), tokens: [Self.token(2)])]
+        let mock = try await MockAPNsServer.start(mockConfiguration)
+        defer { Task { try? await mock.shutdown() } }
+
+        let prefix = TestBroker.uniqueName("e2e")
+        let keyFile = pki.appendingPathComponent("key.p8")
+        try Data(p8.utf8).write(to: keyFile)
+        let config = pki.appendingPathComponent("pushworker.yaml")
+        try Data("""
+            amqp:
+              url: \(TestBroker.url)
+              prefetch: 4
+            queues:
+              exchange: \(prefix).push
+              jobs: \(prefix).jobs
+              dead_letter_exchange: \(prefix).dlx
+              dead_letters: \(prefix).dead
+              results: \(prefix).results
+            retry_initial_delay_ms: 10
+            apps:
+              - name: demo
+                topic: com.example.app
+                environment: sandbox
+                url: \(mock.url)
+                ca_file: \(pki.appendingPathComponent("ca.pem").path)
+                token: {key_file: \(keyFile.path), key_id: KEY1, team_id: TEAM1}
+            """.utf8).write(to: config)
+
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        try await worker.waitForLog("worker started")
+
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true), .durable("\(prefix).dead", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", topology: topology)
+        let dead = try await TestBroker.consumer(queue: "\(prefix).dead", topology: topology)
+
+        // A valid job through the exchange, as producers publish it.
+        let job = #"{"id": "job-1", "audience": {"tokens": ["\#(Self.token(1))", "\#(Self.token(2))", "\#(Self.token(3))"]}, "payload": {"aps": {"alert": "hi"}}}"#
+        try await publisher.publish(AMQPMessage(
+            exchange: "\(prefix).push", routingKey: "jobs", body: Array(job.utf8),
+            properties: AMQPProperties(contentType: "application/json", persistent: true, messageID: "job-1"), mandatory: true))
+        var outcomes: [String: String] = [:]
+        var summary: [String: Any]?
+        while summary == nil {
+            let delivery = try await results.next(within: .seconds(20))
+            try await delivery.ack()
+            #expect(delivery.properties.correlationID == "job-1")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+            if delivery.properties.type == "summary" { summary = object } else { outcomes[object["token"] as? String ?? ""] = object["outcome"] as? String }
+        }
+        #expect(outcomes == [Self.token(1): "delivered", Self.token(2): "rejected", Self.token(3): "delivered"])
+        #expect(summary?["devices"] as? Int == 3)
+
+        // An invalid job: dead-lettered with the reason, an error summary to its reply queue.
+        try await publisher.publish(.toQueue(
+            "\(prefix).jobs", body: Array(#"{"audience": {"tokens": []}, "payload": {}, "priority": 7}"#.utf8),
+            properties: AMQPProperties(headers: ["producer": "test"], persistent: true, replyTo: "\(prefix).results", messageID: "bad-1")))
+        let deadLetter = try await dead.next(within: .seconds(20))
+        try await deadLetter.ack()
+        #expect(deadLetter.properties.messageID == "bad-1")
+        #expect(deadLetter.properties.headers?["x-pushworker-error"] == "invalid_field")
+        #expect(deadLetter.properties.headers?["x-pushworker-error-message"]?.stringValue?.contains("priority") == true)
+        #expect(deadLetter.properties.headers?["producer"] == "test")
+        let errorSummary = try await results.next(within: .seconds(20))
+        try await errorSummary.ack()
+        let errorObject = try #require(try JSONSerialization.jsonObject(with: Data(errorSummary.body)) as? [String: Any])
+        #expect((errorObject["error"] as? [String: Any])?["code"] as? String == "invalid_field")
+        #expect(errorObject["job_id"] as? String == "bad-1")
+
+        // The worker kept running: another job goes through.
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "job-2", "audience": {"tokens": ["\#(Self.token(4))"]}, "payload": {"aps": {}}, "results": "none"}"#.utf8)))
+        let noneSummary = try await results.next(within: .seconds(20))
+        try await noneSummary.ack()
+        #expect(noneSummary.properties.type == "summary" && noneSummary.properties.correlationID == "job-2")
+
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        #expect(worker.log.contains("job done"))
+        await dead.close()
+        await results.close()
+        await publisher.close()
+    }
+}
