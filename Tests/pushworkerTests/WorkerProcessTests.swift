@@ -9,18 +9,22 @@ import Testing
 struct WorkerProcessTests {
     static func token(_ index: Int) -> String { String(format: "%064x", 0xB000 + index) }
 
-    @Test("valid jobs get one result per device and a summary; invalid ones are dead-lettered with the reason; SIGTERM exits 0")
-    func endToEnd() async throws {
+    /// A mock APNs and a configuration file whose queues no other test uses.
+    struct Setup {
+        let mock: MockAPNsServer
+        let config: URL
+        let prefix: String
+    }
+
+    static func setUp(faults: [MockAPNsFault]) async throws -> Setup {
         let pki = try TestKeys.newPKI()
         let p8 = try TestKeys.newP8()
         let key = try ES256Key.privateKey(pem: p8)
         var mockConfiguration = MockAPNsConfiguration(
             certificateFile: pki.appendingPathComponent("server.pem").path, privateKeyFile: pki.appendingPathComponent("server.key").path)
         mockConfiguration.providerKeys = ["KEY1": ("TEAM1", key.publicKeyPEM)]
-        mockConfiguration.faults = [MockAPNsFault(.reject(.badDeviceToken), tokens: [Self.token(2)])]
+        mockConfiguration.faults = faults
         let mock = try await MockAPNsServer.start(mockConfiguration)
-        defer { Task { try? await mock.shutdown() } }
-
         let prefix = TestBroker.uniqueName("e2e")
         let keyFile = pki.appendingPathComponent("key.p8")
         try Data(p8.utf8).write(to: keyFile)
@@ -44,6 +48,14 @@ struct WorkerProcessTests {
                 ca_file: \(pki.appendingPathComponent("ca.pem").path)
                 token: {key_file: \(keyFile.path), key_id: KEY1, team_id: TEAM1}
             """.utf8).write(to: config)
+        return Setup(mock: mock, config: config, prefix: prefix)
+    }
+
+    @Test("valid jobs get one result per device and a summary; invalid ones are dead-lettered with the reason; SIGTERM exits 0")
+    func endToEnd() async throws {
+        let setup = try await Self.setUp(faults: [MockAPNsFault(.reject(.badDeviceToken), tokens: [Self.token(2)])])
+        let (mock, config, prefix) = (setup.mock, setup.config, setup.prefix)
+        defer { Task { try? await mock.shutdown() } }
 
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
         try await worker.waitForLog("worker started")
@@ -95,6 +107,41 @@ struct WorkerProcessTests {
         #expect(try await worker.stop() == 0, "\(worker.log)")
         #expect(worker.log.contains("job done"))
         await dead.close()
+        await results.close()
+        await publisher.close()
+    }
+
+    @Test("SIGTERM during a job: the job is finished, every device has its result, the job is acked, exit 0")
+    func gracefulShutdown() async throws {
+        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(2)))])
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let prefix = setup.prefix
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 500, topology: topology)
+
+        let tokens = (0..<200).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "slow", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
+        let deadline = ContinuousClock.now + .seconds(20)
+        while setup.mock.requestCount == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(setup.mock.requestCount > 0)
+
+        #expect(try await worker.stop(signal: SIGTERM) == 0, "\(worker.log)")
+        var devices = Set<String>()
+        var summaries = 0
+        while summaries == 0 {
+            let delivery = try await results.next(within: .seconds(20))
+            try await delivery.ack()
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+            if delivery.properties.type == "summary" { summaries += 1 } else { devices.insert(object["token"] as? String ?? "") }
+        }
+        #expect(devices.count == 200)
+        // Acknowledged: nothing is left for the next worker.
+        let jobs = try await TestBroker.consumer(queue: "\(prefix).jobs", topology: AMQPTopology())
+        await #expect(throws: TestFailure.self) { _ = try await jobs.next(within: .seconds(1)) }
+        await jobs.close()
         await results.close()
         await publisher.close()
     }
