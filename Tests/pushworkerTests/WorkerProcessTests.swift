@@ -16,7 +16,7 @@ struct WorkerProcessTests {
         let prefix: String
     }
 
-    static func setUp(faults: [MockAPNsFault]) async throws -> Setup {
+    static func setUp(faults: [MockAPNsFault], extra: String = "") async throws -> Setup {
         let pki = try TestKeys.newPKI()
         let p8 = try TestKeys.newP8()
         let key = try ES256Key.privateKey(pem: p8)
@@ -40,6 +40,7 @@ struct WorkerProcessTests {
               dead_letters: \(prefix).dead
               results: \(prefix).results
             retry_initial_delay_ms: 10
+            \(extra)
             apps:
               - name: demo
                 topic: com.example.app
@@ -142,6 +143,48 @@ struct WorkerProcessTests {
         let jobs = try await TestBroker.consumer(queue: "\(prefix).jobs", topology: AMQPTopology())
         await #expect(throws: TestFailure.self) { _ = try await jobs.next(within: .seconds(1)) }
         await jobs.close()
+        await results.close()
+        await publisher.close()
+    }
+
+    @Test("two workers share a large job through its chunks, with exactly one result per device")
+    func chunksShared() async throws {
+        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.milliseconds(5)))], extra: "chunk_size: 250")
+        defer { Task { try? await setup.mock.shutdown() } }
+        // One APNs connection per worker, so the mock's connection numbers tell the workers apart.
+        let config = try String(contentsOf: setup.config, encoding: .utf8).replacingOccurrences(of: "environment: sandbox", with: "environment: sandbox\n    connections: 1")
+        try Data(config.utf8).write(to: setup.config)
+        let first = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let second = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await first.waitForLog("worker started")
+        try await second.waitForLog("worker started")
+        let prefix = setup.prefix
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
+
+        let count = 2000
+        let tokens = (0..<count).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "big", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
+        var perDevice: [String: Int] = [:]
+        var chunks = Set<String>()
+        while chunks.count < 8 {
+            let delivery = try await results.next(within: .seconds(60))
+            try await delivery.ack()
+            #expect(delivery.properties.correlationID == "big")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+            if delivery.properties.type == "summary" {
+                chunks.insert(object["chunk"] as? String ?? "?")
+            } else {
+                perDevice[object["token"] as? String ?? "", default: 0] += 1
+            }
+        }
+        #expect(chunks == Set((1...8).map { "\($0)/8" }))
+        #expect(perDevice.count == count && perDevice.values.allSatisfy { $0 == 1 })
+        #expect(Set(setup.mock.recorded.map(\.connection)).count == 2, "both workers should have sent some")
+        #expect(setup.mock.recorded.count == count)
+        #expect(try await first.stop() == 0)
+        #expect(try await second.stop() == 0)
         await results.close()
         await publisher.close()
     }

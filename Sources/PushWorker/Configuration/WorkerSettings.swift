@@ -78,12 +78,15 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     public var amqp = Broker()
     public var queues = Names()
     public var retryMaxAttempts = 3
+    /// Devices above which a job is split into chunk jobs that any worker can take.
+    public var chunkSize = 1000
     public var retryInitialDelayMilliseconds = 200
     /// Seconds a worker takes to finish what it holds after SIGTERM.
     public var shutdownGraceSeconds = 30
 
     enum CodingKeys: String, CodingKey {
         case amqp, queues
+        case chunkSize = "chunk_size"
         case retryMaxAttempts = "retry_max_attempts"
         case retryInitialDelayMilliseconds = "retry_initial_delay_ms"
         case shutdownGraceSeconds = "shutdown_grace_seconds"
@@ -96,6 +99,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         amqp = try container.decodeIfPresent(Broker.self, forKey: .amqp) ?? amqp
         queues = try container.decodeIfPresent(Names.self, forKey: .queues) ?? queues
         retryMaxAttempts = try container.decodeIfPresent(Int.self, forKey: .retryMaxAttempts) ?? retryMaxAttempts
+        chunkSize = try container.decodeIfPresent(Int.self, forKey: .chunkSize) ?? chunkSize
         retryInitialDelayMilliseconds = try container.decodeIfPresent(Int.self, forKey: .retryInitialDelayMilliseconds) ?? retryInitialDelayMilliseconds
         shutdownGraceSeconds = try container.decodeIfPresent(Int.self, forKey: .shutdownGraceSeconds) ?? shutdownGraceSeconds
     }

@@ -26,7 +26,7 @@ public struct JobProcessor: Sendable {
         self.logger = logger
     }
 
-    public func process(_ job: PushJob, recipients: [Recipient], replyTo: String) async throws -> JobSummary {
+    public func process(_ job: PushJob, recipients: [Recipient], replyTo: String, chunk: String? = nil) async throws -> JobSummary {
         let start = ContinuousClock.now
         var seen = Set<String>()
         let unique = recipients.filter { seen.insert($0.token).inserted }
@@ -46,9 +46,10 @@ public struct JobProcessor: Sendable {
             }
         }
         let elapsed = (ContinuousClock.now - start).components
-        let summary = JobSummary(
+        var summary = JobSummary(
             jobID: job.id, app: appName, devices: unique.count, outcomes: outcomes,
             durationMilliseconds: Int(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000))
+        summary.chunk = chunk
         try await results.publish(summary, to: replyTo)
         logger.info("job done", metadata: [
             "job": "\(job.id)", "app": "\(appName)", "devices": "\(unique.count)",

@@ -115,9 +115,15 @@ public final class Worker: Sendable {
         if !job.audience.users.isEmpty || !job.audience.groups.isEmpty {
             logger.warning("users and groups need the registry, which this worker does not have yet; they are skipped", metadata: ["job": "\(job.id)"])
         }
+        let chunk = delivery.properties.headers?[Self.chunkHeader]?.stringValue
         do {
+            if chunk == nil && recipients.count > settings.chunkSize {
+                try await split(job, recipients: recipients, delivery: delivery)
+                try await delivery.ack()
+                return
+            }
             guard let processor = processors[job.app] else { return }
-            _ = try await processor.process(job, recipients: recipients, replyTo: replyTo)
+            _ = try await processor.process(job, recipients: recipients, replyTo: replyTo, chunk: chunk)
             try await delivery.ack()
         } catch {
             // Results could not all be confirmed: give the job back; the delivery limit
@@ -125,6 +131,32 @@ public final class Worker: Sendable {
             logger.error("job failed; returning it to the queue", metadata: ["job": "\(job.id)", "error": "\(error)"])
             try? await delivery.nack(requeue: true)
         }
+    }
+
+    /// Marks a chunk job (`"2/5"`): it is sent as it is, never split or resolved again.
+    static let chunkHeader = "x-pushworker-chunk"
+
+    /// Republishes a large job as chunk jobs on the jobs queue, so every worker can take a share.
+    /// All chunks are confirmed before the original is acknowledged; a crash in between only
+    /// repeats chunks.
+    private func split(_ job: PushJob, recipients: [Recipient], delivery: AMQPDelivery) async throws {
+        let size = max(1, settings.chunkSize)
+        let count = (recipients.count + size - 1) / size
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<count {
+                let slice = recipients[(index * size)..<min(recipients.count, (index + 1) * size)]
+                var properties = delivery.properties
+                var headers = properties.headers ?? [:]
+                headers[Self.chunkHeader] = .string("\(index + 1)/\(count)")
+                properties.headers = headers
+                properties.persistent = true
+                properties.messageID = "\(job.id)#\(index + 1)"
+                let message = AMQPMessage.toQueue(settings.queues.jobs, body: job.chunkBody(tokens: slice.map(\.token)), properties: properties)
+                group.addTask { try await self.publisher.publish(message) }
+            }
+            try await group.waitForAll()
+        }
+        logger.info("job split into chunks", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "chunks": "\(count)"])
     }
 
     /// Moves an invalid job to the dead letters with the reason in its headers, tells the

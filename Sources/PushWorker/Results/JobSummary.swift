@@ -9,6 +9,8 @@ public struct JobSummary: Sendable, Hashable, Encodable {
     public var outcomes: [Outcome: Int]
     public var error: JobError?
     public var durationMilliseconds: Int
+    /// `"2/5"` for the second of five chunks of a split job; nil for a job sent whole.
+    public var chunk: String?
 
     public init(jobID: String, app: String?, devices: Int, outcomes: [Outcome: Int], error: JobError? = nil, durationMilliseconds: Int) {
         self.jobID = jobID
@@ -22,6 +24,7 @@ public struct JobSummary: Sendable, Hashable, Encodable {
     enum CodingKeys: String, CodingKey {
         case jobID = "job_id", app, devices, outcomes, error
         case durationMilliseconds = "duration_ms"
+        case chunk
     }
 
     enum ErrorKeys: String, CodingKey { case code, field, message }
@@ -43,5 +46,6 @@ public struct JobSummary: Sendable, Hashable, Encodable {
             try container.encodeNil(forKey: .error)
         }
         try container.encode(durationMilliseconds, forKey: .durationMilliseconds)
+        try container.encode(chunk, forKey: .chunk)
     }
 }
