@@ -21,11 +21,22 @@ public struct ResultPublisher: Sendable {
         try await publish(try encoder.encode(summary), type: "summary", jobID: summary.jobID, to: queue)
     }
 
+    /// Publishes again while the broker is briefly away (a restart, a lost connection), so a
+    /// blip does not throw away the work of a whole job; gives up after about half a minute.
     private func publish(_ body: Data, type: String, jobID: String, to queue: String) async throws {
         let properties = AMQPProperties(
             contentType: "application/json", persistent: true, correlationID: jobID,
             timestamp: UInt64(Date().timeIntervalSince1970), type: type)
         // Mandatory: a reply queue that does not exist is an error, not a silent loss.
-        try await publisher.publish(.toQueue(queue, body: Array(body), properties: properties, mandatory: true))
+        let message = AMQPMessage.toQueue(queue, body: Array(body), properties: properties, mandatory: true)
+        var delay = Duration.milliseconds(100)
+        for attempt in 1... {
+            do {
+                return try await publisher.publish(message)
+            } catch let error as AMQPError where error.isRetryable && error.kind != .brokerClosed && attempt < 20 {
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
+            }
+        }
     }
 }

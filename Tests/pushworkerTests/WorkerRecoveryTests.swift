@@ -1,0 +1,91 @@
+import AMQP
+import Foundation
+import MockAPNs
+import TestSupport
+import Testing
+
+/// Collects results until every device has one and every chunk has its summary.
+private func collect(from results: AMQPConsumer, devices: Int, chunks: Int, within limit: Duration = .seconds(120)) async throws -> [String: Int] {
+    var perDevice: [String: Int] = [:]
+    var summaries = Set<String>()
+    let deadline = ContinuousClock.now + limit
+    while perDevice.count < devices || summaries.count < chunks {
+        guard ContinuousClock.now < deadline else {
+            throw TestFailure("after \(limit): \(perDevice.count) of \(devices) devices, \(summaries.count) of \(chunks) chunk summaries")
+        }
+        let delivery = try await results.next(within: .seconds(60))
+        // After a broker restart the test's own consumer reconnects too: a stale ack just means
+        // the result comes again.
+        try? await delivery.ack()
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+        if delivery.properties.type == "summary" {
+            summaries.insert(object["chunk"] as? String ?? "whole")
+        } else {
+            perDevice[object["token"] as? String ?? "", default: 0] += 1
+        }
+    }
+    return perDevice
+}
+
+@Suite("Worker recovery: killed worker", .usesBroker)
+struct WorkerKillTests {
+    @Test("a worker killed with SIGKILL mid-job: a new worker completes it, every device gets a result")
+    func sigkill() async throws {
+        let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.latency(.milliseconds(20)))], extra: "chunk_size: 500")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let prefix = setup.prefix
+        let first = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await first.waitForLog("worker started")
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
+
+        let count = 4000
+        let tokens = (0..<count).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "killed", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while setup.mock.recorded.count < 300 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(setup.mock.recorded.count >= 300)
+        _ = try await first.stop(signal: SIGKILL)
+
+        let second = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await second.waitForLog("worker started")
+        let perDevice = try await collect(from: results, devices: count, chunks: 8)
+        #expect(perDevice.count == count)
+        #expect(try await second.stop() == 0, "\(second.log)")
+        await results.close()
+        await publisher.close()
+    }
+}
+
+@Suite("Worker recovery: broker restart", .restartsBroker)
+struct WorkerBrokerRestartTests {
+    @Test("the broker restarted during a job: the worker reconnects and the job completes with nothing lost")
+    func brokerRestart() async throws {
+        let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.latency(.milliseconds(20)))], extra: "chunk_size: 500")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let prefix = setup.prefix
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
+
+        let count = 3000
+        let tokens = (0..<count).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "restart", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while setup.mock.recorded.count < 300 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try TestBroker.rabbitmqctl("stop_app")
+        try await Task.sleep(for: .seconds(1))
+        try TestBroker.rabbitmqctl("start_app")
+        try TestBroker.rabbitmqctl("await_startup")
+
+        let perDevice = try await collect(from: results, devices: count, chunks: 6)
+        #expect(perDevice.count == count)
+        #expect(worker.process.isRunning, "\(worker.log)")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+    }
+}
