@@ -40,6 +40,7 @@ struct WorkerProcessTests {
               dead_letters: \(prefix).dead
               results: \(prefix).results
             retry_initial_delay_ms: 10
+            retry_max_attempts: 3
             \(extra)
             apps:
               - name: demo
@@ -54,7 +55,12 @@ struct WorkerProcessTests {
 
     @Test("valid jobs get one result per device and a summary; invalid ones are dead-lettered with the reason; SIGTERM exits 0")
     func endToEnd() async throws {
-        let setup = try await Self.setUp(faults: [MockAPNsFault(.reject(.badDeviceToken), tokens: [Self.token(2)])])
+        let setup = try await Self.setUp(faults: [
+            MockAPNsFault(.reject(.badDeviceToken), tokens: [Self.token(2)]),
+            MockAPNsFault(.reject(.unregistered), tokens: [Self.token(5)]),
+            MockAPNsFault(.reject(.tooManyRequests), tokens: [Self.token(6)], times: 1),
+            MockAPNsFault(.reject(.serviceUnavailable), tokens: [Self.token(7)]),
+        ])
         let (mock, config, prefix) = (setup.mock, setup.config, setup.prefix)
         defer { Task { try? await mock.shutdown() } }
 
@@ -67,7 +73,8 @@ struct WorkerProcessTests {
         let dead = try await TestBroker.consumer(queue: "\(prefix).dead", topology: topology)
 
         // A valid job through the exchange, as producers publish it.
-        let job = #"{"id": "job-1", "audience": {"tokens": ["\#(Self.token(1))", "\#(Self.token(2))", "\#(Self.token(3))"]}, "payload": {"aps": {"alert": "hi"}}}"#
+        let tokens = [1, 2, 3, 5, 6, 7].map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        let job = #"{"id": "job-1", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {"alert": "hi"}}}"#
         try await publisher.publish(AMQPMessage(
             exchange: "\(prefix).push", routingKey: "jobs", body: Array(job.utf8),
             properties: AMQPProperties(contentType: "application/json", persistent: true, messageID: "job-1"), mandatory: true))
@@ -80,8 +87,23 @@ struct WorkerProcessTests {
             let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
             if delivery.properties.type == "summary" { summary = object } else { outcomes[object["token"] as? String ?? ""] = object["outcome"] as? String }
         }
-        #expect(outcomes == [Self.token(1): "delivered", Self.token(2): "rejected", Self.token(3): "delivered"])
-        #expect(summary?["devices"] as? Int == 3)
+        #expect(outcomes == [
+            Self.token(1): "delivered", Self.token(2): "rejected", Self.token(3): "delivered",
+            Self.token(5): "rejected", Self.token(6): "delivered", Self.token(7): "failed",
+        ])
+        #expect(summary?["devices"] as? Int == 6)
+
+        // A job whose expiration has passed: its device is reported expired and never sent.
+        let requestsBefore = mock.requestCount
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "late", "audience": {"tokens": ["\#(Self.token(8))"]}, "payload": {"aps": {}}, "expiration": 1000000000}"#.utf8)))
+        let late = try await results.next(within: .seconds(20))
+        try await late.ack()
+        let lateObject = try #require(try JSONSerialization.jsonObject(with: Data(late.body)) as? [String: Any])
+        #expect(lateObject["outcome"] as? String == "expired")
+        let lateSummary = try await results.next(within: .seconds(20))
+        try await lateSummary.ack()
+        #expect(lateSummary.properties.type == "summary")
+        #expect(mock.requestCount == requestsBefore)
 
         // An invalid job: dead-lettered with the reason, an error summary to its reply queue.
         try await publisher.publish(.toQueue(
