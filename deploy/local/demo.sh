@@ -1,25 +1,73 @@
 #!/usr/bin/env bash
-# The demo: a local RabbitMQ, a sample push job published with `pushworker enqueue`, and the
-# job read back from its queue. (The worker that sends it to APNs comes with `pushworker run`.)
+# The demo: a local RabbitMQ, the mock APNs, and a pushworker worker. A job is published the way a
+# backend would, the worker sends it, and its results are read back; then an invalid job is
+# dead-lettered with its reason. Everything runs on 127.0.0.1 and stops at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 deploy/local/install-deps.sh
 deploy/local/rabbitmq.sh start
 swift build --product pushworker
-bin="$(swift build --show-bin-path)/pushworker"
-
+swift build --product mock-apns
+bin="$(swift build --show-bin-path)"
 url="$(deploy/local/rabbitmq.sh url)"
-queue="pushworker.demo"
-echo "== publishing examples/job.json to the queue $queue"
-id=$("$bin" enqueue --amqp "$url" --queue "$queue" --declare-queue --file examples/job.json)
-echo "== published job with message id $id"
-echo "== a document that is not JSON is refused before anything is published:"
-printf '{"app": "demo",\n "payload": {aps: 1}}\n' | "$bin" enqueue --amqp "$url" --queue "$queue" || true
-echo "== messages in the queue, as the broker last counted them (it recounts every few seconds):"
-for _ in $(seq 10); do
-  line=$(rabbitmqctl -q -n "${PUSHWORKER_RABBITMQ_NODE:-rabbit@localhost}" list_queues name messages | grep -E "^$queue\s" || true)
-  [ "${line##*[[:space:]]}" != "0" ] && break
-  sleep 1
-done
-echo "$line messages"
+
+work="$(mktemp -d /tmp/pushworker-demo-XXXXXX)"
+cleanup() {
+  [ -n "${worker_pid:-}" ] && kill "$worker_pid" 2>/dev/null && wait "$worker_pid" 2>/dev/null || true
+  [ -n "${mock_pid:-}" ] && kill "$mock_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== making a throw-away CA, server certificate and APNs signing key in $work"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=demo CA" \
+  -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
+  -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$work/san.ext"
+openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
+  -extfile "$work/san.ext" -out "$work/server.pem" 2>/dev/null
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/AuthKey_DEMOKEY001.p8"
+openssl pkey -in "$work/AuthKey_DEMOKEY001.p8" -pubout -out "$work/demo.pub"
+
+echo "== starting the mock APNs (the third device in examples/job.json is 'unregistered')"
+"$bin/mock-apns" --port 0 --cert "$work/server.pem" --key "$work/server.key" \
+  --provider-key "DEMOKEY001:DEMOTEAM01:$work/demo.pub" --topic com.example.demo \
+  --unregistered deaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddead > "$work/mock.log" 2>&1 &
+mock_pid=$!
+for _ in $(seq 100); do grep -q listening "$work/mock.log" && break; sleep 0.1; done
+apns_url=$(grep -o 'https://[0-9.:]*' "$work/mock.log" | head -1)
+echo "   $apns_url"
+
+cat > "$work/pushworker.yaml" <<YAML
+amqp:
+  url: $url
+apps:
+  - name: demo
+    topic: com.example.demo
+    environment: sandbox
+    url: $apns_url
+    ca_file: $work/ca.pem
+    token: {key_file: $work/AuthKey_DEMOKEY001.p8, key_id: DEMOKEY001, team_id: DEMOTEAM01}
+YAML
+
+echo "== starting the worker: pushworker run --config pushworker.yaml"
+"$bin/pushworker" run --config "$work/pushworker.yaml" 2> "$work/worker.log" &
+worker_pid=$!
+for _ in $(seq 100); do grep -q "worker started" "$work/worker.log" && break; sleep 0.1; done
+
+echo "== publishing examples/job.json to exchange 'push' with routing key 'jobs'"
+"$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs --file examples/job.json
+echo "== results from push.results (one per device, then the summary):"
+"$bin/pushworker" tail --amqp "$url" --queue push.results --count 4
+
+echo "== publishing an invalid job (priority 7); it is dead-lettered with its reason:"
+echo '{"app": "demo", "audience": {"tokens": []}, "payload": {}, "priority": 7}' \
+  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+"$bin/pushworker" tail --amqp "$url" --queue push.dead --count 1 --headers
+
+echo "== stopping the worker with SIGTERM"
+kill -TERM "$worker_pid"; wait "$worker_pid"; echo "   exit status $?"; worker_pid=""
+echo "== worker log:"
+sed 's/^/   /' "$work/worker.log"
