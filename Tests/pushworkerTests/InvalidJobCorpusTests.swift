@@ -46,9 +46,26 @@ struct InvalidJobCorpusTests {
         let summary = try await results.next(within: .seconds(20))
         try await summary.ack()
         #expect(summary.properties.correlationID == "after")
+        // Replayed while still invalid: it comes back to the dead letters, its replays counted.
+        await dead.close()
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"audience": {}, "payload": {}}"#.utf8), properties: AMQPProperties(messageID: "again")))
+        var listed = ""
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !listed.contains("again") && ContinuousClock.now < deadline {
+            listed = try Program.run(["dlq", "list", "--config", setup.config.path]).standardOutput
+        }
+        let replay = try Program.run(["dlq", "replay", "--config", setup.config.path, "--all"])
+        #expect(replay.standardOutput.contains("replayed 1"), "\(replay.standardOutput)\(replay.standardError)")
+        let deadAgain = try await TestBroker.consumer(queue: "\(prefix).dead", topology: topology)
+        defer { Task { await deadAgain.close() } }
+        let again = try await deadAgain.next(within: .seconds(20))
+        try await again.ack()
+        #expect(again.properties.messageID == "again")
+        #expect(again.properties.headers?["x-pushworker-replays"]?.intValue == 1)
+        #expect(again.properties.headers?["x-pushworker-error"] == "empty_audience")
+
         #expect(try await worker.stop() == 0, "\(worker.log)")
         await results.close()
-        await dead.close()
         await publisher.close()
     }
 }
