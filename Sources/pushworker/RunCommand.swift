@@ -13,12 +13,19 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(help: "The worker's configuration file (YAML).") var config: String
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+    @Option(name: .customLong("log-format"), help: "text, or json (one object per line) for log shippers.") var logFormat = "text"
+
+    func validate() throws {
+        guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format '\(logFormat)' is not text or json") }
+    }
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level '\(logLevel)' is not one of trace, debug, info, notice, warning, error, critical")
         }
+        let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler

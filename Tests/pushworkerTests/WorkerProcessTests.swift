@@ -138,7 +138,7 @@ struct WorkerProcessTests {
     func gracefulShutdown() async throws {
         let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(2)))])
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path, "--log-format", "json"])
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
         let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
@@ -161,6 +161,12 @@ struct WorkerProcessTests {
             if delivery.properties.type == "summary" { summaries += 1 } else { devices.insert(object["token"] as? String ?? "") }
         }
         #expect(devices.count == 200)
+        // --log-format json: every line an object; the job line carries its fields.
+        let lines = worker.log.split(separator: "\n")
+        let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(objects.count == lines.count, "\(worker.log)")
+        let jobLine = objects.first { $0["message"] as? String == "job done" }
+        #expect(jobLine?["job"] as? String == "slow" && jobLine?["devices"] as? String == "200" && jobLine?["level"] as? String == "info")
         // Acknowledged: nothing is left for the next worker.
         let jobs = try await TestBroker.consumer(queue: "\(prefix).jobs", topology: AMQPTopology())
         await #expect(throws: TestFailure.self) { _ = try await jobs.next(within: .seconds(1)) }
