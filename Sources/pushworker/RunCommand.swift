@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import PushWorker
+import ServiceLifecycle
 
 /// The worker: consume push jobs until SIGTERM or SIGINT, then finish what is in hand and exit 0.
 /// A second signal exits at once; nothing is lost, as unacknowledged jobs are redelivered.
@@ -34,15 +35,18 @@ struct RunCommand: AsyncParsableCommand {
         let configuration = try PushWorkerConfiguration.load(file: config)
         let worker = try await Worker.start(configuration, file: config, logger: logger)
         let grace = configuration.worker.shutdownGraceSeconds
+        // ServiceLifecycle turns the first SIGTERM or SIGINT into a graceful shutdown; this
+        // handler only watches for a second one.
         let signals = SignalHandling(logger: logger) {
-            worker.stop()
             // Past the grace period, stop waiting: the broker redelivers what was not acknowledged.
             DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(grace)) {
                 logger.error("shutdown grace period of \(grace) s exceeded; exiting")
                 Foundation.exit(1)
             }
         }
-        try await worker.run()
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: worker)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
         signals.cancel()
     }
 }
@@ -55,6 +59,7 @@ final class SignalHandling: @unchecked Sendable {
     init(logger: Logger, onFirst: @escaping @Sendable () -> Void) {
         var sources: [DispatchSourceSignal] = []
         for number in [SIGTERM, SIGINT] {
+            // Dispatch sources see a signal only while its default action (terminate) is off.
             signal(number, SIG_IGN)
             sources.append(DispatchSource.makeSignalSource(signal: number, queue: .global()))
         }

@@ -216,4 +216,29 @@ struct WorkerProcessTests {
         await results.close()
         await publisher.close()
     }
+
+    @Test("a second signal exits at once, and the unfinished job is redelivered, not lost")
+    func secondSignal() async throws {
+        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(10)))])
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let prefix = setup.prefix
+        let publisher = try await TestBroker.publisher()
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "stuck", "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {}}}"#.utf8)))
+        let deadline = ContinuousClock.now + .seconds(20)
+        while setup.mock.requestCount == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        kill(worker.process.processIdentifier, SIGTERM)
+        try await worker.waitForLog("signal received")
+        let start = ContinuousClock.now
+        #expect(try await worker.stop(signal: SIGTERM, within: .seconds(5)) == 130)
+        #expect(ContinuousClock.now - start < .seconds(5))
+        let jobs = try await TestBroker.consumer(queue: "\(prefix).jobs")
+        let again = try await jobs.next(within: .seconds(10))
+        #expect(again.redelivered)
+        #expect(String(decoding: again.body, as: UTF8.self).contains("stuck"))
+        try await again.ack()
+        await jobs.close()
+        await publisher.close()
+    }
 }

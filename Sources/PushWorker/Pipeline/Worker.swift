@@ -2,13 +2,14 @@ import AMQP
 import APNsHTTP2
 import Foundation
 import Logging
+import ServiceLifecycle
 
 /// Consumes push jobs and sees each one through: decode and validate, dead-letter what is
 /// invalid, send the rest over the shared APNs clients, publish the results, acknowledge.
 ///
 /// A job is acknowledged only after its results (or its dead letter) are confirmed by the broker,
 /// so a worker killed at any moment loses nothing: the broker redelivers what was not acked.
-public final class Worker: Sendable {
+public final class Worker: Service, Sendable {
     private let settings: WorkerSettings
     private let consumer: AMQPConsumer
     private let publisher: AMQPPublisher
@@ -68,9 +69,18 @@ public final class Worker: Sendable {
         return Worker(settings: settings, consumer: consumer, publisher: publisher, processors: processors, clients: clients, logger: logger)
     }
 
-    /// Processes jobs until `stop()`; then finishes the jobs in hand, acknowledges them and
-    /// closes the connections. Deliveries not yet started go back to the queue.
+    /// Processes jobs until `stop()` or a graceful shutdown of the service group (SIGTERM); then
+    /// finishes the jobs in hand, acknowledges them and closes the connections. Deliveries not yet
+    /// started go back to the queue.
     public func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await consume()
+        } onGracefulShutdown: {
+            self.stop()
+        }
+    }
+
+    private func consume() async throws {
         let feeder = Task { [consumer, eventSink, logger] in
             do {
                 for try await delivery in consumer { eventSink.yield(.delivery(delivery)) }
