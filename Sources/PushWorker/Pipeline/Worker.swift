@@ -132,7 +132,11 @@ public final class Worker: Service, Sendable {
                 try await delivery.ack()
                 return
             }
-            guard let processor = processors[job.app] else { return }
+            guard let processor = processors[job.app] else {
+                // The decoder only accepts configured apps; this keeps a job from hanging unacked if that ever changes.
+                await deadLetter(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
+                return
+            }
             _ = try await processor.process(job, recipients: recipients, replyTo: replyTo, chunk: chunk)
             try await delivery.ack()
         } catch {
