@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Benchmarks the APNs client against the mock APNs and, in the same run, h2load against the same
-# server with the same payload and headers. Prints both rates and their ratio.
+# Benchmarks against the mock APNs, with h2load against the same server, payload and headers in
+# the same run, and prints the ratio.
 #
-#   deploy/local/bench-apns.sh [COUNT] [CONNECTIONS] [STREAMS]
+#   deploy/local/bench.sh apns [COUNT] [CONNECTIONS] [STREAMS]   the APNs client alone
+#   deploy/local/bench.sh e2e  [COUNT] [CONNECTIONS] [STREAMS]   broker → worker → APNs → results
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-count="${1:-200000}"
-connections="${2:-1}"
-streams="${3:-1000}"
+mode="${1:-apns}"
+count="${2:-200000}"
+connections="${3:-1}"
+streams="${4:-1000}"
+case "$mode" in apns|e2e) ;; *) echo "usage: $0 apns|e2e [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 
 deploy/local/install-deps.sh
 command -v h2load >/dev/null || { apt-get install -y -q nghttp2-client >/dev/null; }
@@ -36,10 +39,20 @@ url=$(grep -o 'https://[0-9.:]*' "$work/mock.log" | head -1)
 token_hex=$(printf '0a%.0s' $(seq 32))
 echo "== mock APNs at $url (release build, 1 event loop thread)"
 
-echo "== pushworker bench apns --count $count --connections $connections --streams $streams"
-"$bin/pushworker" bench apns --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" \
-  --streams "$streams" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
-  --payload-file "$work/payload.json" --token "$token_hex" | tee "$work/ours.txt"
+if [ "$mode" = apns ]; then
+  echo "== pushworker bench apns --count $count --connections $connections --streams $streams"
+  "$bin/pushworker" bench apns --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" \
+    --streams "$streams" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
+    --payload-file "$work/payload.json" --token "$token_hex" | tee "$work/ours.txt"
+  rate_pattern='= [0-9]* notifications/s'
+else
+  deploy/local/rabbitmq.sh start >/dev/null
+  echo "== pushworker bench e2e --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
+  "$bin/pushworker" bench e2e --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
+    --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
+    --topic com.example.app | tee "$work/ours.txt"
+  rate_pattern='= [0-9]* devices/s'
+fi
 
 jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)
 echo "== h2load -n $count -c $connections -m $streams -d payload.json $url/3/device/<token>"
@@ -48,6 +61,7 @@ h2load -n "$count" -c "$connections" -m "$streams" -d "$work/payload.json" \
   "$url/3/device/$token_hex" > "$work/h2load.txt"
 grep -E 'finished in|requests:|status codes:' "$work/h2load.txt"
 
-ours=$(grep -o '= [0-9]* notifications/s' "$work/ours.txt" | grep -o '[0-9]*')
+ours=$(grep -o "$rate_pattern" "$work/ours.txt" | grep -o '[0-9]*')
 theirs=$(grep -o 'finished in [^,]*, [0-9.]* req/s' "$work/h2load.txt" | grep -o '[0-9.]* req/s' | grep -o '[0-9.]*')
-echo "== ratio pushworker/h2load: $(python3 -c "print(f'{$ours/$theirs:.2f}')") (target >= 0.6)"
+target=$([ "$mode" = apns ] && echo 0.6 || echo 0.4)
+echo "== ratio pushworker/h2load: $(python3 -c "print(f'{$ours/$theirs:.2f}')") (target >= $target)"

@@ -1,0 +1,103 @@
+import AMQP
+import ArgumentParser
+import Foundation
+import Logging
+import PushWorker
+
+/// A worker (in this process) between a real broker and an HTTP/2 APNs server: devices per
+/// second from publishing a job to its last result, and the latency of one-device jobs.
+struct E2EBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "e2e",
+        abstract: "Publish a job of N tokens, run a worker against an APNs server, wait for all N results; then time one-device jobs.")
+
+    @OptionGroup var amqp: AMQPOptions
+    @Option(help: "APNs server base URL, e.g. https://127.0.0.1:2197") var url: String
+    @Option(name: .customLong("ca-file"), help: "PEM CA to trust for the server.") var caFile: String
+    @Option(name: .customLong("key-file"), help: "Provider token key (.p8).") var keyFile: String
+    @Option(name: .customLong("key-id")) var keyID: String
+    @Option(name: .customLong("team-id")) var teamID: String
+    @Option(help: "Topic.") var topic = "com.example.app"
+    @Option(help: "Devices in the large job.") var count = 100_000
+    @Option(help: "One-device jobs timed one after another.") var jobs = 1000
+    @Option(help: "APNs connections.") var connections = 1
+
+    func run() async throws {
+        let prefix = "pushworker.bench.\(UUID().uuidString.prefix(8).lowercased())"
+        _ = try amqp.configuration()  // refuses a malformed URL before anything starts
+        let rawURL = amqp.url ?? ProcessInfo.processInfo.environment["PUSHWORKER_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/"
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).yaml")
+        try Data("""
+            amqp: {url: "\(rawURL)", prefetch: 16}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
+            apps:
+              - name: bench
+                topic: \(topic)
+                environment: sandbox
+                url: \(url)
+                ca_file: \(caFile)
+                connections: \(connections)
+                token: {key_file: \(keyFile), key_id: \(keyID), team_id: \(teamID)}
+            """.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        var logger = Logger(label: "pushworker.bench")
+        logger.logLevel = .warning
+        let configuration = try PushWorkerConfiguration.load(file: file.path)
+        let worker = try await Worker.start(configuration, file: file.path, logger: logger)
+        let running = Task { try await worker.run() }
+
+        var amqpConfiguration = try configuration.worker.amqpConfiguration(file: file.path)
+        amqpConfiguration.connectionName = "pushworker bench e2e"
+        let publisher = try await AMQPPublisher.connect(amqpConfiguration)
+        let results = try await AMQPConsumer.connect(amqpConfiguration, queue: "\(prefix).results", prefetch: 1000)
+        var iterator = results.makeAsyncIterator()
+
+        // Throughput: one job of `count` tokens, from publish to its last result.
+        var body = #"{"id": "bench", "audience": {"tokens": ["#
+        body.reserveCapacity(count * 67 + 100)
+        for index in 0..<count {
+            if index > 0 { body += "," }
+            body += "\"" + String(format: "%064x", index + 1) + "\""
+        }
+        body += #"]}, "payload": {"aps": {"alert": "benchmark"}}}"#
+        let chunks = (count + configuration.worker.chunkSize - 1) / configuration.worker.chunkSize
+        let start = ContinuousClock.now
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(body.utf8), properties: AMQPProperties(persistent: true)))
+        body = ""
+        var devices = 0, summaries = 0, delivered = 0
+        while devices < count || summaries < max(chunks, 1) {
+            guard let delivery = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
+            try await delivery.ack()
+            if delivery.properties.type == "summary" {
+                summaries += 1
+            } else {
+                devices += 1
+                if delivery.body.count > 30, String(decoding: delivery.body, as: UTF8.self).contains(#""outcome":"delivered""#) { delivered += 1 }
+            }
+        }
+        let seconds = (ContinuousClock.now - start).seconds
+        print(String(format: "pushworker bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks)",
+            count, seconds, Double(count) / seconds, delivered, chunks))
+
+        // Latency: one-device jobs, one at a time, publish to summary.
+        var latencies: [Double] = []
+        for index in 0..<jobs {
+            let job = #"{"id": "one-\#(index)", "audience": {"tokens": ["\#(String(format: "%064x", index + 1))"]}, "payload": {"aps": {}}, "results": "none"}"#
+            let sent = ContinuousClock.now
+            try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(job.utf8)))
+            guard let summary = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
+            latencies.append((ContinuousClock.now - sent).seconds * 1000)
+            try await summary.ack()
+        }
+        latencies.sort()
+        if !latencies.isEmpty {
+            print(String(format: "one-device job latency over %d jobs: p50 %.2f ms, p99 %.2f ms", jobs,
+                latencies[latencies.count / 2], latencies[min(latencies.count - 1, latencies.count * 99 / 100)]))
+        }
+        print(String(format: "peak memory (VmHWM, worker and benchmark in one process) %.1f MiB", Double(PeakMemory.kibibytes) / 1024))
+        worker.stop()
+        try await running.value
+        await results.close()
+        await publisher.close()
+    }
+}
