@@ -20,15 +20,7 @@ bin="$(swift build -c release --show-bin-path)"
 
 work="$(mktemp -d /tmp/pushworker-bench-XXXXXX)"
 trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench CA" \
-  -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
-  -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$work/san.ext"
-openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
-  -extfile "$work/san.ext" -out "$work/server.pem" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/key.p8"
-openssl pkey -in "$work/key.p8" -pubout -out "$work/key.pub"
+deploy/local/make-pki.sh "$work"
 printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushworker"},"sound":"default"}}' > "$work/payload.json"
 
 "$bin/mock-apns" --port 0 --cert "$work/server.pem" --key "$work/server.key" \

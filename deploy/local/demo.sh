@@ -21,19 +21,11 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== making a throw-away CA, server certificate and APNs signing key in $work"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=demo CA" \
-  -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
-  -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$work/san.ext"
-openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
-  -extfile "$work/san.ext" -out "$work/server.pem" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/AuthKey_DEMOKEY001.p8"
-openssl pkey -in "$work/AuthKey_DEMOKEY001.p8" -pubout -out "$work/demo.pub"
+deploy/local/make-pki.sh "$work"
 
 echo "== starting the mock APNs (the third device in examples/job.json is 'unregistered')"
 "$bin/mock-apns" --port 0 --cert "$work/server.pem" --key "$work/server.key" \
-  --provider-key "DEMOKEY001:DEMOTEAM01:$work/demo.pub" --topic com.example.demo \
+  --provider-key "DEMOKEY001:DEMOTEAM01:$work/key.pub" --topic com.example.demo \
   --unregistered deaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddead > "$work/mock.log" 2>&1 &
 mock_pid=$!
 for _ in $(seq 100); do grep -q listening "$work/mock.log" && break; sleep 0.1; done
@@ -49,7 +41,7 @@ apps:
     environment: sandbox
     url: $apns_url
     ca_file: $work/ca.pem
-    token: {key_file: $work/AuthKey_DEMOKEY001.p8, key_id: DEMOKEY001, team_id: DEMOTEAM01}
+    token: {key_file: $work/key.p8, key_id: DEMOKEY001, team_id: DEMOTEAM01}
 YAML
 
 echo "== starting the worker: pushworker run --config pushworker.yaml"
