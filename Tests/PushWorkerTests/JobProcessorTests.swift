@@ -79,7 +79,7 @@ struct JobProcessorTests {
         }
         let tokens = (0..<5).map(Self.token) + [Self.token(0)]
         let job = PushJob(id: "job-outcomes", app: "demo", audience: .init(tokens: tokens), payload: Array(#"{"aps":{"alert":"x"}}"#.utf8))
-        let summary = try await harness.processor.process(job, recipients: tokens.map { Recipient(token: $0) }, replyTo: harness.queue)
+        let summary = try await harness.processor.process(job, recipients: tokens.map { Recipient(token: $0) }, replyTo: harness.queue).summary
         #expect(summary.devices == 5)
         #expect(summary.outcomes == [.delivered: 2, .rejected: 2, .failed: 1])
 

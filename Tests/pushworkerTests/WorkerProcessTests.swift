@@ -241,4 +241,47 @@ struct WorkerProcessTests {
         await jobs.close()
         await publisher.close()
     }
+
+    @Test("devices still failing after a worker's share of attempts come back through the delayed retry queue")
+    func delayedRetry() async throws {
+        let setup = try await Self.setUp(
+            faults: [
+                MockAPNsFault(.reject(.serviceUnavailable), tokens: [Self.token(1)], times: 4),
+                MockAPNsFault(.reject(.serviceUnavailable), tokens: [Self.token(2)]),
+            ],
+            extra: "retry_in_process_attempts: 2\nretry_delays_ms: [300, 600]")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let config = try String(contentsOf: setup.config, encoding: .utf8).replacingOccurrences(of: "retry_max_attempts: 3", with: "retry_max_attempts: 6")
+        try Data(config.utf8).write(to: setup.config)
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let prefix = setup.prefix
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", topology: topology)
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "flaky", "audience": {"tokens": ["\#(Self.token(1))", "\#(Self.token(2))"]}, "payload": {"aps": {}}}"#.utf8)))
+
+        var finals: [String: [String: Any]] = [:]
+        var retrying: [Int] = []
+        while finals.count < 2 || retrying.last != 0 {
+            let delivery = try await results.next(within: .seconds(20))
+            try await delivery.ack()
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+            if delivery.properties.type == "summary" {
+                retrying.append(object["retrying"] as? Int ?? -1)
+            } else {
+                let token = object["token"] as? String ?? ""
+                #expect(finals[token] == nil, "two results for \(token)")
+                finals[token] = object
+            }
+        }
+        #expect(retrying == [2, 2, 0], "\(retrying)")
+        #expect(finals[Self.token(1)]?["outcome"] as? String == "delivered")
+        #expect(finals[Self.token(1)]?["attempts"] as? Int == 5)
+        #expect(finals[Self.token(2)]?["outcome"] as? String == "failed")
+        #expect(finals[Self.token(2)]?["attempts"] as? Int == 6)
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+    }
 }

@@ -59,25 +59,37 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             deliveryLimit = try container.decodeIfPresent(Int.self, forKey: .deliveryLimit) ?? deliveryLimit
         }
 
-        /// Everything declared at start-up and after every reconnect.
-        public var topology: AMQPTopology {
-            AMQPTopology(
-                exchanges: [.init(exchange, type: "topic"), .init(deadLetterExchange, type: "fanout")],
-                queues: [
-                    .durable(jobs, quorum: true, deliveryLimit: deliveryLimit, deadLetterExchange: deadLetterExchange),
-                    .durable(deadLetters, quorum: true),
-                    .durable(results, quorum: true),
-                ],
-                bindings: [
-                    .init(queue: jobs, exchange: exchange, routingKey: jobsRoutingKey),
-                    .init(queue: deadLetters, exchange: deadLetterExchange, routingKey: ""),
-                ])
-        }
+        /// The delayed retry queue for a pause of `milliseconds`.
+        public func retryQueue(milliseconds: Int) -> String { "\(jobs).retry.\(milliseconds)ms" }
+    }
+
+    /// Everything declared at start-up and after every reconnect. Retry queues hold retry jobs for
+    /// their TTL, then dead-letter them back to the jobs queue through the exchange.
+    public var topology: AMQPTopology {
+        let names = queues
+        return AMQPTopology(
+            exchanges: [.init(names.exchange, type: "topic"), .init(names.deadLetterExchange, type: "fanout")],
+            queues: [
+                .durable(names.jobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
+                .durable(names.deadLetters, quorum: true),
+                .durable(names.results, quorum: true),
+            ] + retryDelaysMilliseconds.map {
+                .durable(names.retryQueue(milliseconds: $0), deadLetterExchange: names.exchange,
+                    deadLetterRoutingKey: names.jobsRoutingKey, messageTTL: .milliseconds($0))
+            },
+            bindings: [
+                .init(queue: names.jobs, exchange: names.exchange, routingKey: names.jobsRoutingKey),
+                .init(queue: names.deadLetters, exchange: names.deadLetterExchange, routingKey: ""),
+            ])
     }
 
     public var amqp = Broker()
     public var queues = Names()
-    public var retryMaxAttempts = 3
+    public var retryMaxAttempts = 6
+    /// Attempts one worker makes per device before handing it on to a delayed retry queue.
+    public var retryInProcessAttempts = 3
+    /// Pauses of the successive retry rounds; the last repeats.
+    public var retryDelaysMilliseconds = [5_000, 30_000, 120_000]
     /// Devices above which a job is split into chunk jobs that any worker can take.
     public var chunkSize = 1000
     public var retryInitialDelayMilliseconds = 200
@@ -88,6 +100,8 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         case amqp, queues
         case chunkSize = "chunk_size"
         case retryMaxAttempts = "retry_max_attempts"
+        case retryInProcessAttempts = "retry_in_process_attempts"
+        case retryDelaysMilliseconds = "retry_delays_ms"
         case retryInitialDelayMilliseconds = "retry_initial_delay_ms"
         case shutdownGraceSeconds = "shutdown_grace_seconds"
     }
@@ -99,6 +113,8 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         amqp = try container.decodeIfPresent(Broker.self, forKey: .amqp) ?? amqp
         queues = try container.decodeIfPresent(Names.self, forKey: .queues) ?? queues
         retryMaxAttempts = try container.decodeIfPresent(Int.self, forKey: .retryMaxAttempts) ?? retryMaxAttempts
+        retryInProcessAttempts = try container.decodeIfPresent(Int.self, forKey: .retryInProcessAttempts) ?? retryInProcessAttempts
+        retryDelaysMilliseconds = try container.decodeIfPresent([Int].self, forKey: .retryDelaysMilliseconds) ?? retryDelaysMilliseconds
         chunkSize = try container.decodeIfPresent(Int.self, forKey: .chunkSize) ?? chunkSize
         retryInitialDelayMilliseconds = try container.decodeIfPresent(Int.self, forKey: .retryInitialDelayMilliseconds) ?? retryInitialDelayMilliseconds
         shutdownGraceSeconds = try container.decodeIfPresent(Int.self, forKey: .shutdownGraceSeconds) ?? shutdownGraceSeconds
@@ -115,7 +131,10 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             throw ConfigurationError(file: file, key: "amqp.prefetch", "\(amqp.prefetch) is not between 1 and 10000")
         }
         configuration.heartbeat = .seconds(amqp.heartbeatSeconds)
-        configuration.topology = queues.topology
+        guard !retryDelaysMilliseconds.isEmpty, retryDelaysMilliseconds.allSatisfy({ $0 > 0 }) else {
+            throw ConfigurationError(file: file, key: "retry_delays_ms", "needs at least one positive number of milliseconds")
+        }
+        configuration.topology = topology
         return configuration
     }
 }

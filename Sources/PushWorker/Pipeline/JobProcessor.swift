@@ -26,12 +26,24 @@ public struct JobProcessor: Sendable {
         self.logger = logger
     }
 
-    public func process(_ job: PushJob, recipients: [Recipient], replyTo: String, chunk: String? = nil) async throws -> JobSummary {
+    /// What became of a job: its summary, and the devices to try again later (in a retry job).
+    public struct Report: Sendable {
+        public var summary: JobSummary
+        public var handedOn: [Recipient]
+    }
+
+    private enum DeviceEnd: Sendable {
+        case final(Outcome)
+        case handOn(Recipient)
+    }
+
+    public func process(_ job: PushJob, recipients: [Recipient], replyTo: String, chunk: String? = nil) async throws -> Report {
         let start = ContinuousClock.now
         var seen = Set<String>()
         let unique = recipients.filter { seen.insert($0.token).inserted }
         var outcomes: [Outcome: Int] = [:]
-        try await withThrowingTaskGroup(of: Outcome.self) { group in
+        var handedOn: [Recipient] = []
+        try await withThrowingTaskGroup(of: DeviceEnd.self) { group in
             var next = 0
             func startNext() {
                 guard next < unique.count else { return }
@@ -40,8 +52,11 @@ public struct JobProcessor: Sendable {
                 group.addTask { try await self.deliver(job, to: recipient, replyTo: replyTo) }
             }
             for _ in 0..<min(concurrency, unique.count) { startNext() }
-            while let outcome = try await group.next() {
-                outcomes[outcome, default: 0] += 1
+            while let end = try await group.next() {
+                switch end {
+                case .final(let outcome): outcomes[outcome, default: 0] += 1
+                case .handOn(let recipient): handedOn.append(recipient)
+                }
                 startNext()
             }
         }
@@ -50,18 +65,22 @@ public struct JobProcessor: Sendable {
             jobID: job.id, app: appName, devices: unique.count, outcomes: outcomes,
             durationMilliseconds: Int(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000))
         summary.chunk = chunk
+        summary.retrying = handedOn.count
         try await results.publish(summary, to: replyTo)
         logger.info("job done", metadata: [
             "job": "\(job.id)", "app": "\(appName)", "devices": "\(unique.count)",
             "outcomes": "\(Outcome.allCases.compactMap { outcome in outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
-            "duration_ms": "\(summary.durationMilliseconds)",
+            "duration_ms": "\(summary.durationMilliseconds)", "retrying": "\(handedOn.count)",
         ])
-        return summary
+        return Report(summary: summary, handedOn: handedOn)
     }
 
-    /// One device: send with in-process retries, then publish its result.
-    private func deliver(_ job: PushJob, to recipient: Recipient, replyTo: String) async throws -> Outcome {
-        var result = PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed, attempts: 0)
+    /// One device: send with in-process retries, then publish its result, or hand it on when it
+    /// still fails transiently and attempts remain beyond this worker's share.
+    private func deliver(_ job: PushJob, to recipient: Recipient, replyTo: String) async throws -> DeviceEnd {
+        var result = PushResult(
+            jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
+            attempts: recipient.previousAttempts)
         let request = APNsRequest(
             deviceToken: recipient.token, topic: job.topic ?? topic, pushType: job.pushType, priority: job.priority,
             expiration: job.expiration, collapseID: job.collapseID, payload: job.payload)
@@ -100,12 +119,16 @@ public struct JobProcessor: Sendable {
                 guard error.isRetryable else { break }
             }
             guard result.attempts < retry.maxAttempts else { break }
+            if result.attempts - recipient.previousAttempts >= retry.inProcessAttempts {
+                // This worker's share is spent; a later round, after a longer pause, continues.
+                return .handOn(Recipient(token: recipient.token, user: recipient.user, previousAttempts: result.attempts))
+            }
             logger.debug("retrying device", metadata: ["job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "attempt": "\(result.attempts)"])
             try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))
         }
         if job.results == .all || (job.results == .failures && result.outcome.isFailure) {
             try await results.publish(result, to: replyTo)
         }
-        return result.outcome
+        return .final(result.outcome)
     }
 }

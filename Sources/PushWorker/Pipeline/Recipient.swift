@@ -2,9 +2,12 @@
 public struct Recipient: Sendable, Hashable {
     public var token: String
     public var user: String?
+    /// Sends already made to this device by earlier rounds (a retry job).
+    public var previousAttempts: Int
 
-    public init(token: String, user: String? = nil) {
+    public init(token: String, user: String? = nil, previousAttempts: Int = 0) {
         self.token = token
         self.user = user
+        self.previousAttempts = previousAttempts
     }
 }

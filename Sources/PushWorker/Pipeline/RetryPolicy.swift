@@ -1,12 +1,16 @@
 /// How often and how patiently a device is retried after 429, 5xx, timeouts and transport errors.
 public struct RetryPolicy: Sendable, Hashable {
-    /// Sends per device, the first included.
+    /// Sends per device in all, the first included, before its outcome is `failed`.
     public var maxAttempts: Int
+    /// Of those, how many one worker makes before handing the device on as a retry job through a
+    /// delayed retry queue (so a long backoff does not hold a job, or a worker, hostage).
+    public var inProcessAttempts: Int
     public var initialDelay: Duration
     public var maximumDelay: Duration
 
-    public init(maxAttempts: Int = 3, initialDelay: Duration = .milliseconds(200), maximumDelay: Duration = .seconds(5)) {
+    public init(maxAttempts: Int = 3, inProcessAttempts: Int? = nil, initialDelay: Duration = .milliseconds(200), maximumDelay: Duration = .seconds(5)) {
         self.maxAttempts = maxAttempts
+        self.inProcessAttempts = inProcessAttempts ?? maxAttempts
         self.initialDelay = initialDelay
         self.maximumDelay = maximumDelay
     }

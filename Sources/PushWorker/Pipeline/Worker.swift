@@ -52,7 +52,8 @@ public final class Worker: Service, Sendable {
         var clients: [APNsClient] = []
         let publisher = try await AMQPPublisher.connect(amqp, logger: logger)
         let retry = RetryPolicy(
-            maxAttempts: max(1, settings.retryMaxAttempts), initialDelay: .milliseconds(settings.retryInitialDelayMilliseconds))
+            maxAttempts: max(1, settings.retryMaxAttempts), inProcessAttempts: max(1, settings.retryInProcessAttempts),
+            initialDelay: .milliseconds(settings.retryInitialDelayMilliseconds))
         for (index, app) in configuration.apps.enumerated() {
             let client = APNsClient(configuration: try app.clientConfiguration(file: file, index: index), logger: logger)
             clients.append(client)
@@ -121,7 +122,11 @@ public final class Worker: Service, Sendable {
         let replyTo = job.replyTo ?? delivery.properties.replyTo ?? settings.queues.results
         // Users and groups are resolved through the registry, which is not part of this build yet;
         // until then only explicit tokens are reached.
-        let recipients = job.audience.tokens.map { Recipient(token: $0) }
+        // A retry job carries each device's attempts so far, in token order.
+        let previous = delivery.properties.headers?[Self.attemptsHeader]?.arrayValue?.compactMap(\.intValue)
+        let recipients = job.audience.tokens.enumerated().map { index, token in
+            Recipient(token: token, previousAttempts: previous.flatMap { index < $0.count ? Int($0[index]) : nil } ?? 0)
+        }
         if !job.audience.users.isEmpty || !job.audience.groups.isEmpty {
             logger.warning("users and groups need the registry, which this worker does not have yet; they are skipped", metadata: ["job": "\(job.id)"])
         }
@@ -137,7 +142,10 @@ public final class Worker: Service, Sendable {
                 await deadLetter(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
                 return
             }
-            _ = try await processor.process(job, recipients: recipients, replyTo: replyTo, chunk: chunk)
+            let report = try await processor.process(job, recipients: recipients, replyTo: replyTo, chunk: chunk)
+            if !report.handedOn.isEmpty {
+                try await handOn(job, report.handedOn, delivery: delivery)
+            }
             try await delivery.ack()
         } catch {
             // Results could not all be confirmed: give the job back; the delivery limit
@@ -171,6 +179,30 @@ public final class Worker: Service, Sendable {
             try await group.waitForAll()
         }
         logger.info("job split into chunks", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "chunks": "\(count)"])
+    }
+
+    static let attemptsHeader = "x-pushworker-attempts"
+    static let roundHeader = "x-pushworker-retry-round"
+
+    /// Publishes the devices still failing as a retry job to the delayed retry queue of the next
+    /// round, confirmed, before the job is acknowledged. It comes back to the jobs queue when its
+    /// pause is over, as a chunk (never split again), with the attempts made so far.
+    private func handOn(_ job: PushJob, _ recipients: [Recipient], delivery: AMQPDelivery) async throws {
+        let round = Int(delivery.properties.headers?[Self.roundHeader]?.intValue ?? 0)
+        let delays = settings.retryDelaysMilliseconds
+        let delay = delays[min(round, delays.count - 1)]
+        var properties = delivery.properties
+        var headers = properties.headers ?? [:]
+        headers[Self.chunkHeader] = headers[Self.chunkHeader] ?? .string("retry")
+        headers[Self.attemptsHeader] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
+        headers[Self.roundHeader] = .int64(Int64(round + 1))
+        headers["x-death"] = nil
+        properties.headers = headers
+        properties.persistent = true
+        properties.messageID = "\(job.id)#retry\(round + 1)"
+        try await publisher.publish(.toQueue(
+            settings.queues.retryQueue(milliseconds: delay), body: job.chunkBody(tokens: recipients.map(\.token)), properties: properties))
+        logger.info("devices handed on to a retry job", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "delay_ms": "\(delay)"])
     }
 
     /// Moves an invalid job to the dead letters with the reason in its headers, tells the

@@ -11,6 +11,8 @@ public struct JobSummary: Sendable, Hashable, Encodable {
     public var durationMilliseconds: Int
     /// `"2/5"` for the second of five chunks of a split job; nil for a job sent whole.
     public var chunk: String?
+    /// Devices handed on to a retry job: their results come with that job's summary.
+    public var retrying = 0
 
     public init(jobID: String, app: String?, devices: Int, outcomes: [Outcome: Int], error: JobError? = nil, durationMilliseconds: Int) {
         self.jobID = jobID
@@ -24,7 +26,7 @@ public struct JobSummary: Sendable, Hashable, Encodable {
     enum CodingKeys: String, CodingKey {
         case jobID = "job_id", app, devices, outcomes, error
         case durationMilliseconds = "duration_ms"
-        case chunk
+        case chunk, retrying
     }
 
     enum ErrorKeys: String, CodingKey { case code, field, message }
@@ -47,5 +49,6 @@ public struct JobSummary: Sendable, Hashable, Encodable {
         }
         try container.encode(durationMilliseconds, forKey: .durationMilliseconds)
         try container.encode(chunk, forKey: .chunk)
+        try container.encode(retrying, forKey: .retrying)
     }
 }
