@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts or stops a user-space RabbitMQ node for tests and the demo, listening on 127.0.0.1 only.
 #
-#   deploy/local/rabbitmq.sh start|stop|status|url
+#   deploy/local/rabbitmq.sh start|stop|reset|status|url
 #
 # PUSHWORKER_RABBITMQ_PORT      AMQP port (default 5672); TLS listens on PORT-1 (default 5671)
 # PUSHWORKER_RABBITMQ_NODE      Erlang node name (default rabbit@localhost)
@@ -85,10 +85,18 @@ stop() {
   fi
 }
 
+# Removes the node's data: queues and messages left by earlier runs. Tests and CI start from here so
+# that hundreds of leftover quorum queues do not slow the node's start and restarts.
+reset() {
+  stop
+  rm -rf "$dir/mnesia" "$dir/log"
+}
+
 case "${1:-}" in
   start) start ;;
+  reset) reset ;;
   stop) stop ;;
   status) running && echo running || { echo stopped; exit 1; } ;;
   url) echo "amqp://guest:guest@127.0.0.1:$port/" ;;
-  *) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|reset|status|url" >&2; exit 2 ;;
 esac

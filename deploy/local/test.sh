@@ -15,6 +15,8 @@ deploy/local/install-deps.sh
 
 started_here=false
 if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
+  # A node of our own starts empty: tests leave durable queues behind.
+  deploy/local/rabbitmq.sh reset
   deploy/local/rabbitmq.sh start
   started_here=true
 fi
