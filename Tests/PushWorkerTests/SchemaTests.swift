@@ -1,0 +1,94 @@
+import Foundation
+import PushWorker
+import TestSupport
+import Testing
+
+/// The JSON Schemas in docs/schemas agree with the decoder and the encoders: what the schema
+/// refuses, the decoder refuses with an error; what the decoder accepts, the schema accepts; what
+/// the worker publishes, the result and summary schemas accept.
+@Suite("JSON Schemas of jobs, results and summaries")
+struct SchemaTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let schemas = root.appendingPathComponent("docs/schemas")
+
+    /// Codes a schema cannot decide: the serialised payload size, and whether an app is configured.
+    static let beyondSchema: Set<String> = ["payload_too_large", "unknown_app"]
+
+    static func validate(_ schema: String, _ files: [URL]) throws -> [String] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [schemas.appendingPathComponent("validate.py").path, schemas.appendingPathComponent(schema).path] + files.map(\.path)
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw TestFailure("validate.py failed (is python3-jsonschema installed?): \(errorText)") }
+        return text.split(separator: "\n").map(String.init)
+    }
+
+    @Test("the job schema refuses every corpus job the decoder refuses for a reason a schema can express")
+    func corpus() throws {
+        let entries = JobDecoderTests.corpus
+        let verdicts = try Self.validate("job.schema.json", entries.map { JobDecoderTests.corpusDirectory.appendingPathComponent($0.file) })
+        #expect(verdicts.count == entries.count)
+        for (entry, verdict) in zip(entries, verdicts) {
+            if Self.beyondSchema.contains(entry.code) {
+                #expect(verdict == "valid", "\(entry.file): \(verdict)")
+            } else {
+                #expect(verdict != "valid", "\(entry.file) (\(entry.code)) passes the schema")
+            }
+        }
+    }
+
+    @Test("jobs the decoder accepts pass the schema")
+    func validJobs() throws {
+        let token = String(repeating: "ab", count: 32)
+        let jobs = [
+            #"{"audience": {"tokens": []}, "payload": {}}"#,
+            #"{"id": "j", "app": "demo", "audience": {"tokens": ["\#(token)"], "users": ["u"], "groups": ["g"]}, "type": "t", "subtype": "s", "payload": {"aps": {"alert": "x"}}, "push_type": "voip", "topic": "com.example.app.voip", "priority": 5, "expiration": {"after_seconds": 60}, "collapse_id": "c", "results": "failures", "reply_to": "q"}"#,
+            #"{"audience": {"users": ["u"]}, "payload": {}, "expiration": "immediate"}"#,
+            #"{"audience": {"groups": ["g"]}, "payload": {}, "expiration": "2030-01-01T00:00:00Z", "push_type": "background", "priority": 1}"#,
+            #"{"audience": {"tokens": ["\#(token)"]}, "payload": {}, "expiration": 1900000000}"#,
+        ]
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var files = [Self.root.appendingPathComponent("examples/job.json")]
+        for (index, job) in jobs.enumerated() {
+            let file = directory.appendingPathComponent("\(index).json")
+            try Data(job.utf8).write(to: file)
+            files.append(file)
+        }
+        let decoder = JobDecoder(apps: ["demo"])
+        for file in files { _ = try decoder.decode(Array(try Data(contentsOf: file))) }
+        #expect(try Self.validate("job.schema.json", files) == Array(repeating: "valid", count: files.count))
+    }
+
+    @Test("results and summaries as the worker encodes them pass their schemas")
+    func published() throws {
+        let encoder = JSONEncoder()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        func write(_ value: some Encodable, _ name: String) throws -> URL {
+            let file = directory.appendingPathComponent(name)
+            try encoder.encode(value).write(to: file)
+            return file
+        }
+        let results = [
+            try write(PushResult(jobID: "j", token: "ab", app: "demo", outcome: .delivered, status: 200, apnsID: "id", attempts: 1), "r1.json"),
+            try write(PushResult(jobID: "j", token: "ab", user: "u", app: "demo", outcome: .rejected, status: 410, reason: "Unregistered", timestamp: 1_700_000_000_000, attempts: 2), "r2.json"),
+            try write(PushResult(jobID: "j", token: "ab", app: "demo", outcome: .expired, attempts: 0), "r3.json"),
+        ]
+        #expect(try Self.validate("result.schema.json", results) == ["valid", "valid", "valid"])
+        var chunk = JobSummary(jobID: "j", app: "demo", devices: 3, outcomes: [.delivered: 2, .failed: 1], durationMilliseconds: 12)
+        chunk.chunk = "2/5"
+        chunk.retrying = 1
+        let summaries = [
+            try write(chunk, "s1.json"),
+            try write(JobSummary(jobID: "bad", app: nil, devices: 0, outcomes: [:], error: JobError(.invalidField, field: "priority", "priority 7"), durationMilliseconds: 0), "s2.json"),
+        ]
+        #expect(try Self.validate("summary.schema.json", summaries) == ["valid", "valid"])
+    }
+}
