@@ -122,4 +122,18 @@ struct JobProcessorTests {
         #expect(summary["devices"] as? Int == 2)
         await harness.stop()
     }
+
+    @Test("devices filtered by preferences get outcome 'filtered' and no request, and count in the summary")
+    func filtered() async throws {
+        let harness = try await Harness.start()
+        let job = PushJob(id: "job-filtered", app: "demo", audience: .init(tokens: [Self.token(0)]), payload: Array("{}".utf8))
+        let report = try await harness.processor.process(
+            job, recipients: [Recipient(token: Self.token(0))], filtered: [Recipient(token: Self.token(1), user: "u-9")], replyTo: harness.queue)
+        #expect(report.summary.devices == 2 && report.summary.outcomes == [.delivered: 1, .filtered: 1])
+        let (results, _) = try await harness.collect()
+        #expect(results[Self.token(1)]?["outcome"] as? String == "filtered")
+        #expect(results[Self.token(1)]?["user"] as? String == "u-9")
+        #expect(harness.server.requestCount == 1)
+        await harness.stop()
+    }
 }

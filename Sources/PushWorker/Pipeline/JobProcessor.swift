@@ -37,11 +37,22 @@ public struct JobProcessor: Sendable {
         case handOn(Recipient)
     }
 
-    public func process(_ job: PushJob, recipients: [Recipient], replyTo: String, chunk: String? = nil) async throws -> Report {
+    /// - Parameter filtered: devices the job's type excludes by their owners' preferences; they
+    ///   get outcome `filtered` and no request.
+    public func process(_ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil) async throws -> Report {
         let start = ContinuousClock.now
         var seen = Set<String>()
         let unique = recipients.filter { seen.insert($0.token).inserted }
+        let excluded = filtered.filter { seen.insert($0.token).inserted }
         var outcomes: [Outcome: Int] = [:]
+        for recipient in excluded {
+            outcomes[.filtered, default: 0] += 1
+            if job.results != .none {
+                try await results.publish(
+                    PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
+                    to: replyTo)
+            }
+        }
         var handedOn: [Recipient] = []
         try await withThrowingTaskGroup(of: DeviceEnd.self) { group in
             var next = 0
@@ -62,13 +73,13 @@ public struct JobProcessor: Sendable {
         }
         let elapsed = (ContinuousClock.now - start).components
         var summary = JobSummary(
-            jobID: job.id, app: appName, devices: unique.count, outcomes: outcomes,
+            jobID: job.id, app: appName, devices: unique.count + excluded.count, outcomes: outcomes,
             durationMilliseconds: Int(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000))
         summary.chunk = chunk
         summary.retrying = handedOn.count
         try await results.publish(summary, to: replyTo)
         logger.info("job done", metadata: [
-            "job": "\(job.id)", "app": "\(appName)", "devices": "\(unique.count)",
+            "job": "\(job.id)", "app": "\(appName)", "devices": "\(unique.count + excluded.count)",
             "outcomes": "\(Outcome.allCases.compactMap { outcome in outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
             "duration_ms": "\(summary.durationMilliseconds)", "retrying": "\(handedOn.count)",
         ])

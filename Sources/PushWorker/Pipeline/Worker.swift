@@ -17,6 +17,7 @@ public final class Worker: Service, Sendable {
     private let decoder: JobDecoder
     private let processors: [String: JobProcessor]
     private let clients: [APNsClient]
+    private let resolver: any AudienceResolver
     private let logger: Logger
     /// Deliveries and the stop request, in one sequence, so a stop ends the loop even while no
     /// delivery comes, without closing the connection the jobs in hand still acknowledge on.
@@ -30,7 +31,7 @@ public final class Worker: Service, Sendable {
 
     private init(
         settings: WorkerSettings, consumer: AMQPConsumer, publisher: AMQPPublisher, processors: [String: JobProcessor],
-        clients: [APNsClient], logger: Logger
+        clients: [APNsClient], resolver: any AudienceResolver, logger: Logger
     ) {
         self.settings = settings
         self.consumer = consumer
@@ -39,13 +40,16 @@ public final class Worker: Service, Sendable {
         self.decoder = JobDecoder(apps: Set(processors.keys))
         self.processors = processors
         self.clients = clients
+        self.resolver = resolver
         self.logger = logger
         (events, eventSink) = AsyncStream<Event>.makeStream()
     }
 
     /// Connects to the broker (declaring the topology) and builds one APNs client per app.
     /// Throws the first configuration or connection problem, naming it.
-    public static func start(_ configuration: PushWorkerConfiguration, file: String, logger: Logger) async throws -> Worker {
+    public static func start(
+        _ configuration: PushWorkerConfiguration, file: String, resolver: any AudienceResolver = ExplicitTokenResolver(), logger: Logger
+    ) async throws -> Worker {
         let settings = configuration.worker
         let amqp = try settings.amqpConfiguration(file: file)
         var processors: [String: JobProcessor] = [:]
@@ -67,7 +71,9 @@ public final class Worker: Service, Sendable {
             "queue": "\(settings.queues.jobs)", "prefetch": "\(settings.amqp.prefetch)",
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
         ])
-        return Worker(settings: settings, consumer: consumer, publisher: publisher, processors: processors, clients: clients, logger: logger)
+        return Worker(
+            settings: settings, consumer: consumer, publisher: publisher, processors: processors, clients: clients,
+            resolver: resolver, logger: logger)
     }
 
     /// Processes jobs until `stop()` or a graceful shutdown of the service group (SIGTERM); then
@@ -120,18 +126,20 @@ public final class Worker: Service, Sendable {
             return
         }
         let replyTo = job.replyTo ?? delivery.properties.replyTo ?? settings.queues.results
-        // Users and groups are resolved through the registry, which is not part of this build yet;
-        // until then only explicit tokens are reached.
         // A retry job carries each device's attempts so far, in token order.
-        let previous = delivery.properties.headers?[Self.attemptsHeader]?.arrayValue?.compactMap(\.intValue)
-        let recipients = job.audience.tokens.enumerated().map { index, token in
-            Recipient(token: token, previousAttempts: previous.flatMap { index < $0.count ? Int($0[index]) : nil } ?? 0)
-        }
-        if !job.audience.users.isEmpty || !job.audience.groups.isEmpty {
-            logger.warning("users and groups need the registry, which this worker does not have yet; they are skipped", metadata: ["job": "\(job.id)"])
-        }
+        let previous = delivery.properties.headers?[Self.attemptsHeader]?.arrayValue?.compactMap { $0.intValue.map(Int.init) }
         let chunk = delivery.properties.headers?[Self.chunkHeader]?.stringValue
         do {
+            // Chunks and retry jobs carry resolved devices: they are never resolved again.
+            let audience = chunk == nil
+                ? try await resolver.resolve(job, previousAttempts: previous)
+                : try await ExplicitTokenResolver().resolve(job, previousAttempts: previous)
+            if !audience.unresolved.isEmpty {
+                logger.warning("audience entries this worker cannot resolve are skipped", metadata: [
+                    "job": "\(job.id)", "unresolved": "\(audience.unresolved.prefix(10).joined(separator: ", "))",
+                ])
+            }
+            let recipients = audience.recipients
             if chunk == nil && recipients.count > settings.chunkSize {
                 try await split(job, recipients: recipients, delivery: delivery)
                 try await delivery.ack()
@@ -142,7 +150,7 @@ public final class Worker: Service, Sendable {
                 await deadLetter(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
                 return
             }
-            let report = try await processor.process(job, recipients: recipients, replyTo: replyTo, chunk: chunk)
+            let report = try await processor.process(job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: chunk)
             if !report.handedOn.isEmpty {
                 try await handOn(job, report.handedOn, delivery: delivery)
             }
