@@ -175,9 +175,9 @@ struct WorkerProcessTests {
         await publisher.close()
     }
 
-    @Test("two workers share a large job through its chunks, with exactly one result per device")
+    @Test("two workers share a 20,000-device job through its chunks, with exactly one result per device")
     func chunksShared() async throws {
-        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.milliseconds(5)))], extra: "chunk_size: 250")
+        let setup = try await Self.setUp(faults: [], extra: "chunk_size: 1000")
         defer { Task { try? await setup.mock.shutdown() } }
         // One APNs connection per worker, so the mock's connection numbers tell the workers apart.
         let config = try String(contentsOf: setup.config, encoding: .utf8).replacingOccurrences(of: "environment: sandbox", with: "environment: sandbox\n    connections: 1")
@@ -191,12 +191,12 @@ struct WorkerProcessTests {
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
 
-        let count = 2000
+        let count = 20_000
         let tokens = (0..<count).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "big", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
         var perDevice: [String: Int] = [:]
         var chunks = Set<String>()
-        while chunks.count < 8 {
+        while chunks.count < 20 {
             let delivery = try await results.next(within: .seconds(60))
             try await delivery.ack()
             #expect(delivery.properties.correlationID == "big")
@@ -207,7 +207,7 @@ struct WorkerProcessTests {
                 perDevice[object["token"] as? String ?? "", default: 0] += 1
             }
         }
-        #expect(chunks == Set((1...8).map { "\($0)/8" }))
+        #expect(chunks == Set((1...20).map { "\($0)/20" }))
         #expect(perDevice.count == count && perDevice.values.allSatisfy { $0 == 1 })
         #expect(Set(setup.mock.recorded.map(\.connection)).count == 2, "both workers should have sent some")
         #expect(setup.mock.recorded.count == count)

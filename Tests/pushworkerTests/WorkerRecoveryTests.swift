@@ -29,9 +29,9 @@ private func collect(from results: AMQPConsumer, devices: Int, chunks: Int, with
 
 @Suite("Worker recovery: killed worker", .usesBroker)
 struct WorkerKillTests {
-    @Test("a worker killed with SIGKILL mid-job: a new worker completes it, every device gets a result")
+    @Test("a worker killed with SIGKILL in the middle of a 20,000-device job: a new worker completes it, every device gets a result")
     func sigkill() async throws {
-        let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.latency(.milliseconds(20)))], extra: "chunk_size: 500")
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "chunk_size: 500")
         defer { Task { try? await setup.mock.shutdown() } }
         let prefix = setup.prefix
         let first = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
@@ -40,7 +40,7 @@ struct WorkerKillTests {
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
 
-        let count = 4000
+        let count = 20_000
         let tokens = (0..<count).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "killed", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
         let deadline = ContinuousClock.now + .seconds(30)
@@ -50,7 +50,7 @@ struct WorkerKillTests {
 
         let second = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await second.waitForLog("worker started")
-        let perDevice = try await collect(from: results, devices: count, chunks: 8)
+        let perDevice = try await collect(from: results, devices: count, chunks: 40, within: .seconds(240))
         #expect(perDevice.count == count)
         #expect(try await second.stop() == 0, "\(second.log)")
         await results.close()
