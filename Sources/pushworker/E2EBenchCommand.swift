@@ -28,7 +28,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
         let rawURL = amqp.url ?? ProcessInfo.processInfo.environment["PUSHWORKER_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/"
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).yaml")
         try Data("""
-            amqp: {url: "\(rawURL)", prefetch: 16}
+            amqp: {url: "\(rawURL)"}
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
             apps:
               - name: bench

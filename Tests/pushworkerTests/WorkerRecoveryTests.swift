@@ -36,7 +36,7 @@ struct WorkerKillTests {
         let prefix = setup.prefix
         let first = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await first.waitForLog("worker started")
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
 
@@ -67,7 +67,7 @@ struct WorkerBrokerRestartTests {
         let prefix = setup.prefix
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
 

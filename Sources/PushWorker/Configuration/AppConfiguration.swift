@@ -15,6 +15,8 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     /// Extra CA to trust (for a mock).
     public var caFile: String?
     public var connections: Int?
+    /// Per-request timeout, milliseconds (default 15000).
+    public var requestTimeoutMilliseconds: Int?
     public var proxy: String?
     public var token: TokenCredentials?
     public var certificate: CertificateCredentials?
@@ -22,6 +24,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     enum CodingKeys: String, CodingKey {
         case name, topic, environment, port, url, connections, proxy, token, certificate
         case caFile = "ca_file"
+        case requestTimeoutMilliseconds = "request_timeout_ms"
     }
 
     public struct TokenCredentials: Sendable, Decodable, Equatable {
@@ -125,6 +128,10 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         }
         configuration.caFile = caFile
         configuration.proxy = proxy
+        if let requestTimeoutMilliseconds {
+            guard requestTimeoutMilliseconds > 0 else { throw fail("request_timeout_ms", "must be positive") }
+            configuration.requestTimeout = .milliseconds(requestTimeoutMilliseconds)
+        }
         if let connections {
             guard (1...64).contains(connections) else { throw fail("connections", "\(connections) is not between 1 and 64") }
             configuration.connections = connections

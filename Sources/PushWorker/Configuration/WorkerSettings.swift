@@ -8,8 +8,10 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// amqp:// or amqps://; `PUSHWORKER_AMQP_URL` overrides it, so the password can stay out
         /// of the file.
         public var url: String = "amqp://guest:guest@127.0.0.1:5672/"
-        /// Jobs taken from the broker at once; also the number processed concurrently.
-        public var prefetch: Int = 16
+        /// Jobs taken from the broker at once; also the number processed concurrently. With
+        /// chunks of 1000 devices, 4 keeps thousands of requests in flight without holding more
+        /// work than the APNs connections can use.
+        public var prefetch: Int = 4
         public var heartbeatSeconds: Int = 30
 
         enum CodingKeys: String, CodingKey {
@@ -72,7 +74,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             queues: [
                 .durable(names.jobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
                 .durable(names.deadLetters, quorum: true),
-                .durable(names.results, quorum: true),
+                // Classic: one persistent result per device is the heaviest traffic; a quorum
+                // queue's replication log costs the broker several times the CPU per message.
+                .durable(names.results),
             ] + retryDelaysMilliseconds.map {
                 .durable(names.retryQueue(milliseconds: $0), deadLetterExchange: names.exchange,
                     deadLetterRoutingKey: names.jobsRoutingKey, messageTTL: .milliseconds($0))

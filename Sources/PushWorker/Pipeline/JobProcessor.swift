@@ -137,6 +137,10 @@ public struct JobProcessor: Sendable {
             logger.debug("retrying device", metadata: ["job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "attempt": "\(result.attempts)"])
             try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))
         }
+        logger.debug("device done", metadata: [
+            "job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "outcome": "\(result.outcome.rawValue)",
+            "status": "\(result.status.map(String.init) ?? "-")", "reason": "\(result.reason ?? "-")", "attempts": "\(result.attempts)",
+        ])
         if job.results == .all || (job.results == .failures && result.outcome.isFailure) {
             try await results.publish(result, to: replyTo)
         }
