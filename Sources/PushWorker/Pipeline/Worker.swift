@@ -176,7 +176,7 @@ public final class Worker: Service, Sendable {
             for index in 0..<count {
                 let slice = recipients[(index * size)..<min(recipients.count, (index + 1) * size)]
                 var properties = delivery.properties
-                var headers = properties.headers ?? [:]
+                var headers = Self.ownHeaders(properties.headers)
                 headers[Self.chunkHeader] = .string("\(index + 1)/\(count)")
                 properties.headers = headers
                 properties.persistent = true
@@ -187,6 +187,12 @@ public final class Worker: Service, Sendable {
             try await group.waitForAll()
         }
         logger.info("job split into chunks", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "chunks": "\(count)"])
+    }
+
+    /// The headers a republished job keeps: the producer's and ours, not the broker's bookkeeping
+    /// of the original message (x-death, x-delivery-count), which would only mislead.
+    static func ownHeaders(_ headers: AMQPTable?) -> AMQPTable {
+        (headers ?? [:]).filter { $0.key != "x-death" && $0.key != "x-delivery-count" }
     }
 
     static let attemptsHeader = "x-pushworker-attempts"
@@ -200,11 +206,10 @@ public final class Worker: Service, Sendable {
         let delays = settings.retryDelaysMilliseconds
         let delay = delays[min(round, delays.count - 1)]
         var properties = delivery.properties
-        var headers = properties.headers ?? [:]
+        var headers = Self.ownHeaders(properties.headers)
         headers[Self.chunkHeader] = headers[Self.chunkHeader] ?? .string("retry")
         headers[Self.attemptsHeader] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
         headers[Self.roundHeader] = .int64(Int64(round + 1))
-        headers["x-death"] = nil
         properties.headers = headers
         properties.persistent = true
         properties.messageID = "\(job.id)#retry\(round + 1)"
