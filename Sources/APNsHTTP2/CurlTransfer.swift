@@ -49,13 +49,32 @@ final class CurlTransfer: @unchecked Sendable {
         continuation.resume(returning: outcome)
     }
 
-    /// Called for each response header line, such as `apns-id: …\r\n`.
+    /// Called for each response header line, such as `apns-id: …\r\n`. Runs for every header of
+    /// every response, so it works on bytes (Foundation's trimming bridges to NSString).
     func receiveHeader(_ line: UnsafeRawBufferPointer) {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
-        guard name == "apns-id" || name == "apns-unique-id" else { return }
-        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        if name == "apns-id" { apnsID = value } else { apnsUniqueID = value }
+        let name = line[..<colon]
+        let isID = Self.equalsIgnoringCase(name, "apns-id")
+        guard isID || Self.equalsIgnoringCase(name, "apns-unique-id") else { return }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 32 || byte == 9 || byte == 13 || byte == 10 }
+        var start = colon + 1
+        var end = line.count
+        while start < end && isSpace(line[start]) { start += 1 }
+        while end > start && isSpace(line[end - 1]) { end -= 1 }
+        let value = String(decoding: line[start..<end], as: UTF8.self)
+        if isID { apnsID = value } else { apnsUniqueID = value }
+    }
+
+    private static func equalsIgnoringCase(_ bytes: Slice<UnsafeRawBufferPointer>, _ lowercase: StaticString) -> Bool {
+        let expected = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        guard bytes.count == expected.count else { return false }
+        var index = 0
+        for byte in bytes {
+            let lowered: UInt8 = (byte >= 65 && byte <= 90) ? byte &+ 32 : byte
+            if lowered != expected[index] { return false }
+            index += 1
+        }
+        return true
     }
 
     var errorMessage: String {
