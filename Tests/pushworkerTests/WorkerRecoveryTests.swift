@@ -27,34 +27,49 @@ private func collect(from results: AMQPConsumer, devices: Int, chunks: Int, with
     return perDevice
 }
 
+/// A worker running against a mock, with a big job of `count` tokens published and under way.
+private struct JobUnderWay {
+    let setup: WorkerProcessTests.Setup
+    let worker: RunningProgram
+    let publisher: AMQPPublisher
+    let results: AMQPConsumer
+
+    /// Starts a worker, publishes the job, and returns once the mock has accepted 300 of its devices.
+    static func start(id: String, count: Int, faults: [MockAPNsFault]) async throws -> JobUnderWay {
+        let setup = try await WorkerProcessTests.setUp(faults: faults, extra: "chunk_size: 500")
+        let prefix = setup.prefix
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
+        let tokens = (0..<count).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "\#(id)", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while setup.mock.recorded.count < 300 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(setup.mock.recorded.count >= 300)
+        return JobUnderWay(setup: setup, worker: worker, publisher: publisher, results: results)
+    }
+
+    func close() async {
+        await results.close()
+        await publisher.close()
+        try? await setup.mock.shutdown()
+    }
+}
+
 @Suite("Worker recovery: killed worker", .usesBroker)
 struct WorkerKillTests {
     @Test("a worker killed with SIGKILL in the middle of a 20,000-device job: a new worker completes it, every device gets a result")
     func sigkill() async throws {
-        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "chunk_size: 500")
-        defer { Task { try? await setup.mock.shutdown() } }
-        let prefix = setup.prefix
-        let first = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
-        try await first.waitForLog("worker started")
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
-        let publisher = try await TestBroker.publisher(topology: topology)
-        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
-
-        let count = 20_000
-        let tokens = (0..<count).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
-        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "killed", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
-        let deadline = ContinuousClock.now + .seconds(30)
-        while setup.mock.recorded.count < 300 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(setup.mock.recorded.count >= 300)
-        _ = try await first.stop(signal: SIGKILL)
-
-        let second = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let job = try await JobUnderWay.start(id: "killed", count: 20_000, faults: [])
+        _ = try await job.worker.stop(signal: SIGKILL)
+        let second = try RunningProgram(Program.executable, arguments: ["run", "--config", job.setup.config.path])
         try await second.waitForLog("worker started")
-        let perDevice = try await collect(from: results, devices: count, chunks: 40, within: .seconds(240))
-        #expect(perDevice.count == count)
+        let perDevice = try await collect(from: job.results, devices: 20_000, chunks: 40, within: .seconds(240))
+        #expect(perDevice.count == 20_000)
         #expect(try await second.stop() == 0, "\(second.log)")
-        await results.close()
-        await publisher.close()
+        await job.close()
     }
 }
 
@@ -62,30 +77,15 @@ struct WorkerKillTests {
 struct WorkerBrokerRestartTests {
     @Test("the broker restarted during a job: the worker reconnects and the job completes with nothing lost")
     func brokerRestart() async throws {
-        let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.latency(.milliseconds(20)))], extra: "chunk_size: 500")
-        defer { Task { try? await setup.mock.shutdown() } }
-        let prefix = setup.prefix
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
-        try await worker.waitForLog("worker started")
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
-        let publisher = try await TestBroker.publisher(topology: topology)
-        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
-
-        let count = 3000
-        let tokens = (0..<count).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
-        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "restart", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
-        let deadline = ContinuousClock.now + .seconds(30)
-        while setup.mock.recorded.count < 300 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let job = try await JobUnderWay.start(id: "restart", count: 3000, faults: [MockAPNsFault(.latency(.milliseconds(20)))])
         try TestBroker.rabbitmqctl("stop_app")
         try await Task.sleep(for: .seconds(1))
         try TestBroker.rabbitmqctl("start_app")
         try TestBroker.rabbitmqctl("await_startup")
-
-        let perDevice = try await collect(from: results, devices: count, chunks: 6)
-        #expect(perDevice.count == count)
-        #expect(worker.process.isRunning, "\(worker.log)")
-        #expect(try await worker.stop() == 0, "\(worker.log)")
-        await results.close()
-        await publisher.close()
+        let perDevice = try await collect(from: job.results, devices: 3000, chunks: 6)
+        #expect(perDevice.count == 3000)
+        #expect(job.worker.process.isRunning, "\(job.worker.log)")
+        #expect(try await job.worker.stop() == 0, "\(job.worker.log)")
+        await job.close()
     }
 }
