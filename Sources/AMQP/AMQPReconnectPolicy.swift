@@ -1,3 +1,5 @@
+import Foundation
+
 /// Exponential backoff with full jitter between reconnect attempts, so a fleet of workers that lost
 /// the broker together does not hammer it together when it comes back.
 public struct AMQPReconnectPolicy: Sendable, Hashable {
@@ -30,11 +32,4 @@ extension Duration {
     var milliseconds: Int {
         Int((seconds * 1000).rounded())
     }
-}
-
-private func pow(_ base: Double, _ exponent: Double) -> Double {
-    var result = 1.0
-    var remaining = Int(exponent)
-    while remaining > 0 { result *= base; remaining -= 1 }
-    return result
 }

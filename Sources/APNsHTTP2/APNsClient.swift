@@ -19,7 +19,7 @@ public final class APNsClient: Sendable {
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "pushworker.apns")) {
         self.configuration = configuration
         self.logger = logger
-        self.pool = APNsConnectionPool(configuration: configuration, logger: logger)
+        self.pool = APNsConnectionPool(configuration: configuration)
         self.admission = AsyncSemaphore(limit: max(1, configuration.maxInFlight))
     }
 

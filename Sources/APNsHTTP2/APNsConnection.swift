@@ -1,6 +1,5 @@
 import CCurl
 import Foundation
-import Logging
 import Synchronization
 
 /// One HTTP/2 connection to APNs: a libcurl multi handle limited to a single connection, driven
@@ -14,7 +13,6 @@ import Synchronization
 /// every libcurl call happens on the thread, as the multi interface requires.
 final class APNsConnection: @unchecked Sendable {
     private let configuration: APNsClientConfiguration
-    private let logger: Logger
     private let multi: UnsafeMutableRawPointer
     private let submitted = Mutex<(transfers: [CurlTransfer], closed: Bool)>(([], false))
 
@@ -22,10 +20,9 @@ final class APNsConnection: @unchecked Sendable {
     private var idleHandles: [UnsafeMutableRawPointer] = []
     private var running = 0
 
-    init(configuration: APNsClientConfiguration, logger: Logger) {
+    init(configuration: APNsClientConfiguration) {
         CurlGlobal.initialize()
         self.configuration = configuration
-        self.logger = logger
         multi = curl_multi_init()
         _ = pw_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
         _ = pw_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1)

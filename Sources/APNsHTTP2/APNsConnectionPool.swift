@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import Synchronization
 
 /// The connections of one client, and the rule for choosing among them: a connection that has
@@ -23,9 +22,9 @@ final class APNsConnectionPool: Sendable {
     private let maxStreams: Int
     private let state: Mutex<State>
 
-    init(configuration: APNsClientConfiguration, logger: Logger) {
+    init(configuration: APNsClientConfiguration) {
         let count = max(1, configuration.connections)
-        connections = (0..<count).map { _ in APNsConnection(configuration: configuration, logger: logger) }
+        connections = (0..<count).map { _ in APNsConnection(configuration: configuration) }
         maxStreams = max(1, configuration.maxConcurrentStreams)
         state = Mutex(State(slots: Array(repeating: Slot(), count: count)))
     }

@@ -45,13 +45,7 @@ enum DeadLetterBrowser {
         let consumer = try await AMQPConsumer.connect(configuration, queue: queue, prefetch: 1000)
         var letters: [DeadLetter] = []
         while true {
-            let next = try await withThrowingTaskGroup(of: AMQPDelivery?.self) { group in
-                group.addTask { var iterator = consumer.makeAsyncIterator(); return try await iterator.next() }
-                group.addTask { try await Task.sleep(for: quiet); return nil }
-                defer { group.cancelAll() }
-                return try await group.next() ?? nil
-            }
-            guard let delivery = next else { break }
+            guard let delivery = try await consumer.next(idle: quiet) else { break }
             letters.append(DeadLetter(delivery: delivery))
         }
         do {

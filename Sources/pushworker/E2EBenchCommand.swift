@@ -25,7 +25,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
     func run() async throws {
         let prefix = "pushworker.bench.\(UUID().uuidString.prefix(8).lowercased())"
         _ = try amqp.configuration()  // refuses a malformed URL before anything starts
-        let rawURL = amqp.url ?? ProcessInfo.processInfo.environment["PUSHWORKER_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/"
+        let rawURL = amqp.resolvedURL
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).yaml")
         try Data("""
             amqp: {url: "\(rawURL)"}

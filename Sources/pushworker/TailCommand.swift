@@ -19,13 +19,7 @@ struct TailCommand: AsyncParsableCommand {
         let consumer = try await AMQPConsumer.connect(try amqp.configuration(), queue: queue, prefetch: 100)
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
-            let next = try await withThrowingTaskGroup(of: AMQPDelivery?.self) { group in
-                group.addTask { var iterator = consumer.makeAsyncIterator(); return try await iterator.next() }
-                group.addTask { try await Task.sleep(for: .seconds(idle)); return nil }
-                defer { group.cancelAll() }
-                return try await group.next() ?? nil
-            }
-            guard let delivery = next else { break }
+            guard let delivery = try await consumer.next(idle: .seconds(idle)) else { break }
             var line = "[\(delivery.properties.type ?? "message")] "
             if headers, let table = delivery.properties.headers {
                 line += table.keys.sorted().compactMap { key in table[key]?.stringValue.map { "\(key)=\($0)" } }.joined(separator: " ") + " "

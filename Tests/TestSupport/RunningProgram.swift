@@ -8,7 +8,7 @@ public final class RunningProgram: @unchecked Sendable {
 
     public init(_ executable: URL, arguments: [String], environment: [String: String] = [:]) throws {
         logFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushworker-\(UUID().uuidString.prefix(8)).log")
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         process.executableURL = executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
