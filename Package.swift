@@ -106,7 +106,7 @@ let package = Package(
         // Shared by the test targets: the test broker, its access traits, small helpers.
         .target(
             name: "TestSupport",
-            dependencies: ["AMQP"],
+            dependencies: ["AMQP", "APNs", "MockAPNs"],
             path: "Tests/TestSupport"
         ),
         .testTarget(

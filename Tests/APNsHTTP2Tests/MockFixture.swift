@@ -4,39 +4,21 @@ import Foundation
 import MockAPNs
 import TestSupport
 
-/// A mock APNs over real TLS with fresh keys, and clients configured to reach it.
+/// The shared mock APNs fixture, with clients configured to reach it.
 struct MockFixture {
-    static let topic = "com.example.app"
-    static let keyID = "KEY1234567"
-    static let teamID = "TEAM123456"
-
-    /// One PKI and one signing key per test process: generating them is the slow part.
-    static let shared: (pki: URL, p8: String) = {
-        do {
-            return (try TestKeys.newPKI(), try TestKeys.newP8())
-        } catch {
-            fatalError("cannot make test keys: \(error)")
-        }
-    }()
+    static let topic = MockAPNsFixture.topic
+    static let keyID = MockAPNsFixture.keyID
+    static let teamID = MockAPNsFixture.teamID
+    static var shared: (pki: URL, p8: String) { MockAPNsFixture.credentials }
 
     let server: MockAPNsServer
-    let pki: URL
     let signingKey: ES256Key
 
     static func start(_ change: (inout MockAPNsConfiguration) -> Void = { _ in }) async throws -> MockFixture {
-        let (pki, p8) = shared
-        let key = try ES256Key.privateKey(pem: p8)
-        var configuration = MockAPNsConfiguration(
-            certificateFile: pki.appendingPathComponent("server.pem").path,
-            privateKeyFile: pki.appendingPathComponent("server.key").path)
-        configuration.clientCAFile = pki.appendingPathComponent("ca.pem").path
-        configuration.providerKeys = [keyID: (teamID, key.publicKeyPEM)]
-        configuration.topics = [topic, topic + ".voip"]
-        change(&configuration)
-        return MockFixture(server: try await MockAPNsServer.start(configuration), pki: pki, signingKey: key)
+        MockFixture(server: try await MockAPNsFixture.start(change).server, signingKey: try MockAPNsFixture.signingKey())
     }
 
-    func path(_ name: String) -> String { pki.appendingPathComponent(name).path }
+    func path(_ name: String) -> String { MockAPNsFixture.path(name) }
 
     func tokenSource(clock: @escaping @Sendable () -> Date = { Date() }) -> ProviderTokenSource {
         ProviderTokenSource(keyID: Self.keyID, teamID: Self.teamID, key: signingKey, clock: clock)

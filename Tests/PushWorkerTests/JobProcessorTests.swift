@@ -20,16 +20,10 @@ struct JobProcessorTests {
         let processor: JobProcessor
 
         static func start(_ change: (inout MockAPNsConfiguration) -> Void = { _ in }) async throws -> Harness {
-            let pki = try TestKeys.newPKI()
-            let key = try ES256Key.privateKey(pem: try TestKeys.newP8())
-            var configuration = MockAPNsConfiguration(
-                certificateFile: pki.appendingPathComponent("server.pem").path, privateKeyFile: pki.appendingPathComponent("server.key").path)
-            configuration.providerKeys = ["KEY1": ("TEAM1", key.publicKeyPEM)]
-            change(&configuration)
-            let server = try await MockAPNsServer.start(configuration)
-            var clientConfiguration = APNsClientConfiguration(
-                baseURL: server.url, authentication: .token(ProviderTokenSource(keyID: "KEY1", teamID: "TEAM1", key: key)))
-            clientConfiguration.caFile = pki.appendingPathComponent("ca.pem").path
+            let server = try await MockAPNsFixture.start(change).server
+            let source = ProviderTokenSource(keyID: MockAPNsFixture.keyID, teamID: MockAPNsFixture.teamID, key: try MockAPNsFixture.signingKey())
+            var clientConfiguration = APNsClientConfiguration(baseURL: server.url, authentication: .token(source))
+            clientConfiguration.caFile = MockAPNsFixture.path("ca.pem")
             let client = APNsClient(configuration: clientConfiguration)
             let queue = TestBroker.uniqueName("results")
             let topology = AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)])

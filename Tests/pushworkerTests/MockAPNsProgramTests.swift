@@ -10,17 +10,12 @@ import Testing
 struct MockAPNsProgramTests {
     @Test("serves notifications and reports them on its HTTP endpoint")
     func serveAndReport() async throws {
-        let pki = try TestKeys.newPKI()
-        let p8 = try TestKeys.newP8()
-        let publicKey = pki.appendingPathComponent("key.pub")
-        try Data(try ES256Key.privateKey(pem: p8).publicKeyPEM.utf8).write(to: publicKey)
-        let keyFile = pki.appendingPathComponent("key.p8")
-        try Data(p8.utf8).write(to: keyFile)
+        let path = MockAPNsFixture.path
 
         let process = Process()
         process.executableURL = Program.executable.deletingLastPathComponent().appendingPathComponent("mock-apns")
-        process.arguments = ["--port", "0", "--report-port", "0", "--cert", pki.appendingPathComponent("server.pem").path,
-            "--key", pki.appendingPathComponent("server.key").path, "--provider-key", "KEY1:TEAM1:\(publicKey.path)",
+        process.arguments = ["--port", "0", "--report-port", "0", "--cert", path("server.pem"),
+            "--key", path("server.key"), "--provider-key", "\(MockAPNsFixture.keyID):\(MockAPNsFixture.teamID):\(path("key.pub"))",
             "--topic", "com.example.app"]
         let output = Pipe()
         process.standardOutput = output
@@ -40,16 +35,16 @@ struct MockAPNsProgramTests {
         let serviceURL = try #require(urls.first)
         let countsURL = try #require(urls.last.flatMap(URL.init(string:)))
 
-        let config = pki.appendingPathComponent("pushworker.yaml")
-        try Data("""
+        // The same app entry the in-process fixture writes, pointed at this process instead.
+        let config = try MockAPNsFixture.writeConfiguration("""
             apps:
               - name: demo
-                topic: com.example.app
+                topic: \(MockAPNsFixture.topic)
                 environment: sandbox
                 url: \(serviceURL)
-                ca_file: \(pki.appendingPathComponent("ca.pem").path)
-                token: {key_file: \(keyFile.path), key_id: KEY1, team_id: TEAM1}
-            """.utf8).write(to: config)
+                ca_file: \(path("ca.pem"))
+                token: {key_file: \(path("key.p8")), key_id: \(MockAPNsFixture.keyID), team_id: \(MockAPNsFixture.teamID)}
+            """)
         let token = String(repeating: "5e", count: 32)
         for _ in 0..<3 {
             let sent = try Program.run(["send", "--config", config.path, "--token", token, "--payload", #"{"aps":{"alert":"x"}}"#])

@@ -8,30 +8,11 @@ import Testing
 struct SendCommandTests {
     @Test("sends one notification through the configured app and prints the answer; a rejection exits 1")
     func sendsAndReports() async throws {
-        let pki = try TestKeys.newPKI()
-        let p8 = try TestKeys.newP8()
-        let key = try ES256Key.privateKey(pem: p8)
-        var configuration = MockAPNsConfiguration(
-            certificateFile: pki.appendingPathComponent("server.pem").path, privateKeyFile: pki.appendingPathComponent("server.key").path)
-        configuration.providerKeys = ["KEY1": ("TEAM1", key.publicKeyPEM)]
-        configuration.topics = ["com.example.app"]
         let gone = String(repeating: "dd", count: 32)
-        configuration.unregisteredTokens = [gone: Date(timeIntervalSince1970: 1_700_000_000)]
-        let server = try await MockAPNsServer.start(configuration)
+        let fixture = try await MockAPNsFixture.start { $0.unregisteredTokens = [gone: Date(timeIntervalSince1970: 1_700_000_000)] }
+        let server = fixture.server
         defer { Task { try? await server.shutdown() } }
-
-        let keyFile = pki.appendingPathComponent("key.p8")
-        try Data(p8.utf8).write(to: keyFile)
-        let config = pki.appendingPathComponent("pushworker.yaml")
-        try Data("""
-            apps:
-              - name: demo
-                topic: com.example.app
-                environment: sandbox
-                url: \(server.url)
-                ca_file: \(pki.appendingPathComponent("ca.pem").path)
-                token: {key_file: \(keyFile.path), key_id: KEY1, team_id: TEAM1}
-            """.utf8).write(to: config)
+        let config = try MockAPNsFixture.writeConfiguration("apps:\n" + fixture.appYAML())
 
         let token = String(repeating: "ab", count: 32)
         let sent = try Program.run(["send", "--config", config.path, "--token", token, "--payload", #"{"aps":{"alert":"hi"}}"#,

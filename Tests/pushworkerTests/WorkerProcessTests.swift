@@ -16,20 +16,10 @@ struct WorkerProcessTests {
         let prefix: String
     }
 
-    static func setUp(faults: [MockAPNsFault], extra: String = "") async throws -> Setup {
-        let pki = try TestKeys.newPKI()
-        let p8 = try TestKeys.newP8()
-        let key = try ES256Key.privateKey(pem: p8)
-        var mockConfiguration = MockAPNsConfiguration(
-            certificateFile: pki.appendingPathComponent("server.pem").path, privateKeyFile: pki.appendingPathComponent("server.key").path)
-        mockConfiguration.providerKeys = ["KEY1": ("TEAM1", key.publicKeyPEM)]
-        mockConfiguration.faults = faults
-        let mock = try await MockAPNsServer.start(mockConfiguration)
+    static func setUp(faults: [MockAPNsFault], maxAttempts: Int = 3, extra: String = "", appExtra: [String] = []) async throws -> Setup {
+        let fixture = try await MockAPNsFixture.start { $0.faults = faults }
         let prefix = TestBroker.uniqueName("e2e")
-        let keyFile = pki.appendingPathComponent("key.p8")
-        try Data(p8.utf8).write(to: keyFile)
-        let config = pki.appendingPathComponent("pushworker.yaml")
-        try Data("""
+        let config = try MockAPNsFixture.writeConfiguration("""
             amqp:
               url: \(TestBroker.url)
               prefetch: 4
@@ -40,17 +30,12 @@ struct WorkerProcessTests {
               dead_letters: \(prefix).dead
               results: \(prefix).results
             retry_initial_delay_ms: 10
-            retry_max_attempts: 3
+            retry_max_attempts: \(maxAttempts)
             \(extra)
             apps:
-              - name: demo
-                topic: com.example.app
-                environment: sandbox
-                url: \(mock.url)
-                ca_file: \(pki.appendingPathComponent("ca.pem").path)
-                token: {key_file: \(keyFile.path), key_id: KEY1, team_id: TEAM1}
-            """.utf8).write(to: config)
-        return Setup(mock: mock, config: config, prefix: prefix)
+            \(fixture.appYAML(extra: appExtra))
+            """)
+        return Setup(mock: fixture.server, config: config, prefix: prefix)
     }
 
     @Test("valid jobs get one result per device and a summary; invalid ones are dead-lettered with the reason; SIGTERM exits 0")
@@ -177,11 +162,9 @@ struct WorkerProcessTests {
 
     @Test("two workers share a 20,000-device job through its chunks, with exactly one result per device")
     func chunksShared() async throws {
-        let setup = try await Self.setUp(faults: [], extra: "chunk_size: 1000")
-        defer { Task { try? await setup.mock.shutdown() } }
         // One APNs connection per worker, so the mock's connection numbers tell the workers apart.
-        let config = try String(contentsOf: setup.config, encoding: .utf8).replacingOccurrences(of: "environment: sandbox", with: "environment: sandbox\n    connections: 1")
-        try Data(config.utf8).write(to: setup.config)
+        let setup = try await Self.setUp(faults: [], extra: "chunk_size: 1000", appExtra: ["connections: 1"])
+        defer { Task { try? await setup.mock.shutdown() } }
         let first = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         let second = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await first.waitForLog("worker started")
@@ -249,10 +232,8 @@ struct WorkerProcessTests {
                 MockAPNsFault(.reject(.serviceUnavailable), tokens: [Self.token(1)], times: 4),
                 MockAPNsFault(.reject(.serviceUnavailable), tokens: [Self.token(2)]),
             ],
-            extra: "retry_in_process_attempts: 2\nretry_delays_ms: [300, 600]")
+            maxAttempts: 6, extra: "retry_in_process_attempts: 2\nretry_delays_ms: [300, 600]")
         defer { Task { try? await setup.mock.shutdown() } }
-        let config = try String(contentsOf: setup.config, encoding: .utf8).replacingOccurrences(of: "retry_max_attempts: 3", with: "retry_max_attempts: 6")
-        try Data(config.utf8).write(to: setup.config)
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix

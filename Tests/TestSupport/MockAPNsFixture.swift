@@ -1,0 +1,61 @@
+import APNs
+import Foundation
+import MockAPNs
+
+/// A mock APNs over real TLS, with credentials made once per test process (the openssl runs are
+/// the slow part): a CA and server certificate, a client certificate, and an ES256 signing key.
+public struct MockAPNsFixture: Sendable {
+    public static let keyID = "KEY1234567"
+    public static let teamID = "TEAM123456"
+    public static let topic = "com.example.app"
+
+    /// The PKI directory (ca.pem, server.pem/key, client.pem/key/p12, key.p8, key.pub) and the
+    /// signing key's PEM.
+    public static let credentials: (pki: URL, p8: String) = {
+        do {
+            let pki = try TestKeys.newPKI()
+            let p8 = try TestKeys.newP8()
+            try Data(p8.utf8).write(to: pki.appendingPathComponent("key.p8"))
+            try Data(try ES256Key.privateKey(pem: p8).publicKeyPEM.utf8).write(to: pki.appendingPathComponent("key.pub"))
+            return (pki, p8)
+        } catch {
+            fatalError("cannot make test credentials: \(error)")
+        }
+    }()
+
+    public let server: MockAPNsServer
+
+    /// Starts a mock that trusts the signing key and the client CA and accepts `topic` (and its
+    /// `.voip`); `change` adjusts anything else (faults, unregistered tokens, stream limit).
+    public static func start(_ change: (inout MockAPNsConfiguration) -> Void = { _ in }) async throws -> MockAPNsFixture {
+        var configuration = MockAPNsConfiguration(certificateFile: path("server.pem"), privateKeyFile: path("server.key"))
+        configuration.clientCAFile = path("ca.pem")
+        configuration.providerKeys = [keyID: (teamID, try signingKey().publicKeyPEM)]
+        configuration.topics = [topic, topic + ".voip"]
+        change(&configuration)
+        return MockAPNsFixture(server: try await MockAPNsServer.start(configuration))
+    }
+
+    public static func path(_ name: String) -> String { credentials.pki.appendingPathComponent(name).path }
+
+    public static func signingKey() throws -> ES256Key { try ES256Key.privateKey(pem: credentials.p8) }
+
+    /// A `pushworker` configuration's `apps:` entry named `name` that sends to this mock.
+    public func appYAML(name: String = "demo", extra: [String] = []) -> String {
+        ([
+            "  - name: \(name)",
+            "    topic: \(Self.topic)",
+            "    environment: sandbox",
+            "    url: \(server.url)",
+            "    ca_file: \(Self.path("ca.pem"))",
+            "    token: {key_file: \(Self.path("key.p8")), key_id: \(Self.keyID), team_id: \(Self.teamID)}",
+        ] + extra.map { "    " + $0 }).joined(separator: "\n")
+    }
+
+    /// Writes a configuration file (a new one each call) and returns its path.
+    public static func writeConfiguration(_ yaml: String) throws -> URL {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pushworker-\(UUID().uuidString.prefix(8)).yaml")
+        try Data(yaml.utf8).write(to: file)
+        return file
+    }
+}
