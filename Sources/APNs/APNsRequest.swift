@@ -72,16 +72,4 @@ public struct APNsRequest: Sendable, Hashable {
         if let apnsID { headers.append(("apns-id", apnsID.uuidString.lowercased())) }
         return headers
     }
-
-    public static func == (lhs: APNsRequest, rhs: APNsRequest) -> Bool {
-        lhs.deviceToken == rhs.deviceToken && lhs.topic == rhs.topic && lhs.pushType == rhs.pushType
-            && lhs.priority == rhs.priority && lhs.expiration == rhs.expiration && lhs.collapseID == rhs.collapseID
-            && lhs.apnsID == rhs.apnsID && lhs.payload == rhs.payload
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(deviceToken)
-        hasher.combine(apnsID)
-        hasher.combine(payload)
-    }
 }

@@ -193,6 +193,8 @@ extension BrokerTests {
             await publisher.close()
         }
 
+        // The broker's own heartbeats wake the I/O thread's poll too, so this checks that an idle
+        // connection is kept (frames read, heartbeats answered), not our send timer on its own.
         @Test("an idle connection with a 1 s heartbeat stays up: a delivery taken before is still ackable")
         func heartbeats() async throws {
             let queue = TestBroker.uniqueName("heartbeat")

@@ -6,6 +6,9 @@ public struct ResultPublisher: Sendable {
     private let publisher: AMQPPublisher
     private let encoder: JSONEncoder
 
+    /// About half a minute of retries, 100 ms doubling to 2 s, for a broker that is briefly away.
+    static let outage = RetryPolicy(maxAttempts: 20, initialDelay: .milliseconds(100), maximumDelay: .seconds(2))
+
     public init(publisher: AMQPPublisher) {
         self.publisher = publisher
         let encoder = JSONEncoder()
@@ -29,13 +32,11 @@ public struct ResultPublisher: Sendable {
             timestamp: UInt64(Date().timeIntervalSince1970), type: type)
         // Mandatory: a reply queue that does not exist is an error, not a silent loss.
         let message = AMQPMessage.toQueue(queue, body: Array(body), properties: properties, mandatory: true)
-        var delay = Duration.milliseconds(100)
         for attempt in 1... {
             do {
                 return try await publisher.publish(message)
-            } catch let error as AMQPError where error.isRetryable && error.kind != .brokerClosed && attempt < 20 {
-                try await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(2))
+            } catch let error as AMQPError where error.isRetryable && error.kind != .brokerClosed && attempt < Self.outage.maxAttempts {
+                try await Task.sleep(for: Self.outage.delay(afterAttempt: attempt))
             }
         }
     }
