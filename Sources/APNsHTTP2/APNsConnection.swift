@@ -81,8 +81,7 @@ final class APNsConnection: @unchecked Sendable {
         guard added == CURLM_OK else {
             Unmanaged<CurlTransfer>.fromOpaque(retained).release()
             transfer.finish(.failure(code: 0, message: "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(added)))"))
-            curl_easy_reset(easy)
-            idleHandles.append(easy)
+            recycle(easy)
             return
         }
         running += 1
@@ -143,8 +142,20 @@ final class APNsConnection: @unchecked Sendable {
                 let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
                 transfer.finish(.failure(code: code.rawValue, message: message))
             }
+            recycle(easy)
+        }
+    }
+
+    /// Handles kept for reuse, beyond which finished ones are freed: each keeps ~20 KiB of
+    /// buffers, so a burst's worth would stay allocated long after it.
+    static let idleHandleLimit = 32
+
+    private func recycle(_ easy: UnsafeMutableRawPointer) {
+        if idleHandles.count < Self.idleHandleLimit {
             curl_easy_reset(easy)
             idleHandles.append(easy)
+        } else {
+            curl_easy_cleanup(easy)
         }
     }
 }

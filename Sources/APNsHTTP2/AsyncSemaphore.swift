@@ -1,8 +1,9 @@
 import Synchronization
 
 /// Admits at most `limit` holders; the others wait in arrival order. Keeps a million-device send
-/// from turning into a million buffered requests.
-final class AsyncSemaphore: Sendable {
+/// from turning into a million buffered requests. Public so the worker can bound the devices it
+/// starts by the same budget, before a task (and its memory) exists for each.
+public final class AsyncSemaphore: Sendable {
     private struct State {
         var available: Int
         var waiters: [CheckedContinuation<Void, Never>] = []
@@ -11,11 +12,11 @@ final class AsyncSemaphore: Sendable {
 
     private let state: Mutex<State>
 
-    init(limit: Int) {
+    public init(limit: Int) {
         state = Mutex(State(available: limit))
     }
 
-    func acquire() async {
+    public func acquire() async {
         let admitted = state.withLock { state -> Bool in
             if state.available > 0 {
                 state.available -= 1
@@ -37,7 +38,7 @@ final class AsyncSemaphore: Sendable {
         }
     }
 
-    func release() {
+    public func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard state.head < state.waiters.count else {
                 state.available += 1

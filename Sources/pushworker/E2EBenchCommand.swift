@@ -4,8 +4,10 @@ import Foundation
 import Logging
 import PushWorker
 
-/// A worker (in this process) between a real broker and an HTTP/2 APNs server: devices per
-/// second from publishing a job to its last result, and the latency of one-device jobs.
+/// A worker (a `pushworker run` child process) between a real broker and an HTTP/2 APNs server:
+/// devices per second from publishing a job to its last result, the latency of one-device jobs,
+/// and the worker's peak memory, read from its own /proc entry so the benchmark's job body and
+/// result consumer are not counted.
 struct E2EBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "e2e",
@@ -21,6 +23,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(help: "Devices in the large job.") var count = 100_000
     @Option(help: "One-device jobs timed one after another.") var jobs = 1000
     @Option(help: "APNs connections.") var connections = 1
+    @Option(name: .customLong("max-in-flight"), help: "The app's max_in_flight (requests in flight at once).") var maxInFlight = 500
 
     func run() async throws {
         let prefix = "pushworker.bench.\(UUID().uuidString.prefix(8).lowercased())"
@@ -37,20 +40,29 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 url: \(url)
                 ca_file: \(caFile)
                 connections: \(connections)
+                max_in_flight: \(maxInFlight)
                 token: {key_file: \(keyFile), key_id: \(keyID), team_id: \(teamID)}
             """.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        var logger = Logger(label: "pushworker.bench")
-        logger.logLevel = .warning
         let configuration = try PushWorkerConfiguration.load(file: file.path)
-        let worker = try await Worker.start(configuration, file: file.path, logger: logger)
-        let running = Task { try await worker.run() }
+        let worker = Process()
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+        worker.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // PUSHWORKER_BENCH_WRAPPER (a profiler, e.g. "heaptrack -o /tmp/worker") runs in front of the worker.
+        worker.arguments = ["-c", "exec ${PUSHWORKER_BENCH_WRAPPER:-} \"$0\" run --config \"$1\" --log-level warning", executable, file.path]
+        try worker.run()
+        defer { if worker.isRunning { worker.terminate() } }
 
         var amqpConfiguration = try configuration.worker.amqpConfiguration(file: file.path)
         amqpConfiguration.connectionName = "pushworker bench e2e"
         let publisher = try await AMQPPublisher.connect(amqpConfiguration)
         let results = try await AMQPConsumer.connect(amqpConfiguration, queue: "\(prefix).results", prefetch: 1000)
         var iterator = results.makeAsyncIterator()
+
+        // The clock starts once the worker is up and its APNs connection open: one job through first.
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(Self.oneDeviceJob(id: "warm-up", index: 0).utf8)))
+        guard let warmUp = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
+        try await warmUp.ack()
 
         // Throughput: one job of `count` tokens, from publish to its last result.
         var body = #"{"id": "bench", "audience": {"tokens": ["#
@@ -82,7 +94,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
         // Latency: one-device jobs, one at a time, publish to summary.
         var latencies: [Double] = []
         for index in 0..<jobs {
-            let job = #"{"id": "one-\#(index)", "audience": {"tokens": ["\#(String(format: "%064x", index + 1))"]}, "payload": {"aps": {}}, "results": "none"}"#
+            let job = Self.oneDeviceJob(id: "one-\(index)", index: index)
             let sent = ContinuousClock.now
             try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(job.utf8)))
             guard let summary = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
@@ -94,10 +106,14 @@ struct E2EBenchCommand: AsyncParsableCommand {
             print(String(format: "one-device job latency over %d jobs: p50 %.2f ms, p99 %.2f ms", jobs,
                 latencies[latencies.count / 2], latencies[min(latencies.count - 1, latencies.count * 99 / 100)]))
         }
-        print(String(format: "peak memory (VmHWM, worker and benchmark in one process) %.1f MiB", Double(PeakMemory.kibibytes) / 1024))
-        worker.stop()
-        try await running.value
+        print(String(format: "worker peak memory (VmHWM of the pushworker run process) %.1f MiB", Double(PeakMemory.kibibytes(of: worker.processIdentifier)) / 1024))
+        worker.terminate()
+        worker.waitUntilExit()
         await results.close()
         await publisher.close()
+    }
+
+    static func oneDeviceJob(id: String, index: Int) -> String {
+        #"{"id": "\#(id)", "audience": {"tokens": ["\#(String(format: "%064x", index + 1))"]}, "payload": {"aps": {}}, "results": "none"}"#
     }
 }

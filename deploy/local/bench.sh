@@ -4,6 +4,7 @@
 #
 #   deploy/local/bench.sh apns [COUNT] [CONNECTIONS] [STREAMS]   the APNs client alone
 #   deploy/local/bench.sh e2e  [COUNT] [CONNECTIONS] [STREAMS]   broker → worker → APNs → results
+#                                   (the worker's max_in_flight: $MAX_IN_FLIGHT, default 500)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode="${1:-apns}"
@@ -42,7 +43,7 @@ else
   echo "== pushworker bench e2e --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
   "$bin/pushworker" bench e2e --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
     --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
-    --topic com.example.app | tee "$work/ours.txt"
+    --topic com.example.app --max-in-flight "${MAX_IN_FLIGHT:-500}" | tee "$work/ours.txt"
   rate_pattern='= [0-9]* devices/s'
 fi
 

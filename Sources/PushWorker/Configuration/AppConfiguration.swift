@@ -15,6 +15,9 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     /// Extra CA to trust (for a mock).
     public var caFile: String?
     public var connections: Int?
+    /// Requests of this app in flight at once (default 500). Each costs ~25 KiB in libcurl, so
+    /// this bounds the worker's memory; 500 keeps several connections busy at APNs' latency.
+    public var maxInFlight: Int?
     /// Per-request timeout, milliseconds (default 15000).
     public var requestTimeoutMilliseconds: Int?
     public var proxy: String?
@@ -25,6 +28,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         case name, topic, environment, port, url, connections, proxy, token, certificate
         case caFile = "ca_file"
         case requestTimeoutMilliseconds = "request_timeout_ms"
+        case maxInFlight = "max_in_flight"
     }
 
     public struct TokenCredentials: Sendable, Decodable, Equatable {
@@ -135,6 +139,10 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         if let connections {
             guard (1...64).contains(connections) else { throw fail("connections", "\(connections) is not between 1 and 64") }
             configuration.connections = connections
+        }
+        configuration.maxInFlight = maxInFlight ?? 500
+        guard (1...100_000).contains(configuration.maxInFlight) else {
+            throw fail("max_in_flight", "\(configuration.maxInFlight) is not between 1 and 100000")
         }
         return configuration
     }

@@ -2,6 +2,7 @@ import APNs
 import APNsHTTP2
 import Foundation
 import Logging
+import Synchronization
 
 /// Sends one job to its recipients and publishes one final result per device, then the summary.
 /// Returns once every result is confirmed by the broker: only then may the job be acknowledged.
@@ -12,17 +13,18 @@ public struct JobProcessor: Sendable {
     public var appName: String
     public var results: ResultPublisher
     public var retry: RetryPolicy
-    /// Devices of one job in flight at once.
-    public var concurrency: Int
+    /// Devices in flight at once, shared by every job of the app: a device gets a task only when
+    /// a slot is free, so memory follows this bound, not the jobs in hand times their size.
+    public var slots: AsyncSemaphore
     public var logger: Logger
 
-    public init(client: APNsClient, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(), concurrency: Int = 1000, logger: Logger = Logger(label: "pushworker.job")) {
+    public init(client: APNsClient, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(), slots: AsyncSemaphore? = nil, logger: Logger = Logger(label: "pushworker.job")) {
         self.client = client
         self.topic = topic
         self.appName = appName
         self.results = results
         self.retry = retry
-        self.concurrency = concurrency
+        self.slots = slots ?? AsyncSemaphore(limit: client.configuration.maxInFlight)
         self.logger = logger
     }
 
@@ -35,6 +37,27 @@ public struct JobProcessor: Sendable {
     private enum DeviceEnd: Sendable {
         case final(Outcome)
         case handOn(Recipient)
+    }
+
+    /// What the devices of one job came to, recorded by their tasks as they finish.
+    private final class DeviceEnds: Sendable {
+        private let state: Mutex<(outcomes: [Outcome: Int], handedOn: [Recipient])>
+
+        init(outcomes: [Outcome: Int]) {
+            state = Mutex((outcomes, []))
+        }
+
+        func record(_ end: DeviceEnd) {
+            state.withLock { state in
+                switch end {
+                case .final(let outcome): state.outcomes[outcome, default: 0] += 1
+                case .handOn(let recipient): state.handedOn.append(recipient)
+                }
+            }
+        }
+
+        var outcomes: [Outcome: Int] { state.withLock { $0.outcomes } }
+        var handedOn: [Recipient] { state.withLock { $0.handedOn } }
     }
 
     /// - Parameter filtered: devices the job's type excludes by their owners' preferences; they
@@ -53,24 +76,21 @@ public struct JobProcessor: Sendable {
                     to: replyTo)
             }
         }
-        var handedOn: [Recipient] = []
-        try await withThrowingTaskGroup(of: DeviceEnd.self) { group in
-            var next = 0
-            func startNext() {
-                guard next < unique.count else { return }
-                let recipient = unique[next]
-                next += 1
-                group.addTask { try await self.deliver(job, to: recipient, replyTo: replyTo) }
-            }
-            for _ in 0..<min(concurrency, unique.count) { startNext() }
-            while let end = try await group.next() {
-                switch end {
-                case .final(let outcome): outcomes[outcome, default: 0] += 1
-                case .handOn(let recipient): handedOn.append(recipient)
+        // Children report into one tally and are discarded as they finish, so a finished device
+        // holds no memory while the rest of the job waits for slots.
+        let ends = DeviceEnds(outcomes: outcomes)
+        try await withThrowingDiscardingTaskGroup { group in
+            for recipient in unique {
+                await slots.acquire()
+                group.addTask {
+                    defer { slots.release() }
+                    let end = try await self.deliver(job, to: recipient, replyTo: replyTo)
+                    ends.record(end)
                 }
-                startNext()
             }
         }
+        let handedOn = ends.handedOn
+        outcomes = ends.outcomes
         let elapsed = (ContinuousClock.now - start).components
         var summary = JobSummary(
             jobID: job.id, app: appName, devices: unique.count + excluded.count, outcomes: outcomes,
