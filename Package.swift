@@ -49,6 +49,14 @@ let package = Package(
         // APNs requests, responses, reasons and provider tokens: no transport, so the mock
         // server can validate with the very types the client sends.
         .target(
+            name: "CYAJL",
+            linkerSettings: [.linkedLibrary("yajl")]
+        ),
+        .target(
+            name: "JSONStream",
+            dependencies: ["CYAJL"]
+        ),
+        .target(
             name: "APNs",
             dependencies: ["COpenSSL"]
         ),
@@ -86,6 +94,7 @@ let package = Package(
                 "AMQP",
                 "APNs",
                 "APNsHTTP2",
+                "JSONStream",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -112,6 +121,10 @@ let package = Package(
         .testTarget(
             name: "AMQPTests",
             dependencies: ["AMQP", "TestSupport"]
+        ),
+        .testTarget(
+            name: "JSONStreamTests",
+            dependencies: ["JSONStream"]
         ),
         .testTarget(
             name: "APNsTests",

@@ -2,7 +2,7 @@
 # Installs the Debian packages pushworker builds and tests with, when any is missing.
 set -euo pipefail
 
-packages=(librabbitmq-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev rabbitmq-server openssl curl python3-jsonschema)
+packages=(librabbitmq-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev libyajl-dev rabbitmq-server openssl curl python3-jsonschema)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
