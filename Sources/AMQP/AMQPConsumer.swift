@@ -26,12 +26,14 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
         prefetch: UInt16 = 100,
         consumerTag: String? = nil,
         arguments: AMQPTable = [:],
+        streaming: AMQPBodyStreaming? = nil,
         logger: Logger = Logger(label: "pushworker.amqp")
     ) async throws -> AMQPConsumer {
         let (stream, continuation) = AsyncThrowingStream<AMQPDelivery, Error>.makeStream()
         let specification = ConsumeSpecification(
             queue: queue, prefetch: prefetch,
-            consumerTag: consumerTag ?? "pushworker-\(UUID().uuidString.lowercased())", arguments: arguments)
+            consumerTag: consumerTag ?? "pushworker-\(UUID().uuidString.lowercased())", arguments: arguments,
+            streaming: streaming)
         let driver = ConnectionDriver(
             configuration: configuration, confirms: false, consume: specification, deliveries: continuation, logger: logger)
         try await driver.start()

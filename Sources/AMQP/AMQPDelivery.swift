@@ -1,7 +1,12 @@
 /// A message delivered to a consumer. Settle it exactly once with `ack`, `nack` or `reject`;
 /// until then the broker holds it for this consumer (and counts it against the prefetch).
 public struct AMQPDelivery: Sendable {
+    /// Empty when the body went to `streamedBody`.
     public let body: [UInt8]
+    /// The receiver a streamed body went to (see `AMQPBodyStreaming`), which holds what it made of it.
+    public let streamedBody: (any AMQPBodyReceiver)?
+    /// The body's size in bytes, streamed or not.
+    public let bodySize: Int
     public let properties: AMQPProperties
     public let exchange: String
     public let routingKey: String

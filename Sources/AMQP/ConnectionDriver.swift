@@ -329,10 +329,10 @@ final class ConnectionDriver: @unchecked Sendable {
             let exchange = CDecoding.string(deliver.exchange)
             let routingKey = CDecoding.string(deliver.routing_key)
             let consumerTag = CDecoding.string(deliver.consumer_tag)
-            let (properties, body) = try readContent(on: handle, during: "reading delivery \(tag)")
+            let content = try readContent(on: handle, streaming: consume?.streaming, during: "reading delivery \(tag)")
             unsettled.insert(tag)
             deliveries?.yield(AMQPDelivery(
-                body: body, properties: properties, exchange: exchange, routingKey: routingKey, deliveryTag: tag,
+                body: content.body, streamedBody: content.receiver, bodySize: content.size, properties: content.properties, exchange: exchange, routingKey: routingKey, deliveryTag: tag,
                 redelivered: redelivered, consumerTag: consumerTag, generation: generation, driver: self))
         case PW_BASIC_ACK:
             let ack = method.decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
@@ -346,8 +346,8 @@ final class ConnectionDriver: @unchecked Sendable {
             let text = CDecoding.string(ret.reply_text)
             let exchange = CDecoding.string(ret.exchange)
             let routingKey = CDecoding.string(ret.routing_key)
-            let (properties, _) = try readContent(on: handle, during: "reading a returned message")
-            markReturned(exchange: exchange, routingKey: routingKey, messageID: properties.messageID, code: code, text: text)
+            let content = try readContent(on: handle, streaming: nil, during: "reading a returned message")
+            markReturned(exchange: exchange, routingKey: routingKey, messageID: content.properties.messageID, code: code, text: text)
         case PW_BASIC_CANCEL:
             consumerCancelled = true
             logger.error("the broker cancelled the consumer", metadata: ["queue": "\(consume?.queue ?? "")"])
@@ -364,17 +364,73 @@ final class ConnectionDriver: @unchecked Sendable {
         }
     }
 
-    /// Reads the header and body frames that follow a basic.deliver or basic.return.
-    private func readContent(on handle: ConnectionHandle, during context: String) throws -> (AMQPProperties, [UInt8]) {
-        var message = amqp_message_t()
-        let reply = amqp_read_message(handle.state, ConnectionHandle.channel, &message, 0)
-        guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
-            handle.markBroken()
-            try handle.check(reply, during: context)
-            throw AMQPError(.library, "\(context): no content")
+    private struct Content {
+        var properties: AMQPProperties
+        var size: Int
+        var body: [UInt8] = []
+        var receiver: (any AMQPBodyReceiver)?
+    }
+
+    /// Reads the header and body frames that follow a basic.deliver or basic.return, frame by
+    /// frame (not `amqp_read_message`, which keeps every frame in the connection's pool besides
+    /// a copy of the whole body): each fragment is copied into the body, or handed to a
+    /// receiver when `streaming` takes bodies of this size, and its frame released at once.
+    private func readContent(on handle: ConnectionHandle, streaming: AMQPBodyStreaming?, during context: String) throws -> Content {
+        let header = try waitFrame(on: handle, during: context)
+        guard header.frame_type == UInt8(AMQP_FRAME_HEADER) else {
+            throw unexpected(header, on: handle, during: context)
         }
-        defer { amqp_destroy_message(&message) }
-        return (CDecoding.properties(message.properties), CDecoding.bytes(message.body))
+        let decoded = header.payload.properties.decoded.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee
+        let size = Int(header.payload.properties.body_size)
+        var content = Content(properties: CDecoding.properties(decoded), size: size)
+        if let streaming, size > streaming.threshold {
+            content.receiver = streaming.makeReceiver(content.properties, size)
+        } else {
+            content.body.reserveCapacity(size)
+        }
+        var read = 0
+        while read < size {
+            let frame = try waitFrame(on: handle, during: context)
+            guard frame.frame_type == UInt8(AMQP_FRAME_BODY) else {
+                throw unexpected(frame, on: handle, during: context)
+            }
+            let fragment = UnsafeRawBufferPointer(start: frame.payload.body_fragment.bytes, count: frame.payload.body_fragment.len)
+            if let receiver = content.receiver {
+                receiver.receive(RawSpan(_unsafeBytes: fragment))
+            } else {
+                content.body.append(contentsOf: fragment)
+            }
+            read += fragment.count
+            amqp_maybe_release_buffers_on_channel(handle.state, ConnectionHandle.channel)
+        }
+        return content
+    }
+
+    /// The next frame of our channel. Connection-level methods (channel 0: blocked, unblocked,
+    /// close) may come between the frames of a message and are handled on the way.
+    private func waitFrame(on handle: ConnectionHandle, during context: String) throws -> amqp_frame_t {
+        while true {
+            var frame = amqp_frame_t()
+            let status = amqp_simple_wait_frame(handle.state, &frame)
+            guard status == AMQP_STATUS_OK.rawValue else {
+                handle.markBroken()
+                throw AMQPStatus.error(status, during: context, default: .connectionLost)
+            }
+            guard frame.channel == 0 && frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return frame }
+            try handleMethod(frame.payload.method, on: handle)
+        }
+    }
+
+    /// A method where content belonged: the broker closing the channel or connection, or a
+    /// protocol error; either way the connection cannot go on.
+    private func unexpected(_ frame: amqp_frame_t, on handle: ConnectionHandle, during context: String) -> Error {
+        handle.markBroken()
+        if frame.frame_type == UInt8(AMQP_FRAME_METHOD),
+            frame.payload.method.id == PW_CHANNEL_CLOSE || frame.payload.method.id == PW_CONNECTION_CLOSE
+        {
+            return handle.serverClose(id: frame.payload.method.id, decoded: frame.payload.method.decoded, during: context)
+        }
+        return AMQPError(.library, "\(context): expected message content, got frame type \(frame.frame_type)")
     }
 
     private func confirm(upTo tag: UInt64, multiple: Bool, acknowledged: Bool) {

@@ -4,4 +4,5 @@ struct ConsumeSpecification: Sendable {
     var prefetch: UInt16
     var consumerTag: String
     var arguments: AMQPTable
+    var streaming: AMQPBodyStreaming?
 }
