@@ -66,7 +66,9 @@ public final class Worker: Service, Sendable {
                 retry: retry, logger: logger)
         }
         let consumer = try await AMQPConsumer.connect(
-            amqp, queue: settings.queues.jobs, prefetch: UInt16(settings.amqp.prefetch), logger: logger)
+            amqp, queue: settings.queues.jobs, prefetch: UInt16(settings.amqp.prefetch),
+            streaming: AMQPBodyStreaming(threshold: streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
+            logger: logger)
         logger.info("worker started", metadata: [
             "queue": "\(settings.queues.jobs)", "prefetch": "\(settings.amqp.prefetch)",
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
@@ -116,11 +118,22 @@ public final class Worker: Service, Sendable {
         eventSink.yield(.stop)
     }
 
+    /// Job bodies larger than this are parsed as they arrive (`StreamedJobReader`) and never
+    /// held whole; 1 MiB is ~15,000 tokens, well above a chunk job at the default chunk size.
+    public static let streamJobsOverBytes = 1 << 20
+
     private func handle(_ delivery: AMQPDelivery) async {
         let enqueuedAt = delivery.properties.timestamp.map { Date(timeIntervalSince1970: Double($0)) } ?? Date()
-        let job: PushJob
+        var job: PushJob
+        var streamedTokens: DeviceTokenList?
         do {
-            job = try decoder.decode(delivery.body, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt)
+            var body = delivery.body
+            if let reader = delivery.streamedBody as? StreamedJobReader {
+                let outcome = try reader.finish().get()
+                body = outcome.skeleton
+                streamedTokens = outcome.tokens
+            }
+            job = try decoder.decode(body, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt)
         } catch {
             await deadLetter(delivery, error)
             return
@@ -130,6 +143,15 @@ public final class Worker: Service, Sendable {
         let previous = delivery.properties.headers?[Self.attemptsHeader]?.arrayValue?.compactMap { $0.intValue.map(Int.init) }
         let chunk = delivery.properties.headers?[Self.chunkHeader]?.stringValue
         do {
+            if var tokens = streamedTokens {
+                if chunk == nil && tokens.count > settings.chunkSize {
+                    try await split(job, streamed: &tokens, delivery: delivery)
+                    try await delivery.ack()
+                    return
+                }
+                // A streamed chunk or retry job (a chunk size set above ~15,000): its tokens in order.
+                job.audience.tokens = tokens.hex(0..<tokens.count)
+            }
             // Chunks and retry jobs carry resolved devices: they are never resolved again.
             let audience = chunk == nil
                 ? try await resolver.resolve(job, previousAttempts: previous)
@@ -168,26 +190,48 @@ public final class Worker: Service, Sendable {
 
     /// Republishes a large job as chunk jobs on the jobs queue, so every worker can take a share.
     /// All chunks are confirmed before the original is acknowledged; a crash in between only
-    /// repeats chunks.
+    /// repeats chunks. A device named twice is sent once, even across chunks.
     private func split(_ job: PushJob, recipients: [Recipient], delivery: AMQPDelivery) async throws {
+        var seen = Set<String>()
+        let unique = recipients.filter { seen.insert($0.token).inserted }
+        try await publishChunks(of: job, devices: unique.count, delivery: delivery) { range in unique[range].map(\.token) }
+    }
+
+    /// The same for a streamed job: its explicit tokens, plus the devices of its users and groups.
+    private func split(_ job: PushJob, streamed tokens: inout DeviceTokenList, delivery: AMQPDelivery) async throws {
+        let others = try await resolver.resolve(job, previousAttempts: nil)
+        for recipient in others.recipients { tokens.append(hex: recipient.token.utf8) }
+        tokens.sortAndRemoveDuplicates()
+        let unique = tokens
+        try await publishChunks(of: job, devices: unique.count, delivery: delivery) { range in unique.hex(range) }
+    }
+
+    /// Chunk bodies are made as they go out, a few confirms at a time, so a million-device job
+    /// never has all its chunks in memory at once.
+    private func publishChunks(
+        of job: PushJob, devices: Int, delivery: AMQPDelivery, tokens: (Range<Int>) -> [String]
+    ) async throws {
         let size = max(1, settings.chunkSize)
-        let count = (recipients.count + size - 1) / size
+        let count = (devices + size - 1) / size
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<count {
-                let slice = recipients[(index * size)..<min(recipients.count, (index + 1) * size)]
+                if index >= Self.chunksInFlight { try await group.next() }
                 var properties = delivery.properties
                 var headers = Self.ownHeaders(properties.headers)
                 headers[Self.chunkHeader] = .string("\(index + 1)/\(count)")
                 properties.headers = headers
                 properties.persistent = true
                 properties.messageID = "\(job.id)#\(index + 1)"
-                let message = AMQPMessage.toQueue(settings.queues.jobs, body: job.chunkBody(tokens: slice.map(\.token)), properties: properties)
+                let body = job.chunkBody(tokens: tokens((index * size)..<min(devices, (index + 1) * size)))
+                let message = AMQPMessage.toQueue(settings.queues.jobs, body: body, properties: properties)
                 group.addTask { try await self.publisher.publish(message) }
             }
             try await group.waitForAll()
         }
-        logger.info("job split into chunks", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "chunks": "\(count)"])
+        logger.info("job split into chunks", metadata: ["job": "\(job.id)", "devices": "\(devices)", "chunks": "\(count)"])
     }
+
+    static let chunksInFlight = 32
 
     /// The headers a republished job keeps: the producer's and ours, not the broker's bookkeeping
     /// of the original message (x-death, x-delivery-count), which would only mislead.
@@ -223,6 +267,17 @@ public final class Worker: Service, Sendable {
     private func deadLetter(_ delivery: AMQPDelivery, _ error: JobError) async {
         let jobID = delivery.properties.messageID ?? "unknown"
         logger.warning("job refused", metadata: ["job": "\(jobID)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
+        guard delivery.streamedBody == nil else {
+            // Its body was never held, so it cannot be republished with our headers: the broker
+            // dead-letters the original (x-death reason "rejected"); the reason is in the log
+            // line above and in the error summary.
+            do { try await delivery.reject(requeue: false) } catch {
+                logger.error("cannot dead-letter the job; the broker will deliver it again", metadata: ["job": "\(jobID)", "error": "\(error)"])
+                return
+            }
+            await sendErrorSummary(delivery, jobID: jobID, error)
+            return
+        }
         var properties = delivery.properties
         var headers = properties.headers ?? [:]
         headers["x-pushworker-error"] = .string(error.code.rawValue)
@@ -239,12 +294,15 @@ public final class Worker: Service, Sendable {
             try? await delivery.nack(requeue: true)
             return
         }
-        if let replyTo = delivery.properties.replyTo {
-            let summary = JobSummary(jobID: jobID, app: nil, devices: 0, outcomes: [:], error: error, durationMilliseconds: 0)
-            do { try await results.publish(summary, to: replyTo) } catch {
-                logger.warning("cannot send the error summary", metadata: ["job": "\(jobID)", "reply_to": "\(replyTo)", "error": "\(error)"])
-            }
-        }
+        await sendErrorSummary(delivery, jobID: jobID, error)
         try? await delivery.ack()
+    }
+
+    private func sendErrorSummary(_ delivery: AMQPDelivery, jobID: String, _ error: JobError) async {
+        guard let replyTo = delivery.properties.replyTo else { return }
+        let summary = JobSummary(jobID: jobID, app: nil, devices: 0, outcomes: [:], error: error, durationMilliseconds: 0)
+        do { try await results.publish(summary, to: replyTo) } catch {
+            logger.warning("cannot send the error summary", metadata: ["job": "\(jobID)", "reply_to": "\(replyTo)", "error": "\(error)"])
+        }
     }
 }

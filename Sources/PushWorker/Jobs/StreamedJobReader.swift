@@ -1,0 +1,120 @@
+import AMQP
+import APNs
+import JSONStream
+import Synchronization
+
+/// Reads a job too large to hold (a broadcast to a million tokens) as its frames arrive: the
+/// tokens of `audience.tokens` go, as bytes, into a `DeviceTokenList`, and everything else is
+/// rewritten as a small skeleton job (with `"tokens": []`) that `JobDecoder` checks as usual.
+/// Token rules are checked here, as they arrive, with the same messages as the decoder's.
+///
+/// Fed by the broker connection's I/O thread, then handed with the delivery to the worker,
+/// which alone calls `finish`; the lock only makes that hand-over explicit.
+public final class StreamedJobReader: AMQPBodyReceiver {
+    /// What a streamed job came to: its skeleton and tokens, or why it was refused.
+    public struct Outcome: Sendable {
+        public var skeleton: [UInt8]
+        public var tokens: DeviceTokenList
+    }
+
+    private let state: Mutex<Reading>
+
+    public init(bodySize: Int) {
+        state = Mutex(Reading(bodySize: bodySize))
+    }
+
+    public func receive(_ fragment: RawSpan) {
+        state.withLock { $0.feed(fragment) }
+    }
+
+    /// Ends the document; the skeleton and tokens, or the job's error.
+    public func finish() -> Result<Outcome, JobError> {
+        state.withLock { $0.finish() }
+    }
+}
+
+/// The parse itself; lives inside the reader's lock.
+private struct Reading: ~Copyable {
+    private let events: Events
+    private let parser: JSONStreamParser
+
+    init(bodySize: Int) {
+        events = Events(bodySize: bodySize)
+        parser = JSONStreamParser(handler: events)
+    }
+
+    func feed(_ fragment: RawSpan) {
+        guard events.error == nil else { return }
+        do { try parser.parse(fragment) } catch { events.refuse(error) }
+    }
+
+    func finish() -> Result<StreamedJobReader.Outcome, JobError> {
+        if events.error == nil {
+            do { try parser.finish() } catch { events.refuse(error) }
+        }
+        if let error = events.error { return .failure(error) }
+        return .success(.init(skeleton: events.skeleton.bytes, tokens: events.tokens))
+    }
+}
+
+/// Follows where in the document each event is, to tell the tokens from the rest.
+private final class Events: JSONEventHandler {
+    let skeleton = JSONStreamWriter()
+    var tokens = DeviceTokenList()
+    var error: JobError?
+    /// Open containers, each with the key last seen in it (objects) .
+    private var path: [(isObject: Bool, key: String?)] = []
+    private var inTokens = false
+
+    init(bodySize: Int) {
+        tokens.reserve(forBodyOf: bodySize)
+    }
+
+    func handle(_ event: JSONEvent) -> Bool {
+        if inTokens && path.count == 3 {
+            switch event {
+            case .string(let token):
+                return keep(token)
+            case .endArray:
+                break
+            default:
+                error = JobError(.invalidField, field: "audience.tokens[\(tokens.count)]", "audience.tokens[\(tokens.count)] must be a string")
+                return false
+            }
+        }
+        switch event {
+        case .key(let key):
+            path[path.count - 1].key = key
+        case .startArray where path.count == 2 && path[0].isObject && path[0].key == "audience" && path[1].isObject && path[1].key == "tokens":
+            inTokens = true
+            path.append((false, nil))
+        case .startObject, .startArray:
+            path.append((event == .startObject, nil))
+        case .endObject, .endArray:
+            path.removeLast()
+            if path.count == 2 { inTokens = false }
+        default:
+            break
+        }
+        do { try skeleton.write(event) } catch {
+            self.error = JobError(.invalidJSON, field: nil, "the job cannot be read: \(error.message)")
+            return false
+        }
+        return true
+    }
+
+    private func keep(_ token: String) -> Bool {
+        let field = "audience.tokens[\(tokens.count)]"
+        do { try APNsDeviceToken.validate(token, field: field) } catch {
+            self.error = JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
+            return false
+        }
+        tokens.append(hex: token.utf8)
+        return true
+    }
+
+    func refuse(_ failure: JSONStreamError) {
+        guard error == nil else { return }
+        error = JobError(.invalidJSON, field: nil, "the job is not valid JSON: \(failure.message) at byte \(failure.offset)")
+    }
+}

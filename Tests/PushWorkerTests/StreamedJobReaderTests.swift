@@ -1,0 +1,99 @@
+import Foundation
+import PushWorker
+import Testing
+
+@Suite("Large jobs read as they arrive")
+struct StreamedJobReaderTests {
+    /// Feeds a body in pieces of `piece` bytes, as broker frames would come.
+    static func read(_ body: [UInt8], piece: Int = 7) -> Result<StreamedJobReader.Outcome, JobError> {
+        let reader = StreamedJobReader(bodySize: body.count)
+        var start = 0
+        while start < body.count {
+            let end = min(body.count, start + piece)
+            Array(body[start..<end]).withUnsafeBytes { reader.receive(RawSpan(_unsafeBytes: $0)) }
+            start = end
+        }
+        return reader.finish()
+    }
+
+    @Test("every corpus job is refused with the same code and field when streamed", arguments: JobDecoderTests.corpus)
+    func corpus(_ entry: JobDecoderTests.CorpusEntry) throws {
+        let body = Array(try Data(contentsOf: JobDecoderTests.corpusDirectory.appendingPathComponent(entry.file)))
+        let error: JobError
+        switch Self.read(body) {
+        case .failure(let refused):
+            error = refused
+        case .success(let outcome):
+            do {
+                let job = try JobDecoderTests.decoder.decode(outcome.skeleton, messageID: "m-1")
+                Issue.record("accepted \(entry.file) with \(outcome.tokens.count) streamed tokens: \(job)")
+                return
+            } catch {
+                #expect(error.code.rawValue == entry.code, "\(entry.file): \(error)")
+                if !entry.field.isEmpty { #expect(error.field == entry.field, "\(entry.file): \(error)") }
+                return
+            }
+        }
+        #expect(error.code.rawValue == entry.code, "\(entry.file): \(error)")
+        if !entry.field.isEmpty { #expect(error.field == entry.field, "\(entry.file): \(error)") }
+    }
+
+    @Test("tokens are taken out in order, the rest decodes as the same job")
+    func valid() throws {
+        let tokens = (1...2500).map { String(format: "%064X", $0 % 2000) }
+        let object: [String: Any] = [
+            "id": "big", "app": "demo", "collapse_id": "c/1", "priority": 5, "expiration": ["after_seconds": 60],
+            "audience": ["users": ["u1"], "tokens": tokens], "payload": ["aps": ["alert": "héllo \u{1F600}"], "n": 1.5e3],
+        ]
+        let body = Array(try JSONSerialization.data(withJSONObject: object))
+        let outcome = try Self.read(body, piece: 4096).get()
+        #expect(outcome.tokens.count == 2500)
+        #expect(outcome.tokens.hex(0..<3) == tokens[0..<3].map { $0.lowercased() })
+        #expect(outcome.skeleton.count < 400)
+
+        let enqueued = Date(timeIntervalSince1970: 1_800_000_000)
+        let streamed = try JobDecoderTests.decoder.decode(outcome.skeleton, messageID: nil, enqueuedAt: enqueued)
+        var whole = try JobDecoderTests.decoder.decode(body, messageID: nil, enqueuedAt: enqueued)
+        #expect(streamed.audience.tokens.isEmpty)
+        whole.audience.tokens = []
+        #expect(streamed == whole)
+    }
+
+    @Test("a bad token deep in the list is named by its index; JSON broken after the tokens is invalid_json with its byte")
+    func refused() {
+        var tokens = (0..<30_000).map { String(format: "%064x", $0) }
+        tokens[21_347] = "xyz"
+        let body = Array(try! JSONSerialization.data(withJSONObject: ["audience": ["tokens": tokens], "payload": [:]]))
+        guard case .failure(let error) = Self.read(body, piece: 131_072) else { Issue.record("accepted"); return }
+        #expect(error.code == .invalidToken)
+        #expect(error.field == "audience.tokens[21347]")
+
+        let broken = Array(#"{"audience": {"tokens": ["\#(String(repeating: "ab", count: 32))"]}, "payload": {"aps": {}},}"#.utf8)
+        guard case .failure(let syntax) = Self.read(broken) else { Issue.record("accepted"); return }
+        #expect(syntax.code == .invalidJSON)
+        #expect(syntax.message.contains("at byte \(broken.count - 1)"), "\(syntax.message)")
+    }
+}
+
+@Suite("Device tokens as bytes")
+struct DeviceTokenListTests {
+    @Test("tokens of any valid length come back as lowercase hex; sorting keeps one of each")
+    func roundTrip() {
+        let tokens = ["0123456789ABCDEF", String(repeating: "ab", count: 32), String(repeating: "f0", count: 200), "0123456789abcdef", "00000000000000ff"]
+        var list = DeviceTokenList()
+        list.reserve(forBodyOf: 1000)
+        for token in tokens { list.append(hex: token.utf8) }
+        #expect(list.hex(0..<list.count) == tokens.map { $0.lowercased() })
+        list.sortAndRemoveDuplicates()
+        #expect(list.hex(0..<list.count) == Set(tokens.map { $0.lowercased() }).sorted(by: Self.byBytes))
+        #expect(list.count == 4)
+    }
+
+    /// The order of the tokens' bytes: shorter first where one is a prefix of the other.
+    static func byBytes(_ a: String, _ b: String) -> Bool {
+        func bytes(_ hex: String) -> [UInt8] {
+            stride(from: 0, to: hex.count, by: 2).map { UInt8(hex.dropFirst($0).prefix(2), radix: 16)! }
+        }
+        return bytes(a).lexicographicallyPrecedes(bytes(b))
+    }
+}
