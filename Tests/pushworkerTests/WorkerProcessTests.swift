@@ -200,6 +200,64 @@ struct WorkerProcessTests {
         await publisher.close()
     }
 
+    @Test("a job over 1 MiB is read as it arrives: a device named twice (in any case, in any chunk) is sent once; a large invalid job is dead-lettered with an error summary")
+    func largeJobs() async throws {
+        let setup = try await Self.setUp(faults: [], extra: "chunk_size: 1000")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let prefix = setup.prefix
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
+        let dead = try await TestBroker.consumer(queue: "\(prefix).dead", topology: topology)
+
+        // 15,000 devices, the first 3,000 named again at the end, upper-cased.
+        let unique = 15_000
+        let named = (0..<unique).map { Self.token($0) } + (0..<3_000).map { Self.token($0).uppercased() }
+        let body = #"{"id": "dups", "audience": {"tokens": [\#(named.map { "\"\($0)\"" }.joined(separator: ","))]}, "payload": {"aps": {}}}"#
+        #expect(body.utf8.count > 1 << 20)
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(body.utf8)))
+        var perDevice: [String: Int] = [:]
+        var chunks = Set<String>()
+        while chunks.count < 15 {
+            let delivery = try await results.next(within: .seconds(60))
+            try await delivery.ack()
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+            if delivery.properties.type == "summary" {
+                chunks.insert(object["chunk"] as? String ?? "?")
+            } else {
+                perDevice[object["token"] as? String ?? "", default: 0] += 1
+            }
+        }
+        #expect(chunks == Set((1...15).map { "\($0)/15" }))
+        #expect(perDevice.count == unique && perDevice.values.allSatisfy { $0 == 1 })
+        #expect(setup.mock.recorded.count == unique)
+
+        // 20,000 tokens, one of them bad: nothing is sent, the original goes to the dead letters.
+        var tokens = (0..<20_000).map { "\"\(Self.token($0))\"" }
+        tokens[17_777] = "\"not-a-token\""
+        let invalid = Array(#"{"id": "bad-big", "audience": {"tokens": [\#(tokens.joined(separator: ","))]}, "payload": {"aps": {}}}"#.utf8)
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: invalid,
+            properties: AMQPProperties(replyTo: "\(prefix).results", messageID: "bad-big")))
+        let letter = try await dead.next(within: .seconds(30))
+        #expect(letter.body == invalid)
+        let death = letter.properties.headers?["x-death"]?.arrayValue?.first?.tableValue
+        #expect(death?["reason"]?.stringValue == "rejected")
+        try await letter.ack()
+        let summary = try await results.next(within: .seconds(30))
+        try await summary.ack()
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(summary.body)) as? [String: Any])
+        let error = try #require(object["error"] as? [String: Any])
+        #expect(error["code"] as? String == "invalid_token")
+        #expect((error["message"] as? String)?.contains("audience.tokens[17777]") == true)
+        #expect(setup.mock.recorded.count == unique, "nothing of the invalid job was sent")
+        #expect(try await worker.stop() == 0)
+        await dead.close()
+        await results.close()
+        await publisher.close()
+    }
+
     @Test("a second signal exits at once, and the unfinished job is redelivered, not lost")
     func secondSignal() async throws {
         let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(10)))])
