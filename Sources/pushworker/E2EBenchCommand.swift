@@ -23,7 +23,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(help: "Devices in the large job.") var count = 100_000
     @Option(help: "One-device jobs timed one after another.") var jobs = 1000
     @Option(help: "APNs connections.") var connections = 1
-    @Option(name: .customLong("max-in-flight"), help: "The app's max_in_flight (requests in flight at once).") var maxInFlight = 500
+    @Option(name: .customLong("max-in-flight"), help: "The app's max_in_flight (devices in flight at once; default the worker's).") var maxInFlight: Int?
 
     func run() async throws {
         let prefix = "pushworker.bench.\(UUID().uuidString.prefix(8).lowercased())"
@@ -40,7 +40,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 url: \(url)
                 ca_file: \(caFile)
                 connections: \(connections)
-                max_in_flight: \(maxInFlight)
+                max_in_flight: \(maxInFlight ?? AppConfiguration.defaultMaxInFlight)
                 token: {key_file: \(keyFile), key_id: \(keyID), team_id: \(teamID)}
             """.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }

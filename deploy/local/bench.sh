@@ -4,7 +4,7 @@
 #
 #   deploy/local/bench.sh apns [COUNT] [CONNECTIONS] [STREAMS]   the APNs client alone
 #   deploy/local/bench.sh e2e  [COUNT] [CONNECTIONS] [STREAMS]   broker → worker → APNs → results
-#                                   (the worker's max_in_flight: $MAX_IN_FLIGHT, default 500)
+#                                   (the worker's max_in_flight: $MAX_IN_FLIGHT, else its default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode="${1:-apns}"
@@ -43,7 +43,7 @@ else
   echo "== pushworker bench e2e --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
   "$bin/pushworker" bench e2e --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
     --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
-    --topic com.example.app --max-in-flight "${MAX_IN_FLIGHT:-500}" | tee "$work/ours.txt"
+    --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} | tee "$work/ours.txt"
   rate_pattern='= [0-9]* devices/s'
 fi
 
