@@ -9,7 +9,8 @@ import Synchronization
 /// see each connection: which one is new (and so limited to one stream until APNs has accepted
 /// a request), how many streams each carries, and which one failed.
 ///
-/// Tasks hand transfers over through `submit`, which wakes the thread with `curl_multi_wakeup`;
+/// Tasks hand transfers over through `submit`, which wakes the thread with `curl_multi_wakeup`
+/// when it may be waiting;
 /// every libcurl call happens on the thread, as the multi interface requires.
 final class APNsConnection: @unchecked Sendable {
     private let configuration: APNsClientConfiguration
@@ -33,14 +34,16 @@ final class APNsConnection: @unchecked Sendable {
         thread.start()
     }
 
-    /// Queues a transfer; false when the driver is shutting down.
+    /// Queues a transfer; false when the driver is shutting down. Only the first transfer
+    /// queued since the thread last looked wakes it: the wake-up is a write to a socket, and
+    /// one per notification showed up in the profile.
     func submit(_ transfer: CurlTransfer) -> Bool {
-        let accepted = submitted.withLock { state -> Bool in
-            guard !state.closed else { return false }
+        let (accepted, first) = submitted.withLock { state -> (Bool, Bool) in
+            guard !state.closed else { return (false, false) }
             state.transfers.append(transfer)
-            return true
+            return (true, state.transfers.count == 1)
         }
-        if accepted { curl_multi_wakeup(multi) }
+        if first { curl_multi_wakeup(multi) }
         return accepted
     }
 

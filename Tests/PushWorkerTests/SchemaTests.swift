@@ -76,6 +76,13 @@ struct SchemaTests {
             try encoder.encode(value).write(to: file)
             return file
         }
+        func write(_ result: PushResult, _ name: String) throws -> URL {
+            let file = directory.appendingPathComponent(name)
+            try Data(result.json).write(to: file)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(result.json)) as? [String: Any])
+            #expect(object.keys.sorted() == ["apns_id", "apns_unique_id", "app", "attempts", "job_id", "outcome", "reason", "status", "timestamp", "token", "user"])
+            return file
+        }
         let results = [
             try write(PushResult(jobID: "j", token: "ab", app: "demo", outcome: .delivered, status: 200, apnsID: "id", attempts: 1), "r1.json"),
             try write(PushResult(jobID: "j", token: "ab", user: "u", app: "demo", outcome: .rejected, status: 410, reason: "Unregistered", timestamp: 1_700_000_000_000, attempts: 2), "r2.json"),

@@ -17,21 +17,21 @@ public struct ResultPublisher: Sendable {
     }
 
     public func publish(_ result: PushResult, to queue: String) async throws {
-        try await publish(try encoder.encode(result), type: "result", jobID: result.jobID, to: queue)
+        try await publish(result.json, type: "result", jobID: result.jobID, to: queue)
     }
 
     public func publish(_ summary: JobSummary, to queue: String) async throws {
-        try await publish(try encoder.encode(summary), type: "summary", jobID: summary.jobID, to: queue)
+        try await publish(Array(try encoder.encode(summary)), type: "summary", jobID: summary.jobID, to: queue)
     }
 
     /// Publishes again while the broker is briefly away (a restart, a lost connection), so a
     /// blip does not throw away the work of a whole job; gives up after about half a minute.
-    private func publish(_ body: Data, type: String, jobID: String, to queue: String) async throws {
+    private func publish(_ body: [UInt8], type: String, jobID: String, to queue: String) async throws {
         let properties = AMQPProperties(
             contentType: "application/json", persistent: true, correlationID: jobID,
             timestamp: UInt64(Date().timeIntervalSince1970), type: type)
         // Mandatory: a reply queue that does not exist is an error, not a silent loss.
-        let message = AMQPMessage.toQueue(queue, body: Array(body), properties: properties, mandatory: true)
+        let message = AMQPMessage.toQueue(queue, body: body, properties: properties, mandatory: true)
         for attempt in 1... {
             do {
                 return try await publisher.publish(message)
