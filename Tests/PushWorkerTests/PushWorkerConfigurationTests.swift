@@ -110,4 +110,26 @@ struct PushWorkerConfigurationTests {
             #expect("\(error)".contains("apps[1].token.key_file: cannot read '/nonexistent.p8'"))
         }
     }
+
+    @Test("max_in_flight bounds the devices in flight: 256 unless set, and a value out of range names the key")
+    func maxInFlight() throws {
+        // Any readable file stands in for the certificate: it is only opened when connecting.
+        let certificate = try temporaryFile("not read")
+        let app = #"{topic: t, environment: sandbox, url: "https://127.0.0.1:1", certificate: {file: \#(certificate), format: pem}}"#
+        let file = try temporaryFile("""
+            apps:
+              - {name: a, \(app.dropFirst())
+              - {name: b, max_in_flight: 50, \(app.dropFirst())
+              - {name: c, max_in_flight: 0, \(app.dropFirst())
+            """)
+        let configuration = try PushWorkerConfiguration.load(file: file)
+        #expect(try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:]).maxInFlight == 256)
+        #expect(try configuration.apps[1].clientConfiguration(file: file, index: 1, environment: [:]).maxInFlight == 50)
+        do {
+            _ = try configuration.apps[2].clientConfiguration(file: file, index: 2, environment: [:])
+            Issue.record("accepted max_in_flight 0")
+        } catch {
+            #expect("\(error)" == "\(file): apps[2].max_in_flight: 0 is not between 1 and 100000")
+        }
+    }
 }

@@ -234,6 +234,25 @@ struct WorkerProcessTests {
         #expect(perDevice.count == unique && perDevice.values.allSatisfy { $0 == 1 })
         #expect(setup.mock.recorded.count == unique)
 
+        // The same below 1 MiB, where the job is read whole: 2,000 devices, 500 named twice.
+        let small = (20_000..<22_000).map { Self.token($0) } + (20_000..<20_500).map { Self.token($0) }
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(
+            #"{"id": "dups-small", "audience": {"tokens": [\#(small.map { "\"\($0)\"" }.joined(separator: ","))]}, "payload": {"aps": {}}}"#.utf8)))
+        var smallDevices: [String: Int] = [:]
+        var smallChunks = 0
+        while smallChunks < 2 {
+            let delivery = try await results.next(within: .seconds(60))
+            try await delivery.ack()
+            if delivery.properties.type == "summary" {
+                smallChunks += 1
+            } else {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+                smallDevices[object["token"] as? String ?? "", default: 0] += 1
+            }
+        }
+        #expect(smallDevices.count == 2_000 && smallDevices.values.allSatisfy { $0 == 1 })
+        #expect(setup.mock.recorded.count == unique + 2_000)
+
         // 20,000 tokens, one of them bad: nothing is sent, the original goes to the dead letters.
         var tokens = (0..<20_000).map { "\"\(Self.token($0))\"" }
         tokens[17_777] = "\"not-a-token\""
@@ -251,7 +270,7 @@ struct WorkerProcessTests {
         let error = try #require(object["error"] as? [String: Any])
         #expect(error["code"] as? String == "invalid_token")
         #expect((error["message"] as? String)?.contains("audience.tokens[17777]") == true)
-        #expect(setup.mock.recorded.count == unique, "nothing of the invalid job was sent")
+        #expect(setup.mock.recorded.count == unique + 2_000, "nothing of the invalid job was sent")
         #expect(try await worker.stop() == 0)
         await dead.close()
         await results.close()
