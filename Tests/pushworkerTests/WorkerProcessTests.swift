@@ -177,19 +177,8 @@ struct WorkerProcessTests {
         let count = 20_000
         let tokens = (0..<count).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "big", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
-        var perDevice: [String: Int] = [:]
-        var chunks = Set<String>()
-        while chunks.count < 20 {
-            let delivery = try await results.next(within: .seconds(60))
-            try await delivery.ack()
-            #expect(delivery.properties.correlationID == "big")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
-            if delivery.properties.type == "summary" {
-                chunks.insert(object["chunk"] as? String ?? "?")
-            } else {
-                perDevice[object["token"] as? String ?? "", default: 0] += 1
-            }
-        }
+        let (perDevice, chunks, jobs) = try await collectResults(from: results, devices: count, chunks: 20)
+        #expect(jobs == ["big"])
         #expect(chunks == Set((1...20).map { "\($0)/20" }))
         #expect(perDevice.count == count && perDevice.values.allSatisfy { $0 == 1 })
         #expect(Set(setup.mock.recorded.map(\.connection)).count == 2, "both workers should have sent some")
@@ -218,18 +207,7 @@ struct WorkerProcessTests {
         let body = #"{"id": "dups", "audience": {"tokens": [\#(named.map { "\"\($0)\"" }.joined(separator: ","))]}, "payload": {"aps": {}}}"#
         #expect(body.utf8.count > 1 << 20)
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(body.utf8)))
-        var perDevice: [String: Int] = [:]
-        var chunks = Set<String>()
-        while chunks.count < 15 {
-            let delivery = try await results.next(within: .seconds(60))
-            try await delivery.ack()
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
-            if delivery.properties.type == "summary" {
-                chunks.insert(object["chunk"] as? String ?? "?")
-            } else {
-                perDevice[object["token"] as? String ?? "", default: 0] += 1
-            }
-        }
+        let (perDevice, chunks, _) = try await collectResults(from: results, devices: unique, chunks: 15)
         #expect(chunks == Set((1...15).map { "\($0)/15" }))
         #expect(perDevice.count == unique && perDevice.values.allSatisfy { $0 == 1 })
         #expect(setup.mock.recorded.count == unique)
@@ -238,18 +216,7 @@ struct WorkerProcessTests {
         let small = (20_000..<22_000).map { Self.token($0) } + (20_000..<20_500).map { Self.token($0) }
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(
             #"{"id": "dups-small", "audience": {"tokens": [\#(small.map { "\"\($0)\"" }.joined(separator: ","))]}, "payload": {"aps": {}}}"#.utf8)))
-        var smallDevices: [String: Int] = [:]
-        var smallChunks = 0
-        while smallChunks < 2 {
-            let delivery = try await results.next(within: .seconds(60))
-            try await delivery.ack()
-            if delivery.properties.type == "summary" {
-                smallChunks += 1
-            } else {
-                let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
-                smallDevices[object["token"] as? String ?? "", default: 0] += 1
-            }
-        }
+        let smallDevices = try await collectResults(from: results, devices: 2_000, chunks: 2).perDevice
         #expect(smallDevices.count == 2_000 && smallDevices.values.allSatisfy { $0 == 1 })
         #expect(setup.mock.recorded.count == unique + 2_000)
 

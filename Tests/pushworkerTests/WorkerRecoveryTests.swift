@@ -4,29 +4,6 @@ import MockAPNs
 import TestSupport
 import Testing
 
-/// Collects results until every device has one and every chunk has its summary.
-private func collect(from results: AMQPConsumer, devices: Int, chunks: Int, within limit: Duration = .seconds(120)) async throws -> [String: Int] {
-    var perDevice: [String: Int] = [:]
-    var summaries = Set<String>()
-    let deadline = ContinuousClock.now + limit
-    while perDevice.count < devices || summaries.count < chunks {
-        guard ContinuousClock.now < deadline else {
-            throw TestFailure("after \(limit): \(perDevice.count) of \(devices) devices, \(summaries.count) of \(chunks) chunk summaries")
-        }
-        let delivery = try await results.next(within: .seconds(60))
-        // After a broker restart the test's own consumer reconnects too: a stale ack just means
-        // the result comes again.
-        try? await delivery.ack()
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
-        if delivery.properties.type == "summary" {
-            summaries.insert(object["chunk"] as? String ?? "whole")
-        } else {
-            perDevice[object["token"] as? String ?? "", default: 0] += 1
-        }
-    }
-    return perDevice
-}
-
 /// A worker running against a mock, with a big job of `count` tokens published and under way.
 private struct JobUnderWay {
     let setup: WorkerProcessTests.Setup
@@ -66,7 +43,7 @@ struct WorkerKillTests {
         _ = try await job.worker.stop(signal: SIGKILL)
         let second = try RunningProgram(Program.executable, arguments: ["run", "--config", job.setup.config.path])
         try await second.waitForLog("worker started")
-        let perDevice = try await collect(from: job.results, devices: 20_000, chunks: 40, within: .seconds(240))
+        let perDevice = try await collectResults(from: job.results, devices: 20_000, chunks: 40, within: .seconds(240)).perDevice
         #expect(perDevice.count == 20_000)
         #expect(try await second.stop() == 0, "\(second.log)")
         await job.close()
@@ -82,7 +59,7 @@ struct WorkerBrokerRestartTests {
         try await Task.sleep(for: .seconds(1))
         try TestBroker.rabbitmqctl("start_app")
         try TestBroker.rabbitmqctl("await_startup")
-        let perDevice = try await collect(from: job.results, devices: 3000, chunks: 6)
+        let perDevice = try await collectResults(from: job.results, devices: 3000, chunks: 6).perDevice
         #expect(perDevice.count == 3000)
         #expect(job.worker.process.isRunning, "\(job.worker.log)")
         #expect(try await job.worker.stop() == 0, "\(job.worker.log)")
