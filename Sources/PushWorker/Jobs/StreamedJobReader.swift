@@ -62,7 +62,7 @@ private final class Events: JSONEventHandler {
     let skeleton = JSONStreamWriter()
     var tokens = DeviceTokenList()
     var error: JobError?
-    /// Open containers, each with the key last seen in it (objects) .
+    /// Open containers, each with the key last seen in it (objects only).
     private var path: [(isObject: Bool, key: String?)] = []
     private var inTokens = false
 
