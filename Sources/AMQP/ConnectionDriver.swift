@@ -332,8 +332,8 @@ final class ConnectionDriver: @unchecked Sendable {
             let content = try readContent(on: handle, streaming: consume?.streaming, during: "reading delivery \(tag)")
             unsettled.insert(tag)
             deliveries?.yield(AMQPDelivery(
-                body: content.body, streamedBody: content.receiver, bodySize: content.size, properties: content.properties, exchange: exchange, routingKey: routingKey, deliveryTag: tag,
-                redelivered: redelivered, consumerTag: consumerTag, generation: generation, driver: self))
+                body: content.body, streamedBody: content.receiver, bodySize: content.size, properties: content.properties,
+                exchange: exchange, routingKey: routingKey, deliveryTag: tag, redelivered: redelivered, consumerTag: consumerTag, generation: generation, driver: self))
         case PW_BASIC_ACK:
             let ack = method.decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
             confirm(upTo: ack.delivery_tag, multiple: ack.multiple != 0, acknowledged: true)

@@ -27,7 +27,9 @@ public final class StreamedJobReader: AMQPBodyReceiver {
         state.withLock { $0.feed(fragment) }
     }
 
-    /// Ends the document; the skeleton and tokens, or the job's error.
+    /// Ends the document; the skeleton and tokens, or the job's error. The tokens are moved out,
+    /// not shared: the caller sorts them in place, which would otherwise copy tens of megabytes
+    /// while this reader (kept by the delivery) still held the original.
     public func finish() -> Result<Outcome, JobError> {
         state.withLock { $0.finish() }
     }
@@ -53,6 +55,7 @@ private struct Reading: ~Copyable {
             do { try parser.finish() } catch { events.refuse(error) }
         }
         if let error = events.error { return .failure(error) }
+        defer { events.tokens = DeviceTokenList() }
         return .success(.init(skeleton: events.skeleton.bytes, tokens: events.tokens))
     }
 }

@@ -143,7 +143,7 @@ public final class Worker: Service, Sendable {
         let previous = delivery.properties.headers?[Self.attemptsHeader]?.arrayValue?.compactMap { $0.intValue.map(Int.init) }
         let chunk = delivery.properties.headers?[Self.chunkHeader]?.stringValue
         do {
-            if var tokens = streamedTokens {
+            if var tokens = streamedTokens.take() {  // taken, so sorting it in place does not copy it
                 if chunk == nil && tokens.count > settings.chunkSize {
                     try await split(job, streamed: &tokens, delivery: delivery)
                     try await delivery.ack()
@@ -156,11 +156,7 @@ public final class Worker: Service, Sendable {
             let audience = chunk == nil
                 ? try await resolver.resolve(job, previousAttempts: previous)
                 : try await ExplicitTokenResolver().resolve(job, previousAttempts: previous)
-            if !audience.unresolved.isEmpty {
-                logger.warning("audience entries this worker cannot resolve are skipped", metadata: [
-                    "job": "\(job.id)", "unresolved": "\(audience.unresolved.prefix(10).joined(separator: ", "))",
-                ])
-            }
+            warnUnresolved(audience, of: job)
             let recipients = audience.recipients
             if chunk == nil && recipients.count > settings.chunkSize {
                 try await split(job, recipients: recipients, delivery: delivery)
@@ -200,6 +196,7 @@ public final class Worker: Service, Sendable {
     /// The same for a streamed job: its explicit tokens, plus the devices of its users and groups.
     private func split(_ job: PushJob, streamed tokens: inout DeviceTokenList, delivery: AMQPDelivery) async throws {
         let others = try await resolver.resolve(job, previousAttempts: nil)
+        warnUnresolved(others, of: job)
         for recipient in others.recipients { tokens.append(hex: recipient.token.utf8) }
         tokens.sortAndRemoveDuplicates()
         let unique = tokens
@@ -232,6 +229,13 @@ public final class Worker: Service, Sendable {
     }
 
     static let chunksInFlight = 32
+
+    private func warnUnresolved(_ audience: ResolvedAudience, of job: PushJob) {
+        guard !audience.unresolved.isEmpty else { return }
+        logger.warning("audience entries this worker cannot resolve are skipped", metadata: [
+            "job": "\(job.id)", "unresolved": "\(audience.unresolved.prefix(10).joined(separator: ", "))",
+        ])
+    }
 
     /// The headers a republished job keeps: the producer's and ours, not the broker's bookkeeping
     /// of the original message (x-death, x-delivery-count), which would only mislead.
