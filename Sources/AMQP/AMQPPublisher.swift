@@ -30,6 +30,16 @@ public final class AMQPPublisher: Sendable {
         }
     }
 
+    /// Whether `queue` exists, by a passive declare on a channel apart from the publishing one
+    /// (a missing queue closes that channel, never the one with publishes in flight). A queue
+    /// another connection holds exclusively (a producer's private reply queue) exists.
+    /// Throws when the broker cannot be asked (connection closed, access refused).
+    public func queueExists(_ queue: String) async throws -> Bool {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, Error>) in
+            driver.post(.queueExists(queue, continuation))
+        }
+    }
+
     /// Waits for outstanding confirms (bounded by the RPC timeout), then closes the connection.
     public func close() async {
         await withCheckedContinuation { continuation in

@@ -77,6 +77,7 @@ final class ConnectionDriver: @unchecked Sendable {
         switch command {
         case .publish(let pending): pending.fail(closed)
         case .settle: break
+        case .queueExists(_, let continuation): continuation.resume(throwing: closed)
         case .shutdown(let continuation): continuation?.resume()
         }
     }
@@ -255,6 +256,14 @@ final class ConnectionDriver: @unchecked Sendable {
             default: unsettled.remove(tag)
             }
             try send(settlement, tag: tag, on: handle)
+        case .queueExists(let queue, let continuation):
+            do {
+                continuation.resume(returning: try handle.queueExists(queue, timeout: configuration.rpcTimeout))
+            } catch {
+                continuation.resume(throwing: error)
+                // A refusal closes only the inspection channel; anything else lost the connection.
+                if !handle.isUsable { throw error }
+            }
         case .shutdown(let continuation):
             requestShutdown(continuation)
         }

@@ -7,9 +7,16 @@ import Foundation
 /// created, used and destroyed on its driver's I/O thread only.
 final class ConnectionHandle {
     static let channel: amqp_channel_t = 1
+    /// For passive declares: the broker closes a channel whose passive declare fails, and that
+    /// must not be the channel that carries publishes and their confirms.
+    static let inspectionChannel: amqp_channel_t = 2
 
     let state: amqp_connection_state_t
     private var isOpen = true
+    private var inspectionChannelOpen = false
+
+    /// False once the connection failed or was closed.
+    var isUsable: Bool { isOpen }
 
     private init(state: amqp_connection_state_t) {
         self.state = state
@@ -119,6 +126,38 @@ final class ConnectionHandle {
             isOpen = false
             throw AMQPError(.library, "\(context): librabbitmq returned no reply")
         }
+    }
+
+    /// A passive declare of `queue` on the inspection channel. 404 means no such queue; 405 means
+    /// another connection holds it exclusively, so it exists. Frames for channel 1 that arrive
+    /// meanwhile are queued by librabbitmq and read by the next `readFrames`.
+    func queueExists(_ queue: String, timeout: Duration) throws -> Bool {
+        let channel = Self.inspectionChannel
+        if !inspectionChannelOpen {
+            amqp_channel_open(state, channel)
+            try check(amqp_get_rpc_reply(state), during: "opening the inspection channel", timeout: timeout)
+            inspectionChannelOpen = true
+        }
+        CArena.with { arena in
+            _ = amqp_queue_declare(state, channel, arena.bytes(queue), 1, 0, 0, 0, arena.table([:]))
+        }
+        let reply = amqp_get_rpc_reply(state)
+        if reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION, reply.reply.id == PW_CHANNEL_CLOSE, let decoded = reply.reply.decoded {
+            let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
+            var ok = amqp_channel_close_ok_t()
+            _ = amqp_send_method(state, channel, PW_CHANNEL_CLOSE_OK, &ok)
+            inspectionChannelOpen = false
+            switch close.reply_code {
+            case 404: return false
+            case 405: return true
+            default:
+                throw AMQPError(
+                    .brokerClosed, "checking queue '\(queue)': the broker refused", replyCode: close.reply_code,
+                    replyText: CDecoding.string(close.reply_text))
+            }
+        }
+        try check(reply, during: "checking queue '\(queue)'", timeout: timeout)
+        return true
     }
 
     /// Answers a broker-initiated channel.close or connection.close and describes it as an error.
