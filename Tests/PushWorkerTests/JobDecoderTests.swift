@@ -5,7 +5,7 @@ import Testing
 
 @Suite("Job decoding and validation")
 struct JobDecoderTests {
-    static let decoder = JobDecoder(apps: ["demo"])
+    static let decoder = JobDecoder(apps: ["demo": "com.example.app"])
     static let token = String(repeating: "ab", count: 32)
 
     struct CorpusEntry: Sendable, CustomStringConvertible {
@@ -93,6 +93,43 @@ struct JobDecoderTests {
         #expect(try expiration(#""2030-03-17T10:00:00Z""#)?.deadline == ISO8601DateFormatter().date(from: "2030-03-17T10:00:00Z"))
     }
 
+    @Test("expiration 0 means immediately, as in APNs' header, not a moment in 1970")
+    func expirationZero() throws {
+        let job = try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}, "expiration": 0}"#.utf8))
+        #expect(job.expiration == .immediately)
+        #expect(job.expiration?.hasPassed() == false)
+        #expect(job.expiration?.headerValue == "0")
+    }
+
+    @Test("RFC 3339 times with fractional seconds and offsets, as the schema allows")
+    func fractionalSeconds() throws {
+        func deadline(_ text: String) throws -> Date? {
+            try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}, "expiration": "\#(text)"}"#.utf8)).expiration?.deadline
+        }
+        #expect(try deadline("2026-11-22T10:00:00.5Z") == Date(timeIntervalSince1970: 1_795_341_600.5))
+        #expect(try deadline("2026-11-22T11:00:00.250+01:00") == Date(timeIntervalSince1970: 1_795_341_600.25))
+        #expect(try deadline("2026-11-22T10:00:00Z") == Date(timeIntervalSince1970: 1_795_341_600))
+        #expect(throws: JobError.self) { try deadline("2026-11-22 10:00") }
+    }
+
+    @Test("a push type that needs a topic suffix is checked against the app's topic when the job names none")
+    func pushTypeAgainstAppTopic() throws {
+        func decode(_ decoder: JobDecoder, _ extra: String) throws(JobError) -> PushJob {
+            try decoder.decode(Array(#"{"audience": {"tokens": ["\#(Self.token)"]}, "payload": {"aps": {}}\#(extra)}"#.utf8))
+        }
+        do {
+            _ = try decode(Self.decoder, #", "push_type": "voip""#)
+            Issue.record("a voip job with no topic for an app whose topic has no .voip was accepted")
+        } catch {
+            #expect(error.code == .invalidField && error.field == "push_type")
+            #expect(error.message.contains("'.voip'") && error.message.contains("com.example.app"), "\(error.message)")
+        }
+        #expect(try decode(Self.decoder, #", "push_type": "voip", "topic": "com.example.app.voip""#).topic == "com.example.app.voip")
+        let voipApp = JobDecoder(apps: ["calls": "com.example.calls.voip"])
+        #expect(try decode(voipApp, #", "push_type": "voip""#).pushType == .voip)
+        #expect(throws: JobError.self) { try decode(voipApp, #", "push_type": "liveactivity""#) }
+    }
+
     @Test("an empty tokens list is a valid job with no recipients")
     func noRecipients() throws {
         let job = try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}}"#.utf8))
@@ -101,7 +138,7 @@ struct JobDecoderTests {
 
     @Test("with several apps, app is required")
     func appRequired() {
-        let decoder = JobDecoder(apps: ["a", "b"])
+        let decoder = JobDecoder(apps: ["a": "com.example.a", "b": "com.example.b"])
         #expect(throws: JobError(.unknownApp, field: "app", "app is required when several apps are configured (a, b)")) {
             try decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}}"#.utf8))
         }

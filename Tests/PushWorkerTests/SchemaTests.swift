@@ -13,6 +13,8 @@ struct SchemaTests {
 
     /// Codes a schema cannot decide: the serialised payload size, and whether an app is configured.
     static let beyondSchema: Set<String> = ["payload_too_large", "unknown_app"]
+    /// Jobs that are invalid only with the app's configuration, which a schema does not see.
+    static let beyondSchemaFiles: Set<String> = ["voip-no-topic.json"]
 
     static func validate(_ schema: String, _ files: [URL]) throws -> [String] {
         let process = Process()
@@ -35,7 +37,7 @@ struct SchemaTests {
         let verdicts = try Self.validate("job.schema.json", entries.map { JobDecoderTests.corpusDirectory.appendingPathComponent($0.file) })
         #expect(verdicts.count == entries.count)
         for (entry, verdict) in zip(entries, verdicts) {
-            if Self.beyondSchema.contains(entry.code) {
+            if Self.beyondSchema.contains(entry.code) || Self.beyondSchemaFiles.contains(entry.file) {
                 #expect(verdict == "valid", "\(entry.file): \(verdict)")
             } else {
                 #expect(verdict != "valid", "\(entry.file) (\(entry.code)) passes the schema")
@@ -61,7 +63,7 @@ struct SchemaTests {
             try Data(job.utf8).write(to: file)
             files.append(file)
         }
-        let decoder = JobDecoder(apps: ["demo"])
+        let decoder = JobDecoder(apps: ["demo": "com.example.app"])
         for file in files { _ = try decoder.decode(Array(try Data(contentsOf: file))) }
         #expect(try Self.validate("job.schema.json", files) == Array(repeating: "valid", count: files.count))
     }

@@ -4,10 +4,11 @@ import Foundation
 /// Turns a message body into a `PushJob`, or a `JobError` that names the field. Every rule of the
 /// job contract is checked here, before anything is resolved or sent.
 public struct JobDecoder: Sendable {
-    /// Names of the configured apps.
-    public var apps: Set<String>
+    /// The configured apps by name, each with its default topic (bundle id): a push type that
+    /// needs a topic suffix is checked against the topic the job will really be sent with.
+    public var apps: [String: String]
 
-    public init(apps: Set<String>) {
+    public init(apps: [String: String]) {
         self.apps = apps
     }
 
@@ -42,15 +43,16 @@ public struct JobDecoder: Sendable {
         guard !id.isEmpty else { throw JobError(.invalidField, field: "id", "id is empty") }
 
         let app: String
+        let appTopic: String
         if let named = try fields.string("app") {
-            guard apps.contains(named) else {
-                throw JobError(.unknownApp, field: "app", "app '\(named)' is not configured (configured: \(apps.sorted().joined(separator: ", ")))")
+            guard let topic = apps[named] else {
+                throw JobError(.unknownApp, field: "app", "app '\(named)' is not configured (configured: \(apps.keys.sorted().joined(separator: ", ")))")
             }
-            app = named
+            (app, appTopic) = (named, topic)
         } else if apps.count == 1, let only = apps.first {
-            app = only
+            (app, appTopic) = only
         } else {
-            throw JobError(.unknownApp, field: "app", "app is required when several apps are configured (\(apps.sorted().joined(separator: ", ")))")
+            throw JobError(.unknownApp, field: "app", "app is required when several apps are configured (\(apps.keys.sorted().joined(separator: ", ")))")
         }
 
         let audience = try decodeAudience(fields.object("audience"))
@@ -74,8 +76,13 @@ public struct JobDecoder: Sendable {
         }
         let topic = try fields.string("topic")
         if let topic, topic.isEmpty { throw JobError(.invalidField, field: "topic", "topic is empty") }
-        if let topic, let suffix = pushType.requiredTopicSuffix, !topic.hasSuffix(suffix) {
-            throw JobError(.invalidField, field: "topic", "push type \(pushType.rawValue) needs a topic ending in '\(suffix)', got '\(topic)'")
+        if let suffix = pushType.requiredTopicSuffix, !(topic ?? appTopic).hasSuffix(suffix) {
+            if let topic {
+                throw JobError(.invalidField, field: "topic", "push type \(pushType.rawValue) needs a topic ending in '\(suffix)', got '\(topic)'")
+            }
+            // APNs would refuse every device (DeviceTokenNotForTopic or BadTopic): refuse the job once instead.
+            throw JobError(.invalidField, field: "push_type",
+                "push_type \(pushType.rawValue) needs a topic ending in '\(suffix)'; the job names no topic and app '\(app)' sends to '\(appTopic)' (add \"topic\": \"\(appTopic)\(suffix)\")")
         }
         var results = PushJob.ResultsMode.all
         if let text = try fields.string("results") {
@@ -127,13 +134,30 @@ public struct JobDecoder: Sendable {
             tokens: tokens.map { $0.lowercased() }, users: try fields.strings("users") ?? [], groups: try fields.strings("groups") ?? [])
     }
 
-    /// `"immediate"`, Unix seconds, an RFC 3339 string, or `{"after_seconds": N}`.
+    /// The `reply_to` of a body that was refused for another reason, so the error summary reaches
+    /// the queue the producer reads; nil when the body is not an object or names none.
+    public static func replyTo(in body: [UInt8]) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let replyTo = object["reply_to"] as? String, !replyTo.isEmpty
+        else { return nil }
+        return replyTo
+    }
+
+    /// An RFC 3339 time, with or without fractional seconds (`2026-11-22T10:00:00.5Z`).
+    static func rfc3339(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions.insert(.withFractionalSeconds)
+        return formatter.date(from: text)
+    }
+
+    /// `"immediate"` or 0, Unix seconds, an RFC 3339 string, or `{"after_seconds": N}`.
     private func decodeExpiration(_ value: Any?, enqueuedAt: Date) throws(JobError) -> APNsExpiration? {
         guard let value else { return nil }
         let field = "expiration"
         if let text = value as? String {
             if text == "immediate" { return .immediately }
-            if let date = ISO8601DateFormatter().date(from: text) { return .at(date) }
+            if let date = Self.rfc3339(text) { return .at(date) }
             throw JobError(.invalidField, field: field, "expiration '\(text)' is not \"immediate\" or an RFC 3339 time")
         }
         if let number = value as? NSNumber, !JobFields.isBoolean(number) {
@@ -141,7 +165,8 @@ public struct JobDecoder: Sendable {
             guard seconds.isFinite, seconds >= 0, seconds < 1e11, seconds == seconds.rounded() else {
                 throw JobError(.invalidField, field: field, "expiration \(number) is not a Unix time in whole seconds")
             }
-            return .at(Date(timeIntervalSince1970: seconds))
+            // 0 is what APNs' own header means by "immediately", never a moment in 1970.
+            return seconds == 0 ? .immediately : .at(Date(timeIntervalSince1970: seconds))
         }
         if let object = value as? [String: Any] {
             guard object.count == 1, let raw = object["after_seconds"] else {

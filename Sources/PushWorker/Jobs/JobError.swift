@@ -16,6 +16,9 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidToken = "invalid_token"
         /// The payload is over APNs' limit for the push type.
         case payloadTooLarge = "payload_too_large"
+        /// Not a refusal: `audience.users` or `audience.groups` name recipients this worker
+        /// cannot resolve (no registry). The job's tokens are still sent; the summary says so.
+        case unresolvedAudience = "unresolved_audience"
     }
 
     public let code: Code

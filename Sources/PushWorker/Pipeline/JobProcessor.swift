@@ -1,3 +1,4 @@
+import AMQP
 import APNs
 import APNsHTTP2
 import Foundation
@@ -42,9 +43,15 @@ public struct JobProcessor: Sendable {
     /// What the devices of one job came to, recorded by their tasks as they finish.
     private final class DeviceEnds: Sendable {
         private let state: Mutex<(outcomes: [Outcome: Int], handedOn: [Recipient])>
+        /// Results the broker returned because the reply queue vanished mid-job.
+        let unroutable = Atomic<Int>(0)
 
         init(outcomes: [Outcome: Int]) {
             state = Mutex((outcomes, []))
+        }
+
+        func record(_ outcomes: [Outcome: Int]) {
+            state.withLock { state in state.outcomes.merge(outcomes, uniquingKeysWith: +) }
         }
 
         func record(_ end: DeviceEnd) {
@@ -60,31 +67,36 @@ public struct JobProcessor: Sendable {
         var handedOn: [Recipient] { state.withLock { $0.handedOn } }
     }
 
-    /// - Parameter filtered: devices the job's type excludes by their owners' preferences; they
-    ///   get outcome `filtered` and no request.
-    public func process(_ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil) async throws -> Report {
+    /// - Parameters:
+    ///   - filtered: devices the job's type excludes by their owners' preferences; they get
+    ///     outcome `filtered` and no request.
+    ///   - error: what the summary reports besides the outcomes (an audience it could not resolve).
+    public func process(
+        _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil
+    ) async throws -> Report {
         let start = ContinuousClock.now
         var seen = Set<String>()
         let unique = recipients.filter { seen.insert($0.token).inserted }
         let excluded = filtered.filter { seen.insert($0.token).inserted }
         var outcomes: [Outcome: Int] = [:]
+        let ends = DeviceEnds(outcomes: [:])
         for recipient in excluded {
             outcomes[.filtered, default: 0] += 1
             if job.results != .none {
-                try await results.publish(
+                try await publish(
                     PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
-                    to: replyTo)
+                    to: replyTo, ends: ends)
             }
         }
+        ends.record(outcomes)
         // Children report into one tally and are discarded as they finish, so a finished device
         // holds no memory while the rest of the job waits for slots.
-        let ends = DeviceEnds(outcomes: outcomes)
         try await withThrowingDiscardingTaskGroup { group in
             for recipient in unique {
                 await slots.acquire()
                 group.addTask {
                     defer { slots.release() }
-                    let end = try await self.deliver(job, to: recipient, replyTo: replyTo)
+                    let end = try await self.deliver(job, to: recipient, replyTo: replyTo, ends: ends)
                     ends.record(end)
                 }
             }
@@ -93,11 +105,22 @@ public struct JobProcessor: Sendable {
         outcomes = ends.outcomes
         let elapsed = (ContinuousClock.now - start).components
         var summary = JobSummary(
-            jobID: job.id, app: appName, devices: unique.count + excluded.count, outcomes: outcomes,
+            jobID: job.id, app: appName, devices: unique.count + excluded.count, outcomes: outcomes, error: error,
             durationMilliseconds: Int(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000))
         summary.chunk = chunk
         summary.retrying = handedOn.count
-        try await results.publish(summary, to: replyTo)
+        do {
+            try await results.publish(summary, to: replyTo)
+        } catch let error as AMQPError where error.kind == .returned {
+            ends.unroutable.add(1, ordering: .relaxed)
+        }
+        let unroutable = ends.unroutable.load(ordering: .relaxed)
+        if unroutable > 0 {
+            // Sending the job again would push its devices twice; its results have nowhere to go.
+            logger.warning("the reply queue vanished during the job; its results were dropped, its devices are not sent again", metadata: [
+                "job": "\(job.id)", "reply_to": "\(replyTo)", "dropped": "\(unroutable)",
+            ])
+        }
         logger.info("job done", metadata: [
             "job": "\(job.id)", "app": "\(appName)", "devices": "\(unique.count + excluded.count)",
             "outcomes": "\(Outcome.allCases.compactMap { outcome in outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
@@ -108,7 +131,7 @@ public struct JobProcessor: Sendable {
 
     /// One device: send with in-process retries, then publish its result, or hand it on when it
     /// still fails transiently and attempts remain beyond this worker's share.
-    private func deliver(_ job: PushJob, to recipient: Recipient, replyTo: String) async throws -> DeviceEnd {
+    private func deliver(_ job: PushJob, to recipient: Recipient, replyTo: String, ends: DeviceEnds) async throws -> DeviceEnd {
         var result = PushResult(
             jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
             attempts: recipient.previousAttempts)
@@ -162,8 +185,18 @@ public struct JobProcessor: Sendable {
             "status": "\(result.status.map(String.init) ?? "-")", "reason": "\(result.reason ?? "-")", "attempts": "\(result.attempts)",
         ])
         if job.results == .all || (job.results == .failures && result.outcome.isFailure) {
-            try await results.publish(result, to: replyTo)
+            try await publish(result, to: replyTo, ends: ends)
         }
         return .final(result.outcome)
+    }
+
+    /// A result the broker returns (its reply queue was deleted after the job's check) is
+    /// counted, not thrown: throwing would requeue the job and send its devices again.
+    private func publish(_ result: PushResult, to replyTo: String, ends: DeviceEnds) async throws {
+        do {
+            try await results.publish(result, to: replyTo)
+        } catch let error as AMQPError where error.kind == .returned {
+            ends.unroutable.add(1, ordering: .relaxed)
+        }
     }
 }

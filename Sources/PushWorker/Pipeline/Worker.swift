@@ -14,6 +14,7 @@ public final class Worker: Service, Sendable {
     private let consumer: AMQPConsumer
     private let publisher: AMQPPublisher
     private let results: ResultPublisher
+    private let replyQueues: ReplyQueues
     private let decoder: JobDecoder
     private let processors: [String: JobProcessor]
     private let clients: [APNsClient]
@@ -37,7 +38,8 @@ public final class Worker: Service, Sendable {
         self.consumer = consumer
         self.publisher = publisher
         self.results = ResultPublisher(publisher: publisher)
-        self.decoder = JobDecoder(apps: Set(processors.keys))
+        self.replyQueues = ReplyQueues(publisher: publisher)
+        self.decoder = JobDecoder(apps: processors.mapValues(\.topic))
         self.processors = processors
         self.clients = clients
         self.resolver = resolver
@@ -139,13 +141,27 @@ public final class Worker: Service, Sendable {
             return
         }
         let replyTo = job.replyTo ?? delivery.properties.replyTo ?? settings.queues.results
+        do {
+            // Before anything is sent: results to a missing queue would be returned, the job
+            // requeued, and every device sent again.
+            guard try await replyQueues.exists(replyTo) else {
+                await deadLetter(delivery, JobError(.invalidField, field: "reply_to",
+                    "reply_to names queue '\(replyTo)', which does not exist; declare it before publishing the job"))
+                return
+            }
+        } catch {
+            logger.error("cannot check the reply queue; returning the job to the queue", metadata: ["job": "\(job.id)", "error": "\(error)"])
+            try? await delivery.nack(requeue: true)
+            return
+        }
         // A retry job carries each device's attempts so far, in token order.
         let previous = delivery.properties.headers?[Self.attemptsHeader]?.arrayValue?.compactMap { $0.intValue.map(Int.init) }
         let chunk = delivery.properties.headers?[Self.chunkHeader]?.stringValue
         do {
             if var tokens = streamedTokens.take() {  // taken, so sorting it in place does not copy it
                 if chunk == nil && tokens.count > settings.chunkSize {
-                    try await split(job, streamed: &tokens, delivery: delivery)
+                    let unresolved = try await split(job, streamed: &tokens, delivery: delivery)
+                    if let unresolved { try await publishUnresolved(unresolved, of: job, to: replyTo) }
                     try await delivery.ack()
                     return
                 }
@@ -156,10 +172,11 @@ public final class Worker: Service, Sendable {
             let audience = chunk == nil
                 ? try await resolver.resolve(job, previousAttempts: previous)
                 : try await ExplicitTokenResolver().resolve(job, previousAttempts: previous)
-            warnUnresolved(audience, of: job)
+            let unresolved = warnUnresolved(audience, of: job)
             let recipients = audience.recipients
             if chunk == nil && recipients.count > settings.chunkSize {
                 try await split(job, recipients: recipients, delivery: delivery)
+                if let unresolved { try await publishUnresolved(unresolved, of: job, to: replyTo) }
                 try await delivery.ack()
                 return
             }
@@ -168,7 +185,8 @@ public final class Worker: Service, Sendable {
                 await deadLetter(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
                 return
             }
-            let report = try await processor.process(job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: chunk)
+            let report = try await processor.process(
+                job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: chunk, error: unresolved)
             if !report.handedOn.isEmpty {
                 try await handOn(job, report.handedOn, delivery: delivery)
             }
@@ -194,13 +212,14 @@ public final class Worker: Service, Sendable {
     }
 
     /// The same for a streamed job: its explicit tokens, plus the devices of its users and groups.
-    private func split(_ job: PushJob, streamed tokens: inout DeviceTokenList, delivery: AMQPDelivery) async throws {
+    private func split(_ job: PushJob, streamed tokens: inout DeviceTokenList, delivery: AMQPDelivery) async throws -> JobError? {
         let others = try await resolver.resolve(job, previousAttempts: nil)
-        warnUnresolved(others, of: job)
+        let unresolved = warnUnresolved(others, of: job)
         for recipient in others.recipients { tokens.append(hex: recipient.token.utf8) }
         tokens.sortAndRemoveDuplicates()
         let unique = tokens
         try await publishChunks(of: job, devices: unique.count, delivery: delivery) { range in unique.hex(range) }
+        return unresolved
     }
 
     /// Chunk bodies are made as they go out, a few confirms at a time, so a million-device job
@@ -230,11 +249,24 @@ public final class Worker: Service, Sendable {
 
     static let chunksInFlight = 32
 
-    private func warnUnresolved(_ audience: ResolvedAudience, of job: PushJob) {
-        guard !audience.unresolved.isEmpty else { return }
+    /// Users and groups nobody resolves would otherwise vanish from a job without a word: the
+    /// producer learns it from the summary's error, the operator from the log.
+    private func warnUnresolved(_ audience: ResolvedAudience, of job: PushJob) -> JobError? {
+        guard !audience.unresolved.isEmpty else { return nil }
         logger.warning("audience entries this worker cannot resolve are skipped", metadata: [
             "job": "\(job.id)", "unresolved": "\(audience.unresolved.prefix(10).joined(separator: ", "))",
         ])
+        let field = job.audience.users.isEmpty ? "audience.groups" : "audience.users"
+        let shown = audience.unresolved.prefix(5).joined(separator: ", ") + (audience.unresolved.count > 5 ? ", …" : "")
+        return JobError(.unresolvedAudience, field: field,
+            "\(field) cannot be resolved: this worker has no registry of users and groups, so \(audience.unresolved.count) of the job's audience entries reached no device (\(shown)); only audience.tokens were sent")
+    }
+
+    /// A split job's chunks each have their own summary; the unresolved part of its audience is
+    /// reported once, in a summary of its own (no chunk, no devices).
+    private func publishUnresolved(_ error: JobError, of job: PushJob, to replyTo: String) async throws {
+        try await results.publish(
+            JobSummary(jobID: job.id, app: job.app, devices: 0, outcomes: [:], error: error, durationMilliseconds: 0), to: replyTo)
     }
 
     /// The headers a republished job keeps: the producer's and ours, not the broker's bookkeeping
@@ -302,8 +334,11 @@ public final class Worker: Service, Sendable {
         try? await delivery.ack()
     }
 
+    /// To the job's own `reply_to` when its body names one (unless that is the fault), else to the
+    /// AMQP `reply_to` property, as for results of a valid job.
     private func sendErrorSummary(_ delivery: AMQPDelivery, jobID: String, _ error: JobError) async {
-        guard let replyTo = delivery.properties.replyTo else { return }
+        let named = error.field == "reply_to" || delivery.streamedBody != nil ? nil : JobDecoder.replyTo(in: delivery.body)
+        guard let replyTo = named ?? delivery.properties.replyTo else { return }
         let summary = JobSummary(jobID: jobID, app: nil, devices: 0, outcomes: [:], error: error, durationMilliseconds: 0)
         do { try await results.publish(summary, to: replyTo) } catch {
             logger.warning("cannot send the error summary", metadata: ["job": "\(jobID)", "reply_to": "\(replyTo)", "error": "\(error)"])
