@@ -115,7 +115,7 @@ let package = Package(
         // Shared by the test targets: the test broker, its access traits, small helpers.
         .target(
             name: "TestSupport",
-            dependencies: ["AMQP", "APNs", "MockAPNs"],
+            dependencies: ["AMQP", "APNs", "MockAPNs", .product(name: "Logging", package: "swift-log")],
             path: "Tests/TestSupport"
         ),
         .testTarget(

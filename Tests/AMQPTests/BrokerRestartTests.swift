@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 /// Not inside `BrokerTests`: it needs the broker to itself, not a share of it.
-@Suite("Broker restart", .restartsBroker)
+@Suite("Broker restart", .heavy, .restartsBroker)
 struct BrokerRestartTests {
     @Test("stop_app/start_app mid-stream: both sides reconnect and no confirmed message is missing")
     func restartMidStream() async throws {

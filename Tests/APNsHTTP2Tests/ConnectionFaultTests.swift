@@ -5,7 +5,7 @@ import MockAPNs
 import TestSupport
 import Testing
 
-@Suite("APNs connection faults and volume")
+@Suite("APNs connection faults and volume", .heavy)
 struct ConnectionFaultTests {
     private func burst(_ client: APNsClient, count: Int) async throws -> [Int: Int] {
         try await withThrowingTaskGroup(of: (Int, Int).self) { group in

@@ -13,6 +13,7 @@ public struct BrokerAccessTrait: TestTrait, SuiteTrait, TestScoping {
     ) async throws {
         // Suites get the trait recursively; only the tests themselves take the lock.
         guard !test.isSuite else { return try await function() }
+        TestLog.bootstrap()
         try await BrokerLock.shared.run(exclusive: exclusive, function)
     }
 }

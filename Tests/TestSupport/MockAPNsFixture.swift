@@ -28,6 +28,7 @@ public struct MockAPNsFixture: Sendable {
     /// Starts a mock that trusts the signing key and the client CA and accepts `topic` (and its
     /// `.voip`); `change` adjusts anything else (faults, unregistered tokens, stream limit).
     public static func start(_ change: (inout MockAPNsConfiguration) -> Void = { _ in }) async throws -> MockAPNsFixture {
+        TestLog.bootstrap()
         var configuration = MockAPNsConfiguration(certificateFile: path("server.pem"), privateKeyFile: path("server.key"))
         configuration.clientCAFile = path("ca.pem")
         configuration.providerKeys = [keyID: (teamID, try signingKey().publicKeyPEM)]

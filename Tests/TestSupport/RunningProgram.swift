@@ -20,8 +20,9 @@ public final class RunningProgram: @unchecked Sendable {
 
     public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
-    /// Waits until the log contains `text`, or fails after `limit`.
-    public func waitForLog(_ text: String, within limit: Duration = .seconds(20)) async throws {
+    /// Waits until the log contains `text`, or fails after `limit` (generous: a worker's start
+    /// on a loaded machine is slow, and this waits for one event, not for a volume of work).
+    public func waitForLog(_ text: String, within limit: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + limit
         while !log.contains(text) {
             guard process.isRunning else { throw TestFailure("the program exited (\(process.terminationStatus)) before logging '\(text)':\n\(log)") }

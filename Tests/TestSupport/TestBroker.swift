@@ -21,6 +21,7 @@ public enum TestBroker {
     /// The broker's configuration with short timeouts and fast reconnects, so a failing test fails
     /// in seconds rather than minutes.
     public static func configuration(topology: AMQPTopology = AMQPTopology()) throws -> AMQPConfiguration {
+        TestLog.bootstrap()
         var configuration = try AMQPConfiguration(url: url)
         configuration.connectTimeout = .seconds(3)
         configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(200), maximumDelay: .seconds(1))

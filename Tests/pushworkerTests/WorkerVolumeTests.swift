@@ -1,0 +1,93 @@
+import AMQP
+import Foundation
+import MockAPNs
+import TestSupport
+import Testing
+
+/// Jobs of tens of thousands of devices through worker processes: heavy, so one at a time.
+@Suite("pushworker run, large jobs", .heavy, .usesBroker)
+struct WorkerVolumeTests {
+    @Test("two workers share a 20,000-device job through its chunks, with exactly one result per device")
+    func chunksShared() async throws {
+        // One APNs connection per worker, so the mock's connection numbers tell the workers apart.
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "chunk_size: 1000", appExtra: ["connections: 1"])
+        defer { Task { try? await setup.mock.shutdown() } }
+        let first = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let second = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await first.waitForLog("worker started")
+        try await second.waitForLog("worker started")
+        let prefix = setup.prefix
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
+
+        let count = 20_000
+        let tokens = (0..<count).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "big", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
+        let (perDevice, chunks, jobs) = try await collectResults(from: results, devices: count, chunks: 20)
+        #expect(jobs == ["big"])
+        #expect(chunks == Set((1...20).map { "\($0)/20" }))
+        #expect(perDevice.count == count && perDevice.values.allSatisfy { $0 == 1 })
+        #expect(Set(setup.mock.recorded.map(\.connection)).count == 2, "both workers should have sent some")
+        #expect(setup.mock.recorded.count == count)
+        #expect(try await first.stop() == 0)
+        #expect(try await second.stop() == 0)
+        await results.close()
+        await publisher.close()
+    }
+
+    @Test("a job over 1 MiB is read as it arrives: a device named twice (in any case, in any chunk) is sent once; a large invalid job is dead-lettered with an error summary")
+    func largeJobs() async throws {
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "chunk_size: 1000")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let prefix = setup.prefix
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
+        let dead = try await TestBroker.consumer(queue: "\(prefix).dead", topology: topology)
+
+        // 15,000 devices, the first 3,000 named again at the end, upper-cased.
+        let unique = 15_000
+        let named = (0..<unique).map { WorkerProcessTests.token($0) } + (0..<3_000).map { WorkerProcessTests.token($0).uppercased() }
+        let body = #"{"id": "dups", "audience": {"tokens": [\#(named.map { "\"\($0)\"" }.joined(separator: ","))]}, "payload": {"aps": {}}}"#
+        #expect(body.utf8.count > 1 << 20)
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(body.utf8)))
+        let (perDevice, chunks, _) = try await collectResults(from: results, devices: unique, chunks: 15)
+        #expect(chunks == Set((1...15).map { "\($0)/15" }))
+        #expect(perDevice.count == unique && perDevice.values.allSatisfy { $0 == 1 })
+        #expect(setup.mock.recorded.count == unique)
+
+        // The same below 1 MiB, where the job is read whole: 2,000 devices, 500 named twice.
+        let small = (20_000..<22_000).map { WorkerProcessTests.token($0) } + (20_000..<20_500).map { WorkerProcessTests.token($0) }
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(
+            #"{"id": "dups-small", "audience": {"tokens": [\#(small.map { "\"\($0)\"" }.joined(separator: ","))]}, "payload": {"aps": {}}}"#.utf8)))
+        let smallDevices = try await collectResults(from: results, devices: 2_000, chunks: 2).perDevice
+        #expect(smallDevices.count == 2_000 && smallDevices.values.allSatisfy { $0 == 1 })
+        #expect(setup.mock.recorded.count == unique + 2_000)
+
+        // 20,000 tokens, one of them bad: nothing is sent, the original goes to the dead letters.
+        var tokens = (0..<20_000).map { "\"\(WorkerProcessTests.token($0))\"" }
+        tokens[17_777] = "\"not-a-token\""
+        let invalid = Array(#"{"id": "bad-big", "audience": {"tokens": [\#(tokens.joined(separator: ","))]}, "payload": {"aps": {}}}"#.utf8)
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: invalid,
+            properties: AMQPProperties(replyTo: "\(prefix).results", messageID: "bad-big")))
+        let letter = try await dead.next(within: .seconds(30))
+        #expect(letter.body == invalid)
+        let death = letter.properties.headers?["x-death"]?.arrayValue?.first?.tableValue
+        #expect(death?["reason"]?.stringValue == "rejected")
+        try await letter.ack()
+        let summary = try await results.next(within: .seconds(30))
+        try await summary.ack()
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(summary.body)) as? [String: Any])
+        let error = try #require(object["error"] as? [String: Any])
+        #expect(error["code"] as? String == "invalid_token")
+        #expect((error["message"] as? String)?.contains("audience.tokens[17777]") == true)
+        #expect(setup.mock.recorded.count == unique + 2_000, "nothing of the invalid job was sent")
+        #expect(try await worker.stop() == 0)
+        await dead.close()
+        await results.close()
+        await publisher.close()
+    }
+}
