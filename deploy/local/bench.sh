@@ -7,6 +7,7 @@
 #                                   (the worker's max_in_flight: $MAX_IN_FLIGHT, else its default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source deploy/local/swift-path.sh
 mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
@@ -20,7 +21,8 @@ swift build -c release --product mock-apns >/dev/null
 bin="$(swift build -c release --show-bin-path)"
 
 work="$(mktemp -d /tmp/pushworker-bench-XXXXXX)"
-trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+broker_started_here=false
+trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi' EXIT
 deploy/local/make-pki.sh "$work"
 printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushworker"},"sound":"default"}}' > "$work/payload.json"
 
@@ -39,7 +41,10 @@ if [ "$mode" = apns ]; then
     --payload-file "$work/payload.json" --token "$token_hex" | tee "$work/ours.txt"
   rate_pattern='= [0-9]* notifications/s'
 else
-  deploy/local/rabbitmq.sh start >/dev/null
+  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
+    deploy/local/rabbitmq.sh start >/dev/null
+    broker_started_here=true
+  fi
   echo "== pushworker bench e2e --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
   "$bin/pushworker" bench e2e --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
     --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \

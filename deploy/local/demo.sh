@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
 # The demo: a local RabbitMQ, the mock APNs, and a pushworker worker. A job is published the way a
 # backend would, the worker sends it, and its results are read back; then an invalid job is
-# dead-lettered with its reason. Everything runs on 127.0.0.1 and stops at the end.
+# dead-lettered with its reason. Everything runs on 127.0.0.1; what the demo started, it stops
+# at the end (a broker node that was already running is left running).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source deploy/local/swift-path.sh
+
+broker_started_here=false
+work=""
+cleanup() {
+  [ -n "${worker_pid:-}" ] && kill "$worker_pid" 2>/dev/null && wait "$worker_pid" 2>/dev/null || true
+  [ -n "${mock_pid:-}" ] && kill "$mock_pid" 2>/dev/null || true
+  [ -n "$work" ] && rm -rf "$work"
+  if $broker_started_here; then deploy/local/rabbitmq.sh stop || true; fi
+}
+trap cleanup EXIT
 
 deploy/local/install-deps.sh
-deploy/local/rabbitmq.sh start
+if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
+  deploy/local/rabbitmq.sh start
+  broker_started_here=true
+fi
+echo "== building pushworker and mock-apns (the first build takes about 8 minutes on 2 cores)"
 swift build --product pushworker
 swift build --product mock-apns
 bin="$(swift build --show-bin-path)"
 url="$(deploy/local/rabbitmq.sh url)"
 
 work="$(mktemp -d /tmp/pushworker-demo-XXXXXX)"
-cleanup() {
-  [ -n "${worker_pid:-}" ] && kill "$worker_pid" 2>/dev/null && wait "$worker_pid" 2>/dev/null || true
-  [ -n "${mock_pid:-}" ] && kill "$mock_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 echo "== making a throw-away CA, server certificate and APNs signing key in $work"
 deploy/local/make-pki.sh "$work"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages pushworker builds and tests with, when any is missing.
 set -euo pipefail
+source "$(dirname "$0")/swift-path.sh"
 
 packages=(librabbitmq-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev libyajl-dev rabbitmq-server openssl curl python3-jsonschema)
 missing=()

@@ -3,6 +3,7 @@
 # every test against it, stops the node, and exits with the tests' status.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source deploy/local/swift-path.sh
 
 port="${PUSHWORKER_RABBITMQ_PORT:-5672}"
 export PUSHWORKER_RABBITMQ_PORT="$port"
@@ -23,6 +24,14 @@ fi
 stop_broker() { if $started_here; then deploy/local/rabbitmq.sh stop || true; fi; }
 trap stop_broker EXIT
 
+# Log lines of the AMQP and APNs clients inside the test process go to a file: the broker-restart
+# and fault tests make them log reconnects and failures on purpose.
+export PUSHWORKER_TEST_LOG="${PUSHWORKER_TEST_LOG:-$PWD/.build/test-logs/tests-$(date +%Y%m%d-%H%M%S).log}"
+mkdir -p "$(dirname "$PUSHWORKER_TEST_LOG")"
+echo "== log lines of the clients inside the tests (reconnects and faults are expected there): $PUSHWORKER_TEST_LOG"
+
+started_at=$SECONDS
 status=0
 swift test "$@" || status=$?
+echo "== swift test exited $status after $((SECONDS - started_at)) s (build included)"
 exit $status
