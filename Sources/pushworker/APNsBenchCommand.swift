@@ -16,8 +16,8 @@ struct APNsBenchCommand: AsyncParsableCommand {
     @Option(help: "HTTP/2 connections.") var connections = 1
     @Option(help: "Concurrent streams per connection.") var streams = 1000
     @Option(name: .customLong("key-file"), help: "Provider token key (.p8).") var keyFile: String
-    @Option(name: .customLong("key-id")) var keyID: String
-    @Option(name: .customLong("team-id")) var teamID: String
+    @Option(name: .customLong("key-id"), help: "The key's id (10 characters), as the server knows it.") var keyID: String
+    @Option(name: .customLong("team-id"), help: "The team id (10 characters) the provider tokens name.") var teamID: String
     @Option(help: "Topic.") var topic = "com.example.app"
     @Option(help: "Device token (hex) to send to.") var token = String(repeating: "0a", count: 32)
     @Option(name: .customLong("payload-file"), help: "JSON payload file; default a small alert.") var payloadFile: String?

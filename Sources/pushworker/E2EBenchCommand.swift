@@ -17,8 +17,8 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(help: "APNs server base URL, e.g. https://127.0.0.1:2197") var url: String
     @Option(name: .customLong("ca-file"), help: "PEM CA to trust for the server.") var caFile: String
     @Option(name: .customLong("key-file"), help: "Provider token key (.p8).") var keyFile: String
-    @Option(name: .customLong("key-id")) var keyID: String
-    @Option(name: .customLong("team-id")) var teamID: String
+    @Option(name: .customLong("key-id"), help: "The key's id (10 characters), as the server knows it.") var keyID: String
+    @Option(name: .customLong("team-id"), help: "The team id (10 characters) the provider tokens name.") var teamID: String
     @Option(help: "Topic.") var topic = "com.example.app"
     @Option(help: "Devices in the large job.") var count = 100_000
     @Option(help: "One-device jobs timed one after another.") var jobs = 1000

@@ -8,7 +8,7 @@ import PushWorker
 struct EnqueueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "enqueue",
-        abstract: "Publish a JSON document (a push job, a registry command) and print its message id.",
+        abstract: "Publish a JSON document (a push job) and print its message id.",
         discussion: "Reads the document from --file or standard input. Nothing is published unless it is valid JSON; the command returns once the broker has confirmed the message.")
 
     @OptionGroup var amqp: AMQPOptions

@@ -5,6 +5,10 @@ struct PushWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushworker",
         abstract: "A RabbitMQ-driven APNs push worker.",
+        version: PushWorkerCommand.version,
         subcommands: [RunCommand.self, EnqueueCommand.self, TailCommand.self, DLQCommand.self, SendCommand.self, TokenCommand.self, BenchCommand.self]
     )
+
+    /// Printed by `pushworker --version`; raised with every release.
+    static let version = "0.3.0"
 }

@@ -10,7 +10,17 @@ import ServiceLifecycle
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run a worker: consume jobs, send them to APNs, publish the results.")
+        abstract: "Run a worker: consume jobs, send them to APNs, publish the results.",
+        discussion: """
+            The broker URL comes from amqp.url in the configuration, or from the environment \
+            variable PUSHWORKER_AMQP_URL, which wins (it keeps the password out of files). \
+            Logs go to standard error.
+
+            SIGTERM or SIGINT: stop taking jobs, finish the jobs in hand (at most \
+            shutdown_grace_seconds), acknowledge them and exit 0. A second signal exits at once \
+            with status 130; jobs not yet acknowledged are redelivered to another worker, so \
+            nothing is lost.
+            """)
 
     @Option(help: "The worker's configuration file (YAML).") var config: String
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"

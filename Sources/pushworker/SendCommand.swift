@@ -20,7 +20,7 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("push-type"), help: "alert, background, voip, …") var pushType = "alert"
     @Option(help: "10, 5 or 1; default 10 (5 for background).") var priority: Int?
     @Option(help: "immediate, Unix seconds, RFC 3339, or +SECONDS from now.") var expiration: String?
-    @Option(name: .customLong("collapse-id")) var collapseID: String?
+    @Option(name: .customLong("collapse-id"), help: "apns-collapse-id: notifications with the same id replace each other (at most 64 bytes).") var collapseID: String?
     @Option(help: "Overrides the app's topic.") var topic: String?
     @Option(name: .customLong("apns-id"), help: "A UUID to send as apns-id.") var apnsID: String?
 
