@@ -44,6 +44,24 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
         stream.makeAsyncIterator()
     }
 
+    /// The next delivery, or nil when none comes within `limit` (or the consumer has ended).
+    /// A timeout cancels the wait, which ends the delivery sequence: this is for reading a queue
+    /// out (`pushworker dlq`, `tail`, tests), not for a consumer meant to go on.
+    public func next(waitingAtMost limit: Duration) async throws -> AMQPDelivery? {
+        try await withThrowingTaskGroup(of: AMQPDelivery?.self) { group in
+            group.addTask {
+                var iterator = self.makeAsyncIterator()
+                return try await iterator.next()
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+
     /// Carries out settlements already requested, then closes the connection; the broker requeues
     /// whatever is still unacknowledged, and the delivery sequence ends.
     public func close() async {

@@ -16,20 +16,9 @@ public struct AMQPReconnectPolicy: Sendable, Hashable {
     /// The delay before reconnect attempt `attempt` (0 for the first): a random point in
     /// [cap/2, cap], where cap grows geometrically up to `maximumDelay`.
     public func delay(attempt: Int) -> Duration {
-        let initial = initialDelay.seconds
-        let cap = min(maximumDelay.seconds, initial * pow(multiplier, Double(min(attempt, 62))))
+        let initial = initialDelay / .seconds(1)
+        let cap = min(maximumDelay / .seconds(1), initial * pow(multiplier, Double(min(attempt, 62))))
         let seconds = Double.random(in: (cap / 2)...max(cap, cap / 2 + .ulpOfOne))
         return .nanoseconds(Int64(seconds * 1e9))
-    }
-}
-
-extension Duration {
-    var seconds: Double {
-        let (s, atto) = components
-        return Double(s) + Double(atto) / 1e18
-    }
-
-    var milliseconds: Int {
-        Int((seconds * 1000).rounded())
     }
 }

@@ -64,7 +64,7 @@ public struct AMQPTopology: Sendable, Hashable {
             if let deliveryLimit { args["x-delivery-limit"] = .int64(Int64(deliveryLimit)) }
             if let deadLetterExchange { args["x-dead-letter-exchange"] = .string(deadLetterExchange) }
             if let deadLetterRoutingKey { args["x-dead-letter-routing-key"] = .string(deadLetterRoutingKey) }
-            if let messageTTL { args["x-message-ttl"] = .int64(Int64(messageTTL.milliseconds)) }
+            if let messageTTL { args["x-message-ttl"] = .int64(Int64((messageTTL / .milliseconds(1)).rounded())) }
             return Queue(name, durable: true, arguments: args)
         }
     }

@@ -14,7 +14,7 @@ public enum APNsExpiration: Sendable, Hashable {
         switch self {
         case .immediately: nil
         case .at(let date): date
-        case .after(let duration, let since): since.addingTimeInterval(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        case .after(let duration, let since): since.addingTimeInterval(duration / .seconds(1))
         }
     }
 

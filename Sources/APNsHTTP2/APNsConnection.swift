@@ -107,8 +107,8 @@ final class APNsConnection: @unchecked Sendable {
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 1024)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 16_384)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, configuration.requestTimeout.milliseconds)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(configuration.requestTimeout / .milliseconds(1)))
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout / .milliseconds(1)))
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
@@ -191,9 +191,3 @@ enum CurlGlobal {
     static func initialize() { _ = initialized }
 }
 
-extension Duration {
-    var milliseconds: Int {
-        let (seconds, attoseconds) = components
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
-    }
-}

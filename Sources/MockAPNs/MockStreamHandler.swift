@@ -88,7 +88,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         if delay == .zero {
             send()
         } else {
-            let nanoseconds = Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+            let nanoseconds = Int64(delay / .nanoseconds(1))
             context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { send() }
         }
     }

@@ -90,11 +90,10 @@ public func withTimeout<T: Sendable>(_ limit: Duration, _ what: String, _ operat
 extension AMQPConsumer {
     /// The next delivery, or a failure if none comes within `limit`.
     public func next(within limit: Duration = .seconds(10)) async throws -> AMQPDelivery {
-        try await withTimeout(limit, "waiting for a delivery") { [self] in
-            var iterator = self.makeAsyncIterator()
-            guard let delivery = try await iterator.next() else { throw TestFailure("the delivery stream ended") }
-            return delivery
+        guard let delivery = try await next(waitingAtMost: limit) else {
+            throw TestFailure("no delivery within \(limit), or the delivery stream ended")
         }
+        return delivery
     }
 }
 

@@ -20,7 +20,7 @@ public struct RetryPolicy: Sendable, Hashable {
         var cap = initialDelay
         for _ in 1..<max(attempt, 1) where cap < maximumDelay { cap = cap * 2 }
         cap = min(cap, maximumDelay)
-        let nanoseconds = Double(cap.components.seconds) * 1e9 + Double(cap.components.attoseconds) / 1e9
+        let nanoseconds = cap / .nanoseconds(1)
         return .nanoseconds(Int64(Double.random(in: (nanoseconds / 2)...max(nanoseconds, 1))))
     }
 }

@@ -194,7 +194,7 @@ final class ConnectionDriver: @unchecked Sendable {
 
     /// Short enough that librabbitmq sends heartbeats in time (they go out only inside its calls).
     private var pollInterval: Int32 {
-        let heartbeat = configuration.heartbeat.milliseconds
+        let heartbeat = Int(configuration.heartbeat / .milliseconds(1))
         return Int32(heartbeat > 0 ? min(250, max(heartbeat / 4, 10)) : 250)
     }
 
@@ -504,7 +504,7 @@ final class ConnectionDriver: @unchecked Sendable {
         reconnectAttempt += 1
         let deadline = ContinuousClock.now + delay
         while ContinuousClock.now < deadline {
-            let remaining = (deadline - ContinuousClock.now).milliseconds
+            let remaining = Int((deadline - ContinuousClock.now) / .milliseconds(1))
             var fd = pollfd(fd: mailbox.wakeDescriptor, events: Int16(POLLIN), revents: 0)
             if poll(&fd, 1, Int32(max(remaining, 1))) > 0 {
                 mailbox.drainWake()

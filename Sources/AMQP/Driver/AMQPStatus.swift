@@ -15,7 +15,7 @@ enum AMQPStatus {
         switch status {
         case AMQP_STATUS_TIMEOUT.rawValue:
             resolved = .timeout
-            if let timeout { detail += " after \(timeout.milliseconds) ms" }
+            if let timeout { detail += " after \(Int((timeout / .milliseconds(1)).rounded())) ms" }
         case AMQP_STATUS_SSL_ERROR.rawValue, AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED.rawValue,
             AMQP_STATUS_SSL_PEER_VERIFY_FAILED.rawValue, AMQP_STATUS_SSL_CONNECTION_FAILED.rawValue:
             resolved = .tls
