@@ -37,6 +37,12 @@ public struct APNsRequest: Sendable, Hashable {
     /// a sentence naming the field instead of costing a round trip and a cryptic reason.
     public func validate() throws(APNsValidationError) {
         try APNsDeviceToken.validate(deviceToken)
+        try validateNotification()
+    }
+
+    /// Every rule but the device token's: what a job is checked against once, before it is
+    /// known which devices it reaches.
+    public func validateNotification() throws(APNsValidationError) {
         guard !topic.isEmpty else { throw APNsValidationError(field: "topic", "topic is empty") }
         if let suffix = pushType.requiredTopicSuffix, !topic.hasSuffix(suffix) {
             throw APNsValidationError(field: "topic", "push type \(pushType.rawValue) needs a topic ending in '\(suffix)', got '\(topic)'")

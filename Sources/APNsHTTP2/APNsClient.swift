@@ -13,7 +13,9 @@ import Logging
 public final class APNsClient: Sendable {
     public let configuration: APNsClientConfiguration
     private let pool: APNsConnectionPool
-    private let admission: AsyncSemaphore
+    /// At most `maxInFlight` notifications at once; `send` takes a slot itself, callers that
+    /// take one first (to bound the tasks they start) use `sendAdmitted`.
+    public let admission: AsyncSemaphore
     private let logger: Logger
 
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "pushworker.apns")) {
@@ -34,10 +36,14 @@ public final class APNsClient: Sendable {
 
     /// Sends one notification and returns APNs' answer.
     public func send(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse {
-        do { try request.validate() } catch { throw .invalidRequest(error) }
         await admission.acquire()
         defer { admission.release() }
+        return try await sendAdmitted(request)
+    }
 
+    /// `send` for a caller that already holds an `admission` slot.
+    public func sendAdmitted(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse {
+        do { try request.validate() } catch { throw .invalidRequest(error) }
         var token: ProviderToken?
         var refreshedToken = false
         var transportAttempts = 0

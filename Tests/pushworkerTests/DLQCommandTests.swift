@@ -1,5 +1,6 @@
 import AMQP
 import Foundation
+import PushWorker
 import TestSupport
 import Testing
 
@@ -21,8 +22,8 @@ struct DLQCommandTests {
             #expect(result.status == 0, "\(result.standardError)")
             var codes: [String: String] = [:]
             for line in result.standardOutput.split(separator: "\n") {
-                let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-                codes[object?["id"] as? String ?? ""] = object?["error"] as? String
+                let listing = try JSONDecoder().decode(DeadLetter.Listing.self, from: Data(line.utf8))
+                codes[listing.id] = listing.error
             }
             return codes
         }

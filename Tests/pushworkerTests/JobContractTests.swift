@@ -1,6 +1,7 @@
 import AMQP
 import Foundation
 import MockAPNs
+import PushWorker
 import TestSupport
 import Testing
 
@@ -35,11 +36,20 @@ struct JobContractTests {
             try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(job.utf8), properties: properties))
         }
 
-        /// The next message on `consumer`, acknowledged, as a JSON object.
-        static func object(from consumer: AMQPConsumer, within limit: Duration = .seconds(30)) async throws -> (AMQPDelivery, [String: Any]) {
+        /// The next message on `consumer`, acknowledged.
+        static func next(from consumer: AMQPConsumer, within limit: Duration = .seconds(30)) async throws -> AMQPDelivery {
             let delivery = try await consumer.next(within: limit)
             try await delivery.ack()
-            return (delivery, try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any]))
+            return delivery
+        }
+
+        /// The next message on `consumer`, acknowledged: a result, or the summary.
+        static func reply(from consumer: AMQPConsumer) async throws -> (result: PushResult?, summary: JobSummary?, delivery: AMQPDelivery) {
+            let delivery = try await next(from: consumer)
+            if delivery.properties.type == "summary" {
+                return (nil, try JSONDecoder().decode(JobSummary.self, from: Data(delivery.body)), delivery)
+            }
+            return (try JSONDecoder().decode(PushResult.self, from: Data(delivery.body)), nil, delivery)
         }
 
         func stop() async throws {
@@ -60,13 +70,13 @@ struct JobContractTests {
              "expiration": "2030-01-01T00:00:00.5Z"}
             """#)
         try await running.publish(#"{"id": "now", "audience": {"tokens": ["\#(Self.token(2))"]}, "payload": {"aps": {}}, "expiration": 0}"#)
-        var outcomes: [String: String] = [:]
+        var outcomes: [String: Outcome] = [:]
         var summaries = 0
         while summaries < 2 {
-            let (delivery, object) = try await Running.object(from: running.results)
-            if delivery.properties.type == "summary" { summaries += 1 } else { outcomes[object["job_id"] as? String ?? ""] = object["outcome"] as? String }
+            let reply = try await Running.reply(from: running.results)
+            if let result = reply.result { outcomes[result.jobID] = result.outcome } else { summaries += 1 }
         }
-        #expect(outcomes == ["all-options": "delivered", "now": "delivered"])
+        #expect(outcomes == ["all-options": .delivered, "now": .delivered])
         let recorded = Dictionary(running.mock.recorded.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
         let full = try #require(recorded[Self.token(1)])
         #expect(full.topic == "com.example.app.voip")
@@ -86,12 +96,11 @@ struct JobContractTests {
         try await running.publish(
             #"{"id": "voip", "audience": {"tokens": ["\#(Self.token(1))", "\#(Self.token(2))"]}, "payload": {"aps": {}}, "push_type": "voip"}"#,
             properties: AMQPProperties(persistent: true, replyTo: "\(running.prefix).results", messageID: "voip"))
-        let (letter, _) = try await Running.object(from: running.dead)
-        #expect(letter.properties.headers?["x-pushworker-error"] == "invalid_field")
-        #expect(letter.properties.headers?["x-pushworker-error-field"] == "push_type")
-        #expect(letter.properties.headers?["x-pushworker-error-message"]?.stringValue?.contains(".voip") == true)
-        let (_, summary) = try await Running.object(from: running.results)
-        #expect((summary["error"] as? [String: Any])?["field"] as? String == "push_type")
+        let letter = try await Running.next(from: running.dead)
+        #expect(letter.properties.headers?[WireHeader.error] == "invalid_field")
+        #expect(letter.properties.headers?[WireHeader.errorField] == "push_type")
+        #expect(letter.properties.headers?[WireHeader.errorMessage]?.stringValue?.contains(".voip") == true)
+        #expect(try await Running.reply(from: running.results).summary?.error?.field == "push_type")
         #expect(running.mock.requestCount == 0)
         try await running.stop()
     }
@@ -103,18 +112,17 @@ struct JobContractTests {
         try await running.publish(
             #"{"id": "nowhere", "audience": {"tokens": ["\#(Self.token(1))", "\#(Self.token(2))"]}, "payload": {"aps": {}}, "reply_to": "\#(missing)"}"#,
             properties: AMQPProperties(persistent: true, replyTo: "\(running.prefix).results", messageID: "nowhere"))
-        let (letter, _) = try await Running.object(from: running.dead)
+        let letter = try await Running.next(from: running.dead)
         #expect(letter.properties.messageID == "nowhere")
-        #expect(letter.properties.headers?["x-pushworker-error"] == "invalid_field")
-        #expect(letter.properties.headers?["x-pushworker-error-field"] == "reply_to")
-        #expect(letter.properties.headers?["x-pushworker-error-message"]?.stringValue?.contains(missing) == true)
+        #expect(letter.properties.headers?[WireHeader.error] == "invalid_field")
+        #expect(letter.properties.headers?[WireHeader.errorField] == "reply_to")
+        #expect(letter.properties.headers?[WireHeader.errorMessage]?.stringValue?.contains(missing) == true)
         // The error summary goes to the AMQP reply_to, the one queue of the two that exists.
-        let (_, summary) = try await Running.object(from: running.results)
-        #expect((summary["error"] as? [String: Any])?["code"] as? String == "invalid_field")
+        #expect(try await Running.reply(from: running.results).summary?.error?.code == .invalidField)
 
         // The worker goes on; the refused job was sent to nobody and is not back.
         try await running.publish(#"{"id": "after", "audience": {"tokens": ["\#(Self.token(3))"]}, "payload": {"aps": {}}, "results": "none"}"#)
-        let (after, _) = try await Running.object(from: running.results)
+        let after = try await Running.next(from: running.results)
         #expect(after.properties.correlationID == "after")
         #expect(running.mock.recorded.map(\.token) == [Self.token(3)])
         await #expect(throws: TestFailure.self) { _ = try await running.dead.next(within: .seconds(2)) }
@@ -156,11 +164,11 @@ struct JobContractTests {
         try await running.publish(
             #"{"id": "bad-body", "audience": {"tokens": []}, "payload": {}, "priority": 7, "reply_to": "\#(mine)"}"#,
             properties: AMQPProperties(persistent: true, messageID: "bad-body"))
-        let (delivery, summary) = try await Running.object(from: replies)
-        #expect(delivery.properties.type == "summary" && delivery.properties.correlationID == "bad-body")
-        let error = try #require(summary["error"] as? [String: Any])
-        #expect(error["code"] as? String == "invalid_field" && error["field"] as? String == "priority")
-        _ = try await Running.object(from: running.dead)
+        let reply = try await Running.reply(from: replies)
+        #expect(reply.delivery.properties.correlationID == "bad-body")
+        let error = try #require(reply.summary?.error)
+        #expect(error.code == .invalidField && error.field == "priority")
+        _ = try await Running.next(from: running.dead)
         await replies.close()
         try await running.stop()
     }
@@ -170,25 +178,25 @@ struct JobContractTests {
         let running = try await Running.start()
         try await running.publish(
             #"{"id": "mixed", "audience": {"tokens": ["\#(Self.token(1))"], "users": ["u-1", "u-2"], "groups": ["staff"]}, "payload": {"aps": {}}}"#)
-        var summary: [String: Any]?
+        var summary: JobSummary?
         var delivered = 0
         while summary == nil {
-            let (delivery, object) = try await Running.object(from: running.results)
-            if delivery.properties.type == "summary" { summary = object } else if object["outcome"] as? String == "delivered" { delivered += 1 }
+            let reply = try await Running.reply(from: running.results)
+            summary = reply.summary
+            if reply.result?.outcome == .delivered { delivered += 1 }
         }
         #expect(delivered == 1)
-        #expect(summary?["devices"] as? Int == 1)
-        let error = try #require(summary?["error"] as? [String: Any])
-        #expect(error["code"] as? String == "unresolved_audience")
-        #expect(error["field"] as? String == "audience.users")
-        #expect((error["message"] as? String)?.contains("user u-1") == true)
-        #expect((error["message"] as? String)?.contains("group staff") == true)
+        #expect(summary?.devices == 1)
+        let error = try #require(summary?.error)
+        #expect(error.code == .unresolvedAudience)
+        #expect(error.field == "audience.users")
+        #expect(error.message.contains("user u-1") && error.message.contains("group staff"))
 
         // Only users: no device at all, and the producer is told why.
         try await running.publish(#"{"id": "users-only", "audience": {"users": ["u-3"]}, "payload": {"aps": {}}}"#)
-        let (_, only) = try await Running.object(from: running.results)
-        #expect(only["devices"] as? Int == 0)
-        #expect((only["error"] as? [String: Any])?["code"] as? String == "unresolved_audience")
+        let only = try #require(try await Running.reply(from: running.results).summary)
+        #expect(only.devices == 0)
+        #expect(only.error?.code == .unresolvedAudience)
         #expect(running.worker.log.contains("cannot resolve"))
         try await running.stop()
     }

@@ -1,5 +1,6 @@
 import AMQP
 import Foundation
+import PushWorker
 import TestSupport
 import Testing
 
@@ -27,12 +28,28 @@ func collectResults(
         // the result comes again.
         try? await delivery.ack()
         jobs.insert(delivery.properties.correlationID ?? "")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
         if delivery.properties.type == "summary" {
-            summaries.insert(object["chunk"] as? String ?? "whole")
+            summaries.insert(try JSONDecoder().decode(JobSummary.self, from: Data(delivery.body)).chunk ?? "whole")
         } else {
-            perDevice[object["token"] as? String ?? "", default: 0] += 1
+            perDevice[try JSONDecoder().decode(PushResult.self, from: Data(delivery.body)).token, default: 0] += 1
         }
     }
     return (perDevice, summaries, jobs)
+}
+
+/// A message on a reply queue, read with the worker's own types: a device's result, or a summary.
+enum Reply {
+    case result(PushResult)
+    case summary(JobSummary)
+
+    init(_ delivery: AMQPDelivery) throws {
+        if delivery.properties.type == "summary" {
+            self = .summary(try JSONDecoder().decode(JobSummary.self, from: Data(delivery.body)))
+        } else {
+            self = .result(try JSONDecoder().decode(PushResult.self, from: Data(delivery.body)))
+        }
+    }
+
+    var result: PushResult? { if case .result(let result) = self { result } else { nil } }
+    var summary: JobSummary? { if case .summary(let summary) = self { summary } else { nil } }
 }

@@ -2,6 +2,7 @@ import AMQP
 import APNs
 import Foundation
 import MockAPNs
+import PushWorker
 import TestSupport
 import Testing
 
@@ -63,28 +64,28 @@ struct WorkerProcessTests {
         try await publisher.publish(AMQPMessage(
             exchange: "\(prefix).push", routingKey: "jobs", body: Array(job.utf8),
             properties: AMQPProperties(contentType: "application/json", persistent: true, messageID: "job-1"), mandatory: true))
-        var outcomes: [String: String] = [:]
-        var summary: [String: Any]?
+        var outcomes: [String: Outcome] = [:]
+        var summary: JobSummary?
         while summary == nil {
             let delivery = try await results.next(within: .seconds(20))
             try await delivery.ack()
             #expect(delivery.properties.correlationID == "job-1")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
-            if delivery.properties.type == "summary" { summary = object } else { outcomes[object["token"] as? String ?? ""] = object["outcome"] as? String }
+            let reply = try Reply(delivery)
+            summary = reply.summary
+            if let result = reply.result { outcomes[result.token] = result.outcome }
         }
         #expect(outcomes == [
-            Self.token(1): "delivered", Self.token(2): "rejected", Self.token(3): "delivered",
-            Self.token(5): "rejected", Self.token(6): "delivered", Self.token(7): "failed",
+            Self.token(1): .delivered, Self.token(2): .rejected, Self.token(3): .delivered,
+            Self.token(5): .rejected, Self.token(6): .delivered, Self.token(7): .failed,
         ])
-        #expect(summary?["devices"] as? Int == 6)
+        #expect(summary?.devices == 6)
 
         // A job whose expiration has passed: its device is reported expired and never sent.
         let requestsBefore = mock.requestCount
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "late", "audience": {"tokens": ["\#(Self.token(8))"]}, "payload": {"aps": {}}, "expiration": 1000000000}"#.utf8)))
         let late = try await results.next(within: .seconds(20))
         try await late.ack()
-        let lateObject = try #require(try JSONSerialization.jsonObject(with: Data(late.body)) as? [String: Any])
-        #expect(lateObject["outcome"] as? String == "expired")
+        #expect(try Reply(late).result?.outcome == .expired)
         let lateSummary = try await results.next(within: .seconds(20))
         try await lateSummary.ack()
         #expect(lateSummary.properties.type == "summary")
@@ -97,14 +98,14 @@ struct WorkerProcessTests {
         let deadLetter = try await dead.next(within: .seconds(20))
         try await deadLetter.ack()
         #expect(deadLetter.properties.messageID == "bad-1")
-        #expect(deadLetter.properties.headers?["x-pushworker-error"] == "invalid_field")
-        #expect(deadLetter.properties.headers?["x-pushworker-error-message"]?.stringValue?.contains("priority") == true)
+        #expect(deadLetter.properties.headers?[WireHeader.error] == "invalid_field")
+        #expect(deadLetter.properties.headers?[WireHeader.errorMessage]?.stringValue?.contains("priority") == true)
         #expect(deadLetter.properties.headers?["producer"] == "test")
         let errorSummary = try await results.next(within: .seconds(20))
         try await errorSummary.ack()
-        let errorObject = try #require(try JSONSerialization.jsonObject(with: Data(errorSummary.body)) as? [String: Any])
-        #expect((errorObject["error"] as? [String: Any])?["code"] as? String == "invalid_field")
-        #expect(errorObject["job_id"] as? String == "bad-1")
+        let refused = try #require(try Reply(errorSummary).summary)
+        #expect(refused.error?.code == .invalidField)
+        #expect(refused.jobID == "bad-1")
 
         // The worker kept running: another job goes through.
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "job-2", "audience": {"tokens": ["\#(Self.token(4))"]}, "payload": {"aps": {}}, "results": "none"}"#.utf8)))
@@ -142,8 +143,10 @@ struct WorkerProcessTests {
         while summaries == 0 {
             let delivery = try await results.next(within: .seconds(20))
             try await delivery.ack()
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
-            if delivery.properties.type == "summary" { summaries += 1 } else { devices.insert(object["token"] as? String ?? "") }
+            switch try Reply(delivery) {
+            case .summary: summaries += 1
+            case .result(let result): devices.insert(result.token)
+            }
         }
         #expect(devices.count == 200)
         // --log-format json: every line an object; the job line carries its fields.
@@ -202,25 +205,24 @@ struct WorkerProcessTests {
         let results = try await TestBroker.consumer(queue: "\(prefix).results", topology: topology)
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "flaky", "audience": {"tokens": ["\#(Self.token(1))", "\#(Self.token(2))"]}, "payload": {"aps": {}}}"#.utf8)))
 
-        var finals: [String: [String: Any]] = [:]
+        var finals: [String: PushResult] = [:]
         var retrying: [Int] = []
         while finals.count < 2 || retrying.last != 0 {
             let delivery = try await results.next(within: .seconds(20))
             try await delivery.ack()
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
-            if delivery.properties.type == "summary" {
-                retrying.append(object["retrying"] as? Int ?? -1)
-            } else {
-                let token = object["token"] as? String ?? ""
-                #expect(finals[token] == nil, "two results for \(token)")
-                finals[token] = object
+            switch try Reply(delivery) {
+            case .summary(let summary):
+                retrying.append(summary.retrying)
+            case .result(let result):
+                #expect(finals[result.token] == nil, "two results for \(result.token)")
+                finals[result.token] = result
             }
         }
         #expect(retrying == [2, 2, 0], "\(retrying)")
-        #expect(finals[Self.token(1)]?["outcome"] as? String == "delivered")
-        #expect(finals[Self.token(1)]?["attempts"] as? Int == 5)
-        #expect(finals[Self.token(2)]?["outcome"] as? String == "failed")
-        #expect(finals[Self.token(2)]?["attempts"] as? Int == 6)
+        #expect(finals[Self.token(1)]?.outcome == .delivered)
+        #expect(finals[Self.token(1)]?.attempts == 5)
+        #expect(finals[Self.token(2)]?.outcome == .failed)
+        #expect(finals[Self.token(2)]?.attempts == 6)
         #expect(try await worker.stop() == 0, "\(worker.log)")
         await results.close()
         await publisher.close()

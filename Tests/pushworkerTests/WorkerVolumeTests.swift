@@ -1,6 +1,7 @@
 import AMQP
 import Foundation
 import MockAPNs
+import PushWorker
 import TestSupport
 import Testing
 
@@ -80,10 +81,9 @@ struct WorkerVolumeTests {
         try await letter.ack()
         let summary = try await results.next(within: .seconds(30))
         try await summary.ack()
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(summary.body)) as? [String: Any])
-        let error = try #require(object["error"] as? [String: Any])
-        #expect(error["code"] as? String == "invalid_token")
-        #expect((error["message"] as? String)?.contains("audience.tokens[17777]") == true)
+        let error = try #require(try Reply(summary).summary?.error)
+        #expect(error.code == .invalidToken)
+        #expect(error.message.contains("audience.tokens[17777]"))
         #expect(setup.mock.recorded.count == unique + 2_000, "nothing of the invalid job was sent")
         #expect(try await worker.stop() == 0)
         await dead.close()

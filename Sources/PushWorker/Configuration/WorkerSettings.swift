@@ -124,6 +124,13 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         shutdownGraceSeconds = try container.decodeIfPresent(Int.self, forKey: .shutdownGraceSeconds) ?? shutdownGraceSeconds
     }
 
+    /// How devices are retried: all attempts, this worker's share, and the first backoff.
+    public var retryPolicy: RetryPolicy {
+        RetryPolicy(
+            maxAttempts: max(1, retryMaxAttempts), inProcessAttempts: max(1, retryInProcessAttempts),
+            initialDelay: .milliseconds(retryInitialDelayMilliseconds))
+    }
+
     /// The broker configuration, with the environment's URL winning over the file's.
     public func amqpConfiguration(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> AMQPConfiguration {
         let url = environment["PUSHWORKER_AMQP_URL"] ?? amqp.url

@@ -65,25 +65,10 @@ public struct JobDecoder: Sendable {
         var priority: APNsPriority?
         if let value = try fields.integer("priority") {
             do { priority = try APNsPriority(validating: value) } catch { throw JobError(.invalidField, field: "priority", "priority: \(error.message)") }
-            if pushType == .background && priority == .immediate {
-                throw JobError(.invalidField, field: "priority", "background pushes must use priority 5 or 1; APNs rejects priority 10")
-            }
         }
         let expiration = try decodeExpiration(object["expiration"], enqueuedAt: enqueuedAt)
         let collapseID = try fields.string("collapse_id")
-        if let collapseID, collapseID.utf8.count > APNsRequest.maximumCollapseIDBytes {
-            throw JobError(.invalidField, field: "collapse_id", "collapse_id is \(collapseID.utf8.count) bytes; APNs allows at most 64")
-        }
         let topic = try fields.string("topic")
-        if let topic, topic.isEmpty { throw JobError(.invalidField, field: "topic", "topic is empty") }
-        if let suffix = pushType.requiredTopicSuffix, !(topic ?? appTopic).hasSuffix(suffix) {
-            if let topic {
-                throw JobError(.invalidField, field: "topic", "push type \(pushType.rawValue) needs a topic ending in '\(suffix)', got '\(topic)'")
-            }
-            // APNs would refuse every device (DeviceTokenNotForTopic or BadTopic): refuse the job once instead.
-            throw JobError(.invalidField, field: "push_type",
-                "push_type \(pushType.rawValue) needs a topic ending in '\(suffix)'; the job names no topic and app '\(app)' sends to '\(appTopic)' (add \"topic\": \"\(appTopic)\(suffix)\")")
-        }
         var results = PushJob.ResultsMode.all
         if let text = try fields.string("results") {
             guard let mode = PushJob.ResultsMode(rawValue: text) else {
@@ -104,9 +89,23 @@ public struct JobDecoder: Sendable {
         } catch {
             throw JobError(.invalidField, field: "payload", "payload cannot be serialised: \(error.localizedDescription)")
         }
-        if payload.count > pushType.payloadLimit {
-            throw JobError(.payloadTooLarge, field: "payload",
-                "payload is \(payload.count) bytes; APNs allows at most \(pushType.payloadLimit) for push type \(pushType.rawValue)")
+        // The rules a request is sent under, checked once for the whole job with the very code
+        // the client checks each request with.
+        let notification = APNsRequest(
+            deviceToken: "", topic: topic ?? appTopic, pushType: pushType, priority: priority, expiration: expiration,
+            collapseID: collapseID, payload: payload)
+        do {
+            try notification.validateNotification()
+        } catch {
+            if error.field == "payload" && payload.count > pushType.payloadLimit {
+                throw JobError(.payloadTooLarge, field: "payload", error.message)
+            }
+            if error.field == "topic" && topic == nil, let suffix = pushType.requiredTopicSuffix {
+                // APNs would refuse every device (DeviceTokenNotForTopic): refuse the job once instead.
+                throw JobError(.invalidField, field: "push_type",
+                    "push_type \(pushType.rawValue) needs a topic ending in '\(suffix)'; the job names no topic and app '\(app)' sends to '\(appTopic)' (add \"topic\": \"\(appTopic)\(suffix)\")")
+            }
+            throw JobError(.invalidField, field: error.field, error.message)
         }
 
         return PushJob(

@@ -1,8 +1,9 @@
 /// Turns a job's audience into the devices to reach, dropping those whose owners' preferences
 /// exclude the job (returned with outcome `filtered`). The seam the registry fills: users and
-/// groups are resolved, and preferences applied, by the registry's resolver.
+/// groups are resolved, and preferences applied, by the registry's resolver. It knows nothing of
+/// retries or chunks: the pipeline resolves chunk and retry jobs through it like any job.
 public protocol AudienceResolver: Sendable {
-    func resolve(_ job: PushJob, previousAttempts: [Int]?) async throws -> ResolvedAudience
+    func resolve(_ job: PushJob) async throws -> ResolvedAudience
 }
 
 /// The devices a job reaches, and those its preferences filtered out.
@@ -17,18 +18,25 @@ public struct ResolvedAudience: Sendable {
         self.filtered = filtered
         self.unresolved = unresolved
     }
+
+    /// Each device once: the first time it is named wins, and a device that is also reachable
+    /// some other way is not reported filtered. The one place a job's devices are deduplicated
+    /// (a streamed job's token bytes are sorted and deduplicated as they are stored).
+    func deduplicated() -> ResolvedAudience {
+        var seen = Set<String>()
+        var audience = self
+        audience.recipients = recipients.filter { seen.insert($0.token).inserted }
+        audience.filtered = filtered.filter { seen.insert($0.token).inserted }
+        return audience
+    }
 }
 
-/// Explicit tokens only, which is all a worker without a registry can reach. A retry job's
-/// devices keep the attempts they carry.
+/// Explicit tokens only, which is all a worker without a registry can reach.
 public struct ExplicitTokenResolver: AudienceResolver {
     public init() {}
 
-    public func resolve(_ job: PushJob, previousAttempts: [Int]?) async throws -> ResolvedAudience {
-        let recipients = job.audience.tokens.enumerated().map { index, token in
-            Recipient(token: token, previousAttempts: previousAttempts.flatMap { index < $0.count ? $0[index] : nil } ?? 0)
-        }
+    public func resolve(_ job: PushJob) async throws -> ResolvedAudience {
         let unresolved = job.audience.users.map { "user \($0)" } + job.audience.groups.map { "group \($0)" }
-        return ResolvedAudience(recipients: recipients, unresolved: unresolved)
+        return ResolvedAudience(recipients: job.audience.tokens.map { Recipient(token: $0) }, unresolved: unresolved)
     }
 }

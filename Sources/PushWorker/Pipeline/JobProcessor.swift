@@ -7,25 +7,28 @@ import Synchronization
 
 /// Sends one job to its recipients and publishes one final result per device, then the summary.
 /// Returns once every result is confirmed by the broker: only then may the job be acknowledged.
+/// Recipients come deduplicated (`ResolvedAudience.deduplicated`).
 public struct JobProcessor: Sendable {
-    public var client: APNsClient
+    /// The app's APNs client. Its admission slots are shared by every job of the app: a device
+    /// gets a task only when a slot is free, so memory follows that bound, not the jobs in hand
+    /// times their size.
+    public var client: any NotificationSending
     /// The app's default topic.
     public var topic: String
     public var appName: String
     public var results: ResultPublisher
     public var retry: RetryPolicy
-    /// Devices in flight at once, shared by every job of the app: a device gets a task only when
-    /// a slot is free, so memory follows this bound, not the jobs in hand times their size.
-    public var slots: AsyncSemaphore
     public var logger: Logger
 
-    public init(client: APNsClient, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(), slots: AsyncSemaphore? = nil, logger: Logger = Logger(label: "pushworker.job")) {
+    public init(
+        client: any NotificationSending, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
+        logger: Logger = Logger(label: "pushworker.job")
+    ) {
         self.client = client
         self.topic = topic
         self.appName = appName
         self.results = results
         self.retry = retry
-        self.slots = slots ?? AsyncSemaphore(limit: client.configuration.maxInFlight)
         self.logger = logger
     }
 
@@ -46,8 +49,8 @@ public struct JobProcessor: Sendable {
         /// Results the broker returned because the reply queue vanished mid-job.
         let unroutable = Atomic<Int>(0)
 
-        init(outcomes: [Outcome: Int]) {
-            state = Mutex((outcomes, []))
+        init() {
+            state = Mutex(([:], []))
         }
 
         func record(_ outcomes: [Outcome: Int]) {
@@ -75,38 +78,31 @@ public struct JobProcessor: Sendable {
         _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil
     ) async throws -> Report {
         let start = ContinuousClock.now
-        var seen = Set<String>()
-        let unique = recipients.filter { seen.insert($0.token).inserted }
-        let excluded = filtered.filter { seen.insert($0.token).inserted }
-        var outcomes: [Outcome: Int] = [:]
-        let ends = DeviceEnds(outcomes: [:])
-        for recipient in excluded {
-            outcomes[.filtered, default: 0] += 1
-            if job.results != .none {
-                try await publish(
-                    PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
-                    to: replyTo, ends: ends)
-            }
+        let ends = DeviceEnds()
+        if !filtered.isEmpty { ends.record([.filtered: filtered.count]) }
+        for recipient in filtered where job.results != .none {
+            try await publish(
+                PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
+                to: replyTo, ends: ends)
         }
-        ends.record(outcomes)
         // Children report into one tally and are discarded as they finish, so a finished device
         // holds no memory while the rest of the job waits for slots.
+        let admission = client.admission
         try await withThrowingDiscardingTaskGroup { group in
-            for recipient in unique {
-                await slots.acquire()
+            for recipient in recipients {
+                await admission.acquire()
                 group.addTask {
-                    defer { slots.release() }
+                    defer { admission.release() }
                     let end = try await self.deliver(job, to: recipient, replyTo: replyTo, ends: ends)
                     ends.record(end)
                 }
             }
         }
         let handedOn = ends.handedOn
-        outcomes = ends.outcomes
-        let elapsed = (ContinuousClock.now - start).components
+        let outcomes = ends.outcomes
         var summary = JobSummary(
-            jobID: job.id, app: appName, devices: unique.count + excluded.count, outcomes: outcomes, error: error,
-            durationMilliseconds: Int(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000))
+            jobID: job.id, app: appName, devices: recipients.count + filtered.count, outcomes: outcomes, error: error,
+            durationMilliseconds: Int((ContinuousClock.now - start) / .milliseconds(1)))
         summary.chunk = chunk
         summary.retrying = handedOn.count
         do {
@@ -122,7 +118,7 @@ public struct JobProcessor: Sendable {
             ])
         }
         logger.info("job done", metadata: [
-            "job": "\(job.id)", "app": "\(appName)", "devices": "\(unique.count + excluded.count)",
+            "job": "\(job.id)", "app": "\(appName)", "devices": "\(recipients.count + filtered.count)",
             "outcomes": "\(Outcome.allCases.compactMap { outcome in outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
             "duration_ms": "\(summary.durationMilliseconds)", "retrying": "\(handedOn.count)",
         ])
@@ -145,7 +141,7 @@ public struct JobProcessor: Sendable {
             }
             result.attempts += 1
             do {
-                let response = try await client.send(request)
+                let response = try await client.sendAdmitted(request)
                 result.status = response.status
                 result.apnsID = response.apnsID
                 result.apnsUniqueID = response.apnsUniqueID

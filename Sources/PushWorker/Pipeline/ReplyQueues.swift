@@ -9,14 +9,14 @@ import Synchronization
 /// costs one round trip per queue and minute, not one per job; missing ones are asked again
 /// every time, since a producer may declare its queue at any moment.
 final class ReplyQueues: Sendable {
-    private let publisher: AMQPPublisher
+    private let publisher: any MessagePublishing
     private let known = Mutex<[String: ContinuousClock.Instant]>([:])
 
     static let freshness: Duration = .seconds(60)
     /// Bounds the memory of producers that use a new reply queue per job.
     static let capacity = 4096
 
-    init(publisher: AMQPPublisher) {
+    init(publisher: any MessagePublishing) {
         self.publisher = publisher
     }
 

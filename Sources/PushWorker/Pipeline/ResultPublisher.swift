@@ -3,13 +3,13 @@ import Foundation
 
 /// Publishes results and summaries, persistent and confirmed, with `correlation_id` = job id.
 public struct ResultPublisher: Sendable {
-    private let publisher: AMQPPublisher
+    private let publisher: any MessagePublishing
     private let encoder: JSONEncoder
 
     /// About half a minute of retries, 100 ms doubling to 2 s, for a broker that is briefly away.
     static let outage = RetryPolicy(maxAttempts: 20, initialDelay: .milliseconds(100), maximumDelay: .seconds(2))
 
-    public init(publisher: AMQPPublisher) {
+    public init(publisher: any MessagePublishing) {
         self.publisher = publisher
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

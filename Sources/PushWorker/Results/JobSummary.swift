@@ -2,7 +2,7 @@ import Foundation
 
 /// Closes a job (or chunk) on the reply queue, `type` = `summary`: how many devices ended how.
 /// For a refused job it carries the error instead.
-public struct JobSummary: Sendable, Hashable, Encodable {
+public struct JobSummary: Sendable, Hashable, Codable {
     public var jobID: String
     public var app: String?
     public var devices: Int
@@ -30,6 +30,29 @@ public struct JobSummary: Sendable, Hashable, Encodable {
     }
 
     enum ErrorKeys: String, CodingKey { case code, field, message }
+
+    /// Reads a summary as a producer receives it (tests, benchmarks, tools).
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        jobID = try container.decode(String.self, forKey: .jobID)
+        app = try container.decodeIfPresent(String.self, forKey: .app)
+        devices = try container.decode(Int.self, forKey: .devices)
+        let counts = try container.decode([String: Int].self, forKey: .outcomes)
+        outcomes = Dictionary(uniqueKeysWithValues: counts.compactMap { key, count in Outcome(rawValue: key).map { ($0, count) } }.filter { $0.1 != 0 })
+        if try container.decodeNil(forKey: .error) {
+            error = nil
+        } else {
+            let nested = try container.nestedContainer(keyedBy: ErrorKeys.self, forKey: .error)
+            let code = try nested.decode(String.self, forKey: .code)
+            guard let known = JobError.Code(rawValue: code) else {
+                throw DecodingError.dataCorruptedError(forKey: .code, in: nested, debugDescription: "unknown error code '\(code)'")
+            }
+            error = JobError(known, field: try nested.decodeIfPresent(String.self, forKey: .field), try nested.decode(String.self, forKey: .message))
+        }
+        durationMilliseconds = try container.decode(Int.self, forKey: .durationMilliseconds)
+        chunk = try container.decodeIfPresent(String.self, forKey: .chunk)
+        retrying = try container.decode(Int.self, forKey: .retrying)
+    }
 
     public func encode(to encoder: Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)

@@ -4,7 +4,7 @@ import JSONStream
 /// One device's result, published to the reply queue with `type` = `result` and
 /// `correlation_id` = the job id. Every key is always present (null when unknown), so consumers in
 /// any language can rely on the shape.
-public struct PushResult: Sendable, Hashable {
+public struct PushResult: Sendable, Hashable, Decodable {
     public var jobID: String
     public var token: String
     public var user: String?
@@ -33,6 +33,12 @@ public struct PushResult: Sendable, Hashable {
         self.reason = reason
         self.timestamp = timestamp
         self.attempts = attempts
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case jobID = "job_id", token, user, app, outcome, status
+        case apnsID = "apns_id", apnsUniqueID = "apns_unique_id"
+        case reason, timestamp, attempts
     }
 
     /// The message body: every key, sorted, null when unknown. Written with YAJL's generator:

@@ -1,0 +1,22 @@
+/// The AMQP headers pushworker reads and writes: the one place their names are spelt, for the
+/// worker, `pushworker dlq`, tests and producers' documentation (docs/jobs.md) alike.
+public enum WireHeader {
+    /// On a dead letter: the stable error code (`JobError.Code`).
+    public static let error = "x-pushworker-error"
+    /// On a dead letter: the sentence naming the field.
+    public static let errorMessage = "x-pushworker-error-message"
+    /// On a dead letter: the field at fault, as the job contract spells it.
+    public static let errorField = "x-pushworker-error-field"
+    /// On a chunk job: `"2/5"`; on a retry job of a job sent whole: `"retry"`. Never split again.
+    public static let chunk = "x-pushworker-chunk"
+    /// On a retry job: the sends made so far to each device, in token order.
+    public static let attempts = "x-pushworker-attempts"
+    /// On a retry job: how many delayed rounds came before it.
+    public static let retryRound = "x-pushworker-retry-round"
+    /// On a replayed dead letter: how often operators have replayed it.
+    public static let replays = "x-pushworker-replays"
+
+    /// The broker's bookkeeping of a message's past (dead-lettering, quorum delivery count): not
+    /// carried over to the jobs the worker publishes from it, where it would only mislead.
+    static let brokerBookkeeping: Set<String> = ["x-death", "x-delivery-count"]
+}

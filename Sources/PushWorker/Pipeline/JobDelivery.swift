@@ -1,0 +1,23 @@
+import AMQP
+
+/// A job as it came from the broker, without the connection it came on: what the pipeline reads.
+public struct JobDelivery: Sendable {
+    /// The whole body; empty when the body was streamed.
+    public var body: [UInt8]
+    /// The reader a body over `Worker.streamJobsOverBytes` was parsed into as it arrived.
+    public var streamed: StreamedJobReader?
+    public var properties: AMQPProperties
+
+    public init(body: [UInt8], streamed: StreamedJobReader? = nil, properties: AMQPProperties) {
+        self.body = body
+        self.streamed = streamed
+        self.properties = properties
+    }
+
+    public init(_ delivery: AMQPDelivery) {
+        self.init(body: delivery.body, streamed: delivery.streamedBody as? StreamedJobReader, properties: delivery.properties)
+    }
+
+    /// The `x-pushworker-chunk` header: set on chunk and retry jobs, which are never split again.
+    var chunk: String? { properties.headers?[WireHeader.chunk]?.stringValue }
+}

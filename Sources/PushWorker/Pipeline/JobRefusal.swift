@@ -1,0 +1,44 @@
+import AMQP
+import Logging
+
+/// Sees a refused job out: to the dead letters with the reason in its headers, and a summary with
+/// the error to the producer's reply queue.
+struct JobRefusal: Sendable {
+    let publisher: any MessagePublishing
+    let results: ResultPublisher
+    let queues: WorkerSettings.Names
+    let logger: Logger
+
+    func refuse(_ delivery: JobDelivery, _ error: JobError) async -> JobSettlement {
+        let jobID = delivery.properties.messageID ?? "unknown"
+        logger.warning("job refused", metadata: ["job": "\(jobID)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
+        guard delivery.streamed == nil else {
+            // Its body was never held, so it cannot be republished with our headers: the broker
+            // dead-letters the original (x-death reason "rejected"); the reason is in the log
+            // line above and in the error summary.
+            await sendErrorSummary(delivery, jobID: jobID, error)
+            return .reject
+        }
+        do {
+            try await publisher.publish(AMQPMessage(
+                exchange: queues.deadLetterExchange, routingKey: queues.jobs, body: delivery.body,
+                properties: DeadLetter.properties(refusing: delivery.properties, error), mandatory: true))
+        } catch {
+            logger.error("cannot dead-letter the job; returning it to the queue", metadata: ["job": "\(jobID)", "error": "\(error)"])
+            return .requeue
+        }
+        await sendErrorSummary(delivery, jobID: jobID, error)
+        return .acknowledge
+    }
+
+    /// To the job's own `reply_to` when its body names one (unless that is the fault), else to the
+    /// AMQP `reply_to` property, as for results of a valid job.
+    private func sendErrorSummary(_ delivery: JobDelivery, jobID: String, _ error: JobError) async {
+        let named = error.field == "reply_to" || delivery.streamed != nil ? nil : JobDecoder.replyTo(in: delivery.body)
+        guard let replyTo = named ?? delivery.properties.replyTo else { return }
+        let summary = JobSummary(jobID: jobID, app: nil, devices: 0, outcomes: [:], error: error, durationMilliseconds: 0)
+        do { try await results.publish(summary, to: replyTo) } catch {
+            logger.warning("cannot send the error summary", metadata: ["job": "\(jobID)", "reply_to": "\(replyTo)", "error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import AMQP
+import Logging
+
+/// Publishes the devices still failing after a worker's share of attempts as a retry job to the
+/// delayed retry queue of the next round, confirmed, before the job is acknowledged. It comes back
+/// to the jobs queue when its pause is over, as a chunk (never split again), with the attempts
+/// made so far for each device.
+struct RetryHandOff: Sendable {
+    let publisher: any MessagePublishing
+    let queues: WorkerSettings.Names
+    /// Pauses of the successive rounds; the last repeats.
+    let delaysMilliseconds: [Int]
+    let logger: Logger
+
+    func handOn(_ job: PushJob, _ recipients: [Recipient], from delivery: JobDelivery) async throws {
+        let round = Int(delivery.properties.headers?[WireHeader.retryRound]?.intValue ?? 0)
+        let delay = delaysMilliseconds[min(round, delaysMilliseconds.count - 1)]
+        var properties = delivery.properties
+        var headers = JobSplitter.ownHeaders(properties.headers)
+        headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string("retry")
+        headers[WireHeader.attempts] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
+        headers[WireHeader.retryRound] = .int64(Int64(round + 1))
+        properties.headers = headers
+        properties.persistent = true
+        properties.messageID = "\(job.id)#retry\(round + 1)"
+        try await publisher.publish(.toQueue(
+            queues.retryQueue(milliseconds: delay), body: try job.chunkBody(tokens: recipients.map(\.token)), properties: properties))
+        logger.info("devices handed on to a retry job", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "delay_ms": "\(delay)"])
+    }
+
+    /// The sends already made to each device of a retry job, from its attempts header (in token
+    /// order): per-token data the pipeline puts on the recipients, whatever resolved them.
+    static func previousAttempts(of job: PushJob, _ delivery: JobDelivery) -> [String: Int] {
+        guard let counts = delivery.properties.headers?[WireHeader.attempts]?.arrayValue else { return [:] }
+        var attempts: [String: Int] = [:]
+        for (token, count) in zip(job.audience.tokens, counts) {
+            if let value = count.intValue { attempts[token] = Int(value) }
+        }
+        return attempts
+    }
+}

@@ -1,0 +1,38 @@
+import APNs
+import Foundation
+import PushWorker
+import Testing
+
+@Suite("Chunk job bodies")
+struct ChunkBodyTests {
+    @Test("a chunk body decodes to the same job with only its tokens; the payload's bytes are spliced in unchanged")
+    func roundTrip() throws {
+        let decoder = JobDecoder(apps: ["demo": "com.example.app"])
+        let token = String(repeating: "cd", count: 32)
+        let enqueued = Date(timeIntervalSince1970: 1_800_000_000)
+        let job = try decoder.decode(Array(#"""
+            {"id": "j", "audience": {"tokens": ["\#(token)"], "users": ["u"]}, "type": "t", "subtype": "s",
+             "payload": {"aps": {"alert": {"title": "Ünïcode \"quoted\"", "body": "a/b"}}, "k": [1, 2.5, null]},
+             "push_type": "background", "priority": 5, "expiration": {"after_seconds": 60}, "collapse_id": "c",
+             "topic": "com.example.app", "results": "failures", "reply_to": "q"}
+            """#.utf8), enqueuedAt: enqueued)
+        let body = try job.chunkBody(tokens: [token, String(repeating: "ef", count: 32)])
+        #expect(body.suffix(job.payload.count + 1) == ArraySlice(job.payload + [UInt8(ascii: "}")]))
+        let chunk = try decoder.decode(body, enqueuedAt: Date(timeIntervalSince1970: 0))
+        #expect(chunk.payload == job.payload)
+        #expect(chunk.audience == PushJob.Audience(tokens: [token, String(repeating: "ef", count: 32)]))
+        // The relative expiration is fixed to its deadline, so a chunk taken later lives no longer.
+        #expect(chunk.expiration?.deadline == enqueued.addingTimeInterval(60))
+        var expected = job
+        expected.audience = chunk.audience
+        expected.expiration = chunk.expiration
+        #expect(chunk == expected)
+    }
+
+    @Test("an immediate expiration stays immediate in a chunk")
+    func immediate() throws {
+        let decoder = JobDecoder(apps: ["demo": "com.example.app"])
+        let job = try decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {"aps": {}}, "expiration": 0}"#.utf8))
+        #expect(try decoder.decode(try job.chunkBody(tokens: [])).expiration == .immediately)
+    }
+}
