@@ -3,7 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "pushworker",
-    platforms: [.macOS(.v15)],
+    // Linux only (eventfd, /proc, Glibc): SwiftPM has no way to say so but leaving other
+    // platforms out.
     products: [
         .executable(name: "pushworker", targets: ["pushworker"]),
         .executable(name: "mock-apns", targets: ["mock-apns"]),
@@ -97,6 +98,7 @@ let package = Package(
                 "JSONStream",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -108,7 +110,6 @@ let package = Package(
                 "APNsHTTP2",
                 "PushWorker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -142,7 +143,7 @@ let package = Package(
         // Runs the built `pushworker` program as a process, the way operators and producers do.
         .testTarget(
             name: "pushworkerTests",
-            dependencies: ["pushworker", "mock-apns", "AMQP", "APNs", "MockAPNs", "TestSupport"]
+            dependencies: ["pushworker", "mock-apns", "PushWorker", "AMQP", "APNs", "MockAPNs", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -55,10 +55,12 @@ struct DLQCommand: AsyncParsableCommand {
 
         func run() async throws {
             let (amqp, queue, _) = try location.resolve()
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             try await DeadLetterBrowser.browse(amqp, queue: queue) { letters in
                 for letter in letters {
                     if json {
-                        print(String(decoding: try JSONSerialization.data(withJSONObject: letter.summary, options: [.sortedKeys]), as: UTF8.self))
+                        print(String(decoding: try encoder.encode(letter.listing), as: UTF8.self))
                     } else {
                         print("\(letter.id)\t\(letter.errorCode)\t\(letter.time)\tdeliveries=\(letter.deliveries)\treplays=\(letter.replays)\t\(letter.errorMessage)")
                     }
@@ -79,7 +81,15 @@ struct DLQCommand: AsyncParsableCommand {
             try await DeadLetterBrowser.browse(amqp, queue: queue) { letters in
                 for letter in letters where letter.id == id {
                     found = true
-                    print(letter.summary.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "\n"))
+                    let listing = letter.listing
+                    print("""
+                        deliveries: \(listing.deliveries)
+                        error: \(listing.error)
+                        id: \(listing.id)
+                        message: \(listing.message)
+                        replays: \(listing.replays)
+                        time: \(listing.time)
+                        """)
                     print("body:\n" + String(decoding: letter.delivery.body, as: UTF8.self))
                 }
                 return []
@@ -110,11 +120,7 @@ struct DLQCommand: AsyncParsableCommand {
                 for letter in selected {
                     print("\(dryRun ? "would replay" : "replaying") \(letter.id) (\(letter.errorCode)) to \(target)")
                     guard let publisher else { continue }
-                    var properties = letter.delivery.properties
-                    var headers = properties.headers ?? [:]
-                    headers["x-pushworker-replays"] = .int64(Int64(letter.replays + 1))
-                    properties.headers = headers
-                    try await publisher.publish(.toQueue(target, body: letter.delivery.body, properties: properties))
+                    try await publisher.publish(letter.replay(to: target))
                     moved += 1
                 }
                 return dryRun ? [] : selected

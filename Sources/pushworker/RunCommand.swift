@@ -1,12 +1,11 @@
 import ArgumentParser
-import Dispatch
 import Foundation
 import Logging
 import PushWorker
-import ServiceLifecycle
 
 /// The worker: consume push jobs until SIGTERM or SIGINT, then finish what is in hand and exit 0.
-/// A second signal exits at once; nothing is lost, as unacknowledged jobs are redelivered.
+/// A second signal exits at once; nothing is lost, as unacknowledged jobs are redelivered
+/// (`WorkerProcess`).
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
@@ -43,53 +42,6 @@ struct RunCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "pushworker")
         let configuration = try PushWorkerConfiguration.load(file: config)
-        let worker = try await Worker.start(configuration, file: config, logger: logger)
-        let grace = configuration.worker.shutdownGraceSeconds
-        // ServiceLifecycle turns the first SIGTERM or SIGINT into a graceful shutdown; this
-        // handler only watches for a second one.
-        let signals = SignalHandling(logger: logger) {
-            // Past the grace period, stop waiting: the broker redelivers what was not acknowledged.
-            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(grace)) {
-                logger.error("shutdown grace period of \(grace) s exceeded; exiting")
-                Foundation.exit(1)
-            }
-        }
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: worker)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
-        signals.cancel()
-    }
-}
-
-/// SIGTERM and SIGINT: the first calls `onFirst`, the second exits at once.
-final class SignalHandling: @unchecked Sendable {
-    private let sources: [DispatchSourceSignal]
-    private let count = Locked(0)
-
-    init(logger: Logger, onFirst: @escaping @Sendable () -> Void) {
-        var sources: [DispatchSourceSignal] = []
-        for number in [SIGTERM, SIGINT] {
-            // Dispatch sources see a signal only while its default action (terminate) is off.
-            signal(number, SIG_IGN)
-            sources.append(DispatchSource.makeSignalSource(signal: number, queue: .global()))
-        }
-        self.sources = sources
-        for source in sources {
-            let count = self.count
-            source.setEventHandler {
-                if count.withLock({ $0 += 1; return $0 }) == 1 {
-                    logger.notice("signal received: finishing the jobs in hand, then exiting (signal again to exit now)")
-                    onFirst()
-                } else {
-                    logger.warning("second signal: exiting now; unacknowledged jobs will be redelivered")
-                    exit(130)
-                }
-            }
-            source.resume()
-        }
-    }
-
-    func cancel() {
-        for source in sources { source.cancel() }
+        try await WorkerProcess.run(configuration, file: config, logger: logger)
     }
 }

@@ -19,7 +19,7 @@ struct TailCommand: AsyncParsableCommand {
         let consumer = try await AMQPConsumer.connect(try amqp.configuration(), queue: queue, prefetch: 100)
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
-            guard let delivery = try await consumer.next(idle: .seconds(idle)) else { break }
+            guard let delivery = try await consumer.next(waitingAtMost: .seconds(idle)) else { break }
             var line = "[\(delivery.properties.type ?? "message")] "
             if headers, let table = delivery.properties.headers {
                 line += table.keys.sorted().compactMap { key in table[key]?.stringValue.map { "\(key)=\($0)" } }.joined(separator: " ") + " "

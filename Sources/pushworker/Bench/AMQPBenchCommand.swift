@@ -93,7 +93,7 @@ struct AMQPBenchCommand: AsyncParsableCommand {
     private func measure(_ body: () async throws -> Void) async throws -> Double {
         let start = ContinuousClock.now
         try await body()
-        return (ContinuousClock.now - start).seconds
+        return (ContinuousClock.now - start) / .seconds(1)
     }
 
     private func report(_ what: String, count: Int, seconds: Double, detail: String) {
@@ -101,9 +101,3 @@ struct AMQPBenchCommand: AsyncParsableCommand {
     }
 }
 
-extension Duration {
-    var seconds: Double {
-        let (s, atto) = components
-        return Double(s) + Double(atto) / 1e18
-    }
-}

@@ -55,49 +55,11 @@ struct APNsBenchCommand: AsyncParsableCommand {
             }
             return try await group.reduce(0, +)
         }
-        let seconds = (ContinuousClock.now - start).seconds
+        let seconds = (ContinuousClock.now - start) / .seconds(1)
         client.shutdown()
         print(String(format: "pushworker bench apns: %d notifications in %.2f s = %.0f notifications/s (%d connection(s), %d streams, %d not 200)",
             count, seconds, Double(count) / seconds, connections, streams, failures))
         print(String(format: "latency p50 %.2f ms, p99 %.2f ms; peak memory (VmHWM) %.1f MiB",
             histogram.percentile(0.5), histogram.percentile(0.99), Double(PeakMemory.kibibytes) / 1024))
-    }
-}
-
-/// Latencies in logarithmic buckets (1% apart, 1 µs to 100 s): a few kilobytes whatever the count.
-final class LatencyHistogram: Sendable {
-    private static let growth = 1.01
-    private let buckets = Locked([Int](repeating: 0, count: Int(log(1e8) / log(growth)) + 2))
-
-    func record(_ duration: Duration) {
-        let micros = max(duration.seconds * 1_000_000, 1)
-        let index = Int(log(micros) / log(Self.growth))
-        buckets.withLock { $0[min(index, $0.count - 1)] += 1 }
-    }
-
-    /// Milliseconds: the upper edge of the bucket holding the percentile.
-    func percentile(_ fraction: Double) -> Double {
-        buckets.withLock { buckets in
-            let total = buckets.reduce(0, +)
-            var seen = 0
-            for (index, count) in buckets.enumerated() {
-                seen += count
-                if Double(seen) >= fraction * Double(total) { return pow(Self.growth, Double(index + 1)) / 1000 }
-            }
-            return 0
-        }
-    }
-}
-
-/// The process's peak resident memory, from /proc/self/status.
-enum PeakMemory {
-    static var kibibytes: Int { kibibytes(of: nil) }
-
-    /// VmHWM of a process (this one when nil), from /proc.
-    static func kibibytes(of pid: Int32?) -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid.map(String.init) ?? "self")/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
-        else { return 0 }
-        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
     }
 }

@@ -87,7 +87,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 if delivery.body.count > 30, String(decoding: delivery.body, as: UTF8.self).contains(#""outcome":"delivered""#) { delivered += 1 }
             }
         }
-        let seconds = (ContinuousClock.now - start).seconds
+        let seconds = (ContinuousClock.now - start) / .seconds(1)
         print(String(format: "pushworker bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks)",
             count, seconds, Double(count) / seconds, delivered, chunks))
 
@@ -98,7 +98,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
             let sent = ContinuousClock.now
             try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(job.utf8)))
             guard let summary = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
-            latencies.append((ContinuousClock.now - sent).seconds * 1000)
+            latencies.append((ContinuousClock.now - sent) / .milliseconds(1))
             try await summary.ack()
         }
         latencies.sort()
