@@ -34,7 +34,12 @@ public struct MockAPNsFixture: Sendable {
         configuration.providerKeys = [keyID: (teamID, try signingKey().publicKeyPEM)]
         configuration.topics = [topic, topic + ".voip"]
         change(&configuration)
-        return MockAPNsFixture(server: try await MockAPNsServer.start(configuration))
+        let chosen = configuration
+        return MockAPNsFixture(server: try await TestPorts.start { port in
+            var configuration = chosen
+            configuration.port = port
+            return try await MockAPNsServer.start(configuration)
+        })
     }
 
     public static func path(_ name: String) -> String { credentials.pki.appendingPathComponent(name).path }

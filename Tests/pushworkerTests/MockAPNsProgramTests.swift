@@ -14,7 +14,7 @@ struct MockAPNsProgramTests {
 
         let process = Process()
         process.executableURL = Program.executable.deletingLastPathComponent().appendingPathComponent("mock-apns")
-        process.arguments = ["--port", "0", "--report-port", "0", "--cert", path("server.pem"),
+        process.arguments = ["--port", "\(try TestPorts.free())", "--report-port", "\(try TestPorts.free())", "--cert", path("server.pem"),
             "--key", path("server.key"), "--provider-key", "\(MockAPNsFixture.keyID):\(MockAPNsFixture.teamID):\(path("key.pub"))",
             "--topic", "com.example.app"]
         let output = Pipe()
