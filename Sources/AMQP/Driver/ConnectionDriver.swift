@@ -203,11 +203,19 @@ final class ConnectionDriver: @unchecked Sendable {
     /// which spares the broker (a quorum queue logs every settlement) most of the work.
     private func execute(_ commands: [DriverCommand], on handle: ConnectionHandle) throws {
         var acks: [UInt64] = []
-        for command in commands {
+        for (index, command) in commands.enumerated() {
             if case .settle(.ack(multiple: false), let deliveryGeneration, let tag) = command, deliveryGeneration == generation {
                 acks.append(tag)
-            } else {
+                continue
+            }
+            do {
                 try execute(command, on: handle)
+            } catch {
+                // The connection died: the rest of the batch waits for the next one (publishes go
+                // out on it, settlements of this connection's deliveries are dropped as stale),
+                // rather than being lost with their waiters.
+                for rest in commands[(index + 1)...] where !mailbox.post(rest) { Self.refuse(rest) }
+                throw error
             }
         }
         guard !acks.isEmpty else { return }

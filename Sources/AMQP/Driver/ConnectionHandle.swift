@@ -132,6 +132,9 @@ final class ConnectionHandle {
     /// another connection holds it exclusively, so it exists. Frames for channel 1 that arrive
     /// meanwhile are queued by librabbitmq and read by the next `readFrames`.
     func queueExists(_ queue: String, timeout: Duration) throws -> Bool {
+        // AMQP names are short strings: librabbitmq cannot even encode a longer one, and no
+        // queue can have it.
+        guard queue.utf8.count <= 255 else { return false }
         let channel = Self.inspectionChannel
         if !inspectionChannelOpen {
             amqp_channel_open(state, channel)

@@ -78,14 +78,18 @@ public struct JobDecoder: Sendable {
         }
         let replyTo = try fields.string("reply_to")
         if let replyTo, replyTo.isEmpty { throw JobError(.invalidField, field: "reply_to", "reply_to is empty") }
+        if let replyTo, replyTo.utf8.count > 255 {
+            throw JobError(.invalidField, field: "reply_to", "reply_to is \(replyTo.utf8.count) bytes; AMQP queue names have at most 255")
+        }
 
         guard let payloadObject = object["payload"] else { throw JobError(.missingField, field: "payload", "payload is missing") }
         guard let payloadDictionary = payloadObject as? [String: Any] else {
             throw JobError(.invalidField, field: "payload", "payload must be a JSON object, such as {\"aps\": {\"alert\": \"…\"}}")
         }
+        // Keys sorted: the same job makes the same bytes in every worker and every chunk.
         let payload: [UInt8]
         do {
-            payload = Array(try JSONSerialization.data(withJSONObject: payloadDictionary, options: [.withoutEscapingSlashes]))
+            payload = Array(try JSONSerialization.data(withJSONObject: payloadDictionary, options: [.sortedKeys, .withoutEscapingSlashes]))
         } catch {
             throw JobError(.invalidField, field: "payload", "payload cannot be serialised: \(error.localizedDescription)")
         }

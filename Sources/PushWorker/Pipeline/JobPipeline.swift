@@ -87,9 +87,10 @@ public struct JobPipeline: Sendable {
             let audience = try await resolve(job, from: delivery)
             let unresolved = unresolvedError(audience, of: job)
             if delivery.chunk == nil && audience.recipients.count > settings.chunkSize {
+                // Before the chunks: once they are confirmed, nothing may send the job back.
+                if let unresolved { try await publishUnresolved(unresolved, of: job, to: replyTo) }
                 let recipients = audience.recipients
                 try await splitter.split(job, devices: recipients.count, from: delivery) { range in recipients[range].map(\.token) }
-                if let unresolved { try await publishUnresolved(unresolved, of: job, to: replyTo) }
                 return .acknowledge
             }
             let report = try await processor.process(
@@ -129,11 +130,11 @@ public struct JobPipeline: Sendable {
     /// A streamed job's explicit tokens, plus the devices of its users and groups, each once.
     private func splitStreamed(_ job: PushJob, _ tokens: inout DeviceTokenList, from delivery: JobDelivery, replyTo: String) async throws {
         let others = try await resolver.resolve(job)
+        if let unresolved = unresolvedError(others, of: job) { try await publishUnresolved(unresolved, of: job, to: replyTo) }
         for recipient in others.recipients { tokens.append(hex: recipient.token.utf8) }
         tokens.sortAndRemoveDuplicates()
         let unique = tokens
         try await splitter.split(job, devices: unique.count, from: delivery) { range in unique.hex(range) }
-        if let unresolved = unresolvedError(others, of: job) { try await publishUnresolved(unresolved, of: job, to: replyTo) }
     }
 
     /// Users and groups nobody resolves would otherwise vanish from a job without a word: the

@@ -91,6 +91,12 @@ public struct JobProcessor: Sendable {
         try await withThrowingDiscardingTaskGroup { group in
             for recipient in recipients {
                 await admission.acquire()
+                // A device whose result could not be published failed the group: send no more of
+                // a job that goes back to the queue.
+                guard !group.isCancelled else {
+                    admission.release()
+                    break
+                }
                 group.addTask {
                     defer { admission.release() }
                     let end = try await self.deliver(job, to: recipient, replyTo: replyTo, ends: ends)

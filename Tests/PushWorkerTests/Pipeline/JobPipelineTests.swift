@@ -181,10 +181,20 @@ struct JobPipelineTests {
         #expect(try harness.publisher.summaries(to: "mine").first?.error?.code == .invalidToken)
     }
 
-    @Test("results that cannot be confirmed send the job back to the queue")
+    @Test("results that cannot be confirmed send the job back to the queue, and stop the rest of it being sent")
     func publishFails() async {
-        let harness = Harness(failure: { $0.properties.type == "result" ? AMQPError(.nacked, "the broker refused") : nil })
-        #expect(await harness.run(Self.job([1])) == .requeue)
+        let harness = Harness(chunkSize: 100, failure: { $0.properties.type == "result" ? AMQPError(.nacked, "the broker refused") : nil })
+        #expect(await harness.run(Self.job(Array(0..<50))) == .requeue)
+        #expect(harness.sender.sent.count < 50, "\(harness.sender.sent.count) sent of a job going back to the queue")
+    }
+
+    @Test("a split job reports its unresolved audience before its chunks, so nothing after the chunks can requeue it")
+    func unresolvedBeforeChunks() async throws {
+        let harness = Harness()
+        let tokens = [1, 2, 3, 4].map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        #expect(await harness.run(#"{"id": "j", "audience": {"tokens": [\#(tokens)], "users": ["u"]}, "payload": {"aps": {}}}"#) == .acknowledge)
+        let kinds = harness.publisher.messages.map { $0.routingKey == Self.results ? "summary" : "chunk" }
+        #expect(kinds.first == "summary" && kinds.filter { $0 == "chunk" }.count == 2, "\(kinds)")
     }
 
     @Test("users and groups no resolver knows are reported in the summary's error; the tokens are sent")
