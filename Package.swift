@@ -61,6 +61,17 @@ let package = Package(
             name: "APNs",
             dependencies: ["COpenSSL"]
         ),
+        // SQLite 3 (Debian libsqlite3-dev) for the embedded registry.
+        .target(
+            name: "CSQLite",
+            linkerSettings: [.linkedLibrary("sqlite3")]
+        ),
+        // Users, devices, groups and preferences: the store protocol, the SQLite store, the
+        // preference rules and the registry commands. No broker, no transport.
+        .target(
+            name: "Registry",
+            dependencies: ["CSQLite", "APNs"]
+        ),
         // The HTTP/2 client and connection pool over libcurl's multi interface.
         .target(
             name: "APNsHTTP2",
@@ -122,6 +133,10 @@ let package = Package(
         .testTarget(
             name: "AMQPTests",
             dependencies: ["AMQP", "TestSupport"]
+        ),
+        .testTarget(
+            name: "RegistryTests",
+            dependencies: ["Registry", "APNs"]
         ),
         .testTarget(
             name: "JSONStreamTests",

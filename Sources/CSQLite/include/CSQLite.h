@@ -1,0 +1,8 @@
+// SQLite 3 (Debian libsqlite3-dev), the registry's embedded store.
+#include <sqlite3.h>
+
+// SQLITE_TRANSIENT is a cast of -1 to a function pointer, which Swift cannot import: SQLite copies
+// the bound text or blob before the call returns, so Swift's buffer may go away after it.
+static inline int pw_sqlite3_bind_text_copy(sqlite3_stmt *statement, int index, const char *text, int bytes) {
+    return sqlite3_bind_text(statement, index, text, bytes, SQLITE_TRANSIENT);
+}

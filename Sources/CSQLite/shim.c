@@ -1,0 +1,1 @@
+// The header holds everything; this file makes the target a compiled one.

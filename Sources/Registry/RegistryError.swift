@@ -1,0 +1,30 @@
+/// Why a registry command was refused, or the store could not serve: a stable code (the reply's
+/// `error.code`, the dead letter's `x-pushworker-error`) and a sentence naming the field.
+public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// Not a JSON object.
+        case invalidJSON = "invalid_json"
+        /// `command` names no command this worker knows.
+        case unknownCommand = "unknown_command"
+        /// A field the command needs is absent.
+        case missingField = "missing_field"
+        /// A field has the wrong type or an impossible value, or is not a field of the command.
+        case invalidField = "invalid_field"
+        /// `add_to_group` with `create_group: false` named a group that does not exist.
+        case unknownGroup = "unknown_group"
+        /// The store could not be read or written; the command may succeed later.
+        case storeUnavailable = "store_unavailable"
+    }
+
+    public let code: Code
+    public let field: String?
+    public let message: String
+
+    public init(_ code: Code, field: String? = nil, _ message: String) {
+        self.code = code
+        self.field = field
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}

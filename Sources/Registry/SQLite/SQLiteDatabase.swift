@@ -1,0 +1,69 @@
+import CSQLite
+
+/// One SQLite connection: the only owner of the C handle, closed on deinit. Not thread-safe by
+/// itself; its store serialises every use behind a lock.
+final class SQLiteDatabase {
+    private let handle: OpaquePointer
+    let path: String
+
+    /// Opens (creating) the file in WAL mode, so workers on one host share it: readers never wait
+    /// for the writer, and writers wait up to `busyTimeout` for each other instead of failing.
+    init(path: String, busyTimeoutMilliseconds: Int32 = 10_000) throws(RegistryError) {
+        var handle: OpaquePointer?
+        let status = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let handle { sqlite3_close_v2(handle) }
+            throw RegistryError(.storeUnavailable, "cannot open the SQLite registry '\(path)': \(message)")
+        }
+        self.handle = handle
+        self.path = path
+        sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
+        try execute("PRAGMA journal_mode = WAL")
+        try execute("PRAGMA synchronous = NORMAL")
+        try execute("PRAGMA foreign_keys = ON")
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs SQL with no parameters and no rows to read (schema, pragmas, transactions).
+    func execute(_ sql: String) throws(RegistryError) {
+        var error: UnsafeMutablePointer<CChar>?
+        let status = sqlite3_exec(handle, sql, nil, nil, &error)
+        guard status == SQLITE_OK else {
+            let message = error.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(error)
+            throw RegistryError(.storeUnavailable, "SQLite registry '\(path)': \(message) (in: \(sql.prefix(80)))")
+        }
+    }
+
+    func prepare(_ sql: String) throws(RegistryError) -> SQLiteStatement {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK, let statement else {
+            throw failure("preparing \(sql.prefix(80))")
+        }
+        return SQLiteStatement(statement, database: self)
+    }
+
+    /// Runs `body` in one transaction (immediate, so two writers queue at its start rather than
+    /// fail half-way), rolled back if it throws.
+    func transaction<T>(_ body: () throws(RegistryError) -> T) throws(RegistryError) -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    func failure(_ context: String) -> RegistryError {
+        RegistryError(.storeUnavailable, "SQLite registry '\(path)': \(context): \(String(cString: sqlite3_errmsg(handle)))")
+    }
+
+    var changes: Int { Int(sqlite3_changes(handle)) }
+}

@@ -1,0 +1,63 @@
+import CSQLite
+
+/// A prepared statement, kept for the life of its store and reset after each use.
+final class SQLiteStatement {
+    private let statement: OpaquePointer
+    private unowned let database: SQLiteDatabase
+
+    init(_ statement: OpaquePointer, database: SQLiteDatabase) {
+        self.statement = statement
+        self.database = database
+    }
+
+    deinit {
+        sqlite3_finalize(statement)
+    }
+
+    enum Value {
+        case text(String)
+        case integer(Int64)
+        case real(Double)
+        case null
+    }
+
+    /// Binds `values` to ?1, ?2…, runs the statement and hands each row to `row`; always resets.
+    func run(_ values: [Value], row: (Row) throws(RegistryError) -> Void = { _ in }) throws(RegistryError) {
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let status: Int32
+            switch value {
+            case .text(let text):
+                status = text.utf8CString.withUnsafeBufferPointer { pw_sqlite3_bind_text_copy(statement, index, $0.baseAddress, Int32($0.count - 1)) }
+            case .integer(let number): status = sqlite3_bind_int64(statement, index, number)
+            case .real(let number): status = sqlite3_bind_double(statement, index, number)
+            case .null: status = sqlite3_bind_null(statement, index)
+            }
+            guard status == SQLITE_OK else { throw database.failure("binding parameter \(index)") }
+        }
+        while true {
+            switch sqlite3_step(statement) {
+            case SQLITE_ROW: try row(Row(statement: statement))
+            case SQLITE_DONE: return
+            default: throw database.failure("running a statement")
+            }
+        }
+    }
+
+    /// The current row; valid only inside `run`'s row handler.
+    struct Row {
+        fileprivate let statement: OpaquePointer
+
+        func text(_ column: Int32) -> String? {
+            guard sqlite3_column_type(statement, column) != SQLITE_NULL, let bytes = sqlite3_column_text(statement, column) else { return nil }
+            return String(cString: bytes)
+        }
+
+        func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+        func real(_ column: Int32) -> Double { sqlite3_column_double(statement, column) }
+    }
+}

@@ -1,0 +1,153 @@
+import APNs
+import Foundation
+import Registry
+import Testing
+
+/// What every registry store must do. Runs against each store kind (SQLite now; PostgreSQL joins
+/// the `kinds` when its store lands), each test on a store of its own.
+@Suite("Registry stores")
+struct RegistryStoreTests {
+    enum Kind: String, CaseIterable, CustomStringConvertible, Sendable {
+        case sqlite
+        var description: String { rawValue }
+
+        func makeStore() throws -> any RegistryStore {
+            switch self {
+            case .sqlite:
+                let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db")
+                return try SQLiteRegistryStore(path: file.path)
+            }
+        }
+    }
+
+    static func token(_ index: Int) -> String { String(format: "%064x", 0xD000 + index) }
+
+    static func command(_ json: String) throws -> RegistryCommand { try RegistryCommand(json: Array(json.utf8)) }
+
+    static func all(_ store: any RegistryStore, app: String = "news", users: [String] = [], groups: [String] = [], pageSize: Int = 1000) async throws -> [RegisteredDevice] {
+        var devices: [RegisteredDevice] = []
+        try await store.devices(app: app, users: users, groups: groups, pageSize: pageSize) { devices += $0 }
+        return devices
+    }
+
+    @Test("devices of users and of group members resolve once each, in pages, for the job's app only", arguments: Kind.allCases)
+    func resolution(_ kind: Kind) async throws {
+        let store = try kind.makeStore()
+        for (index, user) in ["u-1", "u-1", "u-2", "u-3"].enumerated() {
+            try await store.apply(.registerDevice(app: "news", token: Self.token(index), user: user))
+        }
+        try await store.apply(.registerDevice(app: "other", token: Self.token(9), user: "u-1"))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(8), user: nil))
+        try await store.apply(.addToGroup(user: "u-2", group: "staff", createGroup: true))
+        try await store.apply(.addToGroup(user: "u-1", group: "staff", createGroup: true))
+
+        let byUser = try await Self.all(store, users: ["u-1"])
+        #expect(byUser == [RegisteredDevice(token: Self.token(0), user: "u-1"), RegisteredDevice(token: Self.token(1), user: "u-1")])
+        // u-1 is named and in the group: its devices come once.
+        let both = try await Self.all(store, users: ["u-1", "u-3"], groups: ["staff"], pageSize: 2)
+        #expect(both.map(\.token) == [0, 1, 2, 3].map(Self.token))
+        var pages: [Int] = []
+        try await store.devices(app: "news", users: ["u-1", "u-3"], groups: ["staff"], pageSize: 2) { pages.append($0.count) }
+        #expect(pages == [2, 2])
+        #expect(try await Self.all(store, groups: ["nobody"]).isEmpty)
+    }
+
+    @Test("connect moves a device; disconnect and unregister break the connection and keep the user", arguments: Kind.allCases)
+    func connections(_ kind: Kind) async throws {
+        let store = try kind.makeStore()
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: nil))
+        try await store.apply(.connect(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.connect(app: "news", token: Self.token(1), user: "u-2"))
+        #expect(try await Self.all(store, users: ["u-1"]).isEmpty)
+        #expect(try await store.device(app: "news", token: Self.token(1))?.user == "u-2")
+        try await store.apply(.disconnect(app: "news", token: Self.token(1), user: "u-1"))  // not its user: nothing
+        #expect(try await store.device(app: "news", token: Self.token(1))?.user == "u-2")
+        try await store.apply(.disconnect(app: "news", token: Self.token(1), user: "u-2"))
+        #expect(try await store.device(app: "news", token: Self.token(1))?.user == nil)
+        try await store.apply(.connect(app: "news", token: Self.token(1), user: "u-2"))
+        let preferences = NotificationPreferences(blacklist: ["news": []])
+        try await store.apply(.setPreferences(user: "u-2", preferences))
+        try await store.apply(.unregisterDevice(app: "news", token: Self.token(1)))
+        #expect(try await store.device(app: "news", token: Self.token(1)) == nil)
+        #expect(try await store.preferences(of: ["u-2"]) == ["u-2": preferences], "the user stays")
+    }
+
+    @Test("every command is idempotent", arguments: Kind.allCases)
+    func idempotent(_ kind: Kind) async throws {
+        let store = try kind.makeStore()
+        let commands: [RegistryCommand] = [
+            .registerDevice(app: "news", token: Self.token(1), user: "u-1"), .connect(app: "news", token: Self.token(2), user: "u-1"),
+            .addToGroup(user: "u-1", group: "g", createGroup: true), .setPreferences(user: "u-1", NotificationPreferences(blacklist: ["t": []])),
+            .removeFromGroup(user: "u-9", group: "g"), .disconnect(app: "news", token: Self.token(3), user: "u-1"),
+            .unregisterDevice(app: "news", token: Self.token(4)), .deleteUser(user: "u-8"),
+        ]
+        for command in commands + commands { try await store.apply(command) }
+        #expect(try await Self.all(store, users: ["u-1"], groups: ["g"]).map(\.token) == [Self.token(1), Self.token(2)])
+        #expect(try await store.preferences(of: ["u-1"]) == ["u-1": NotificationPreferences(blacklist: ["t": []])])
+    }
+
+    @Test("add_to_group with create_group false refuses a missing group and changes nothing", arguments: Kind.allCases)
+    func unknownGroup(_ kind: Kind) async throws {
+        let store = try kind.makeStore()
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        await #expect(throws: RegistryError(.unknownGroup, field: "group", "group 'art' does not exist, and create_group is false")) {
+            try await store.apply(.addToGroup(user: "u-1", group: "art", createGroup: false))
+        }
+        try await store.apply(.addToGroup(user: "u-2", group: "art", createGroup: true))
+        try await store.apply(.addToGroup(user: "u-1", group: "art", createGroup: false))
+        #expect(try await Self.all(store, groups: ["art"]).map(\.token) == [Self.token(1)])
+    }
+
+    @Test("delete_user removes the user and their memberships; their devices stay, unconnected", arguments: Kind.allCases)
+    func deleteUser(_ kind: Kind) async throws {
+        let store = try kind.makeStore()
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.addToGroup(user: "u-1", group: "g", createGroup: true))
+        try await store.apply(.setPreferences(user: "u-1", NotificationPreferences(whitelist: ["a": []])))
+        try await store.apply(.deleteUser(user: "u-1"))
+        #expect(try await Self.all(store, users: ["u-1"], groups: ["g"]).isEmpty)
+        #expect(try await store.device(app: "news", token: Self.token(1)) == RegisteredDevice(token: Self.token(1), user: nil))
+        #expect(try await store.preferences(of: ["u-1"]).isEmpty)
+    }
+
+    @Test("a 410 removes the device unless it registered again after the 410's timestamp; BadDeviceToken marks it invalid", arguments: Kind.allCases)
+    func feedback(_ kind: Kind) async throws {
+        let store = try kind.makeStore()
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(2), user: "u-1"))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(3), user: "u-1"))
+        // APNs last saw token 1 valid an hour ago: it is gone. Token 2 registered after that moment.
+        #expect(try await store.deviceRejected(app: "news", token: Self.token(1), reason: .unregistered, at: Date()))
+        #expect(try await store.deviceRejected(app: "news", token: Self.token(2), reason: .expiredToken, at: Date(timeIntervalSinceNow: -3600)) == false)
+        #expect(try await store.deviceRejected(app: "news", token: Self.token(3), reason: .badDeviceToken, at: nil))
+        #expect(try await store.deviceRejected(app: "news", token: Self.token(2), reason: .tooManyRequests, at: nil) == false)
+        #expect(try await Self.all(store, users: ["u-1"]).map(\.token) == [Self.token(2)])
+        // Registered again: valid again.
+        try await store.apply(.registerDevice(app: "news", token: Self.token(3), user: "u-1"))
+        #expect(try await Self.all(store, users: ["u-1"]).map(\.token) == [Self.token(2), Self.token(3)])
+    }
+
+    @Test("the SQLite file keeps everything across reopening, and two stores on one file see each other's writes")
+    func sqliteFile() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
+        let first = try SQLiteRegistryStore(path: file)
+        let second = try SQLiteRegistryStore(path: file)
+        try await first.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await second.apply(.addToGroup(user: "u-1", group: "g", createGroup: true))
+        #expect(try await Self.all(second, groups: ["g"]).map(\.token) == [Self.token(1)])
+        let reopened = try SQLiteRegistryStore(path: file)
+        #expect(try await Self.all(reopened, groups: ["g"]).map(\.token) == [Self.token(1)])
+    }
+
+    @Test("a file that is not a database is refused with its path")
+    func notADatabase() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db")
+        try Data(String(repeating: "not sqlite ", count: 200).utf8).write(to: file)
+        do {
+            _ = try SQLiteRegistryStore(path: file.path)
+            Issue.record("opened a file that is not a database")
+        } catch {
+            #expect(error.code == .storeUnavailable && error.message.contains(file.path), "\(error)")
+        }
+    }
+}
