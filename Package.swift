@@ -107,6 +107,7 @@ let package = Package(
                 "APNs",
                 "APNsHTTP2",
                 "JSONStream",
+                "Registry",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -158,7 +159,7 @@ let package = Package(
         // Runs the built `pushworker` program as a process, the way operators and producers do.
         .testTarget(
             name: "pushworkerTests",
-            dependencies: ["pushworker", "mock-apns", "PushWorker", "AMQP", "APNs", "MockAPNs", "TestSupport"]
+            dependencies: ["pushworker", "mock-apns", "PushWorker", "Registry", "AMQP", "APNs", "MockAPNs", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

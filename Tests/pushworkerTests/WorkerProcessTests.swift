@@ -17,8 +17,13 @@ struct WorkerProcessTests {
         let prefix: String
     }
 
-    static func setUp(faults: [MockAPNsFault], maxAttempts: Int = 3, extra: String = "", appExtra: [String] = []) async throws -> Setup {
-        let fixture = try await MockAPNsFixture.start { $0.faults = faults }
+    static func setUp(
+        faults: [MockAPNsFault], unregistered: [String: Date] = [:], maxAttempts: Int = 3, extra: String = "", appExtra: [String] = []
+    ) async throws -> Setup {
+        let fixture = try await MockAPNsFixture.start {
+            $0.faults = faults
+            $0.unregisteredTokens = unregistered
+        }
         let prefix = TestBroker.uniqueName("e2e")
         let config = try MockAPNsFixture.writeConfiguration("""
             amqp:

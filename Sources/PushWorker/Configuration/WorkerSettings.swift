@@ -87,8 +87,22 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             ])
     }
 
+    /// Where users, devices, groups and preferences are kept; none: only explicit tokens.
+    public struct Registry: Sendable, Decodable, Equatable {
+        /// An SQLite file, shared by the workers of one host (relative to the configuration file).
+        public var sqlite: String?
+        /// A PostgreSQL URL, for workers on many hosts (not supported yet).
+        public var postgres: String?
+
+        public init(sqlite: String? = nil, postgres: String? = nil) {
+            self.sqlite = sqlite
+            self.postgres = postgres
+        }
+    }
+
     public var amqp = Broker()
     public var queues = Names()
+    public var registry: Registry?
     public var retryMaxAttempts = 6
     /// Attempts one worker makes per device before handing it on to a delayed retry queue.
     public var retryInProcessAttempts = 3
@@ -101,7 +115,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     public var shutdownGraceSeconds = 30
 
     enum CodingKeys: String, CodingKey {
-        case amqp, queues
+        case amqp, queues, registry
         case chunkSize = "chunk_size"
         case retryMaxAttempts = "retry_max_attempts"
         case retryInProcessAttempts = "retry_in_process_attempts"
@@ -116,6 +130,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         amqp = try container.decodeIfPresent(Broker.self, forKey: .amqp) ?? amqp
         queues = try container.decodeIfPresent(Names.self, forKey: .queues) ?? queues
+        registry = try container.decodeIfPresent(Registry.self, forKey: .registry)
         retryMaxAttempts = try container.decodeIfPresent(Int.self, forKey: .retryMaxAttempts) ?? retryMaxAttempts
         retryInProcessAttempts = try container.decodeIfPresent(Int.self, forKey: .retryInProcessAttempts) ?? retryInProcessAttempts
         retryDelaysMilliseconds = try container.decodeIfPresent([Int].self, forKey: .retryDelaysMilliseconds) ?? retryDelaysMilliseconds

@@ -35,14 +35,16 @@ public struct JobPipeline: Sendable {
 
     public init(
         settings: WorkerSettings, apps: [App], publisher: any MessagePublishing, resolver: any AudienceResolver = ExplicitTokenResolver(),
-        logger: Logger
+        feedback: (any DeviceFeedback)? = nil, logger: Logger
     ) {
         let results = ResultPublisher(publisher: publisher)
         self.settings = settings
         self.decoder = JobDecoder(apps: Dictionary(apps.map { ($0.name, $0.topic) }, uniquingKeysWith: { first, _ in first }))
         self.processors = Dictionary(
             apps.map { app in
-                (app.name, JobProcessor(client: app.sender, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy, logger: logger))
+                (app.name, JobProcessor(
+                    client: app.sender, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
+                    feedback: feedback, logger: logger))
             },
             uniquingKeysWith: { first, _ in first })
         self.results = results

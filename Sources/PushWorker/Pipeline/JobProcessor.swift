@@ -18,17 +18,20 @@ public struct JobProcessor: Sendable {
     public var appName: String
     public var results: ResultPublisher
     public var retry: RetryPolicy
+    /// Told of devices APNs rejected for good (the registry, when there is one).
+    public var feedback: (any DeviceFeedback)?
     public var logger: Logger
 
     public init(
         client: any NotificationSending, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
-        logger: Logger = Logger(label: "pushworker.job")
+        feedback: (any DeviceFeedback)? = nil, logger: Logger = Logger(label: "pushworker.job")
     ) {
         self.client = client
         self.topic = topic
         self.appName = appName
         self.results = results
         self.retry = retry
+        self.feedback = feedback
         self.logger = logger
     }
 
@@ -160,6 +163,9 @@ public struct JobProcessor: Sendable {
                 switch response.reason?.disposition ?? (response.status >= 500 ? .retry : .final) {
                 case .final:
                     result.outcome = .rejected
+                    if let feedback, let reason = response.reason, reason.meansDeadDevice {
+                        await feedback.deviceRejected(app: appName, token: recipient.token, reason: reason, at: response.timestamp)
+                    }
                     break attempts
                 case .retry, .retryOnNewConnection, .retryWithNewProviderToken:
                     result.outcome = .failed

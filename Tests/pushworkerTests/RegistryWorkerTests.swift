@@ -1,0 +1,97 @@
+import AMQP
+import Foundation
+import MockAPNs
+import PushWorker
+import Registry
+import TestSupport
+import Testing
+
+/// A worker with an SQLite registry, fed here through the store on the same file (WAL lets two
+/// processes share it): group jobs resolve to the members' devices, preferences filter, and a 410
+/// removes a device.
+@Suite("pushworker run with a registry", .usesBroker)
+struct RegistryWorkerTests {
+    static func token(_ index: Int) -> String { String(format: "%064x", 0xE000 + index) }
+
+    @Test("a group job reaches the members' devices once each, filtered by preferences, each result naming its user; a 410 removes the device, one registered again after it is kept")
+    func groupJob() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
+        let store = try SQLiteRegistryStore(path: file)
+        // u-1: two devices, one of which APNs calls unregistered now; u-2: blacklists grades
+        // except final-grade; u-3: whitelists only news; u-4 named as a user and in the group.
+        try await store.apply(.registerDevice(app: "demo", token: Self.token(1), user: "u-1"))
+        try await store.apply(.registerDevice(app: "demo", token: Self.token(2), user: "u-1"))
+        try await store.apply(.registerDevice(app: "demo", token: Self.token(3), user: "u-2"))
+        try await store.apply(.registerDevice(app: "demo", token: Self.token(4), user: "u-3"))
+        try await store.apply(.registerDevice(app: "demo", token: Self.token(5), user: "u-4"))
+        try await store.apply(.registerDevice(app: "other", token: Self.token(6), user: "u-1"))
+        // Token 7 is a 410 too, but APNs saw it valid an hour ago and it registered since: kept.
+        try await store.apply(.registerDevice(app: "demo", token: Self.token(7), user: "u-4"))
+        for user in ["u-1", "u-2", "u-3", "u-4"] { try await store.apply(.addToGroup(user: user, group: "class", createGroup: true)) }
+        try await store.apply(.setPreferences(user: "u-2", NotificationPreferences(blacklist: ["grades": ["final-grade"]])))
+        try await store.apply(.setPreferences(user: "u-3", NotificationPreferences(whitelist: ["news": []])))
+
+        let setup = try await WorkerProcessTests.setUp(
+            faults: [MockAPNsFault(.reject(.unregistered), tokens: [Self.token(2)])],
+            unregistered: [Self.token(7): Date(timeIntervalSinceNow: -3600)],
+            extra: "registry: {sqlite: \(file)}")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results")])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology)
+
+        func run(_ id: String, subtype: String) async throws -> (results: [String: PushResult], summary: JobSummary) {
+            try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(
+                #"{"id": "\#(id)", "audience": {"groups": ["class"], "users": ["u-4"]}, "type": "grades", "subtype": "\#(subtype)", "payload": {"aps": {}}}"#.utf8)))
+            var byToken: [String: PushResult] = [:]
+            while true {
+                let delivery = try await results.next(within: .seconds(30))
+                try await delivery.ack()
+                switch try Reply(delivery) {
+                case .result(let result):
+                    #expect(byToken[result.token] == nil, "two results for \(result.token)")
+                    byToken[result.token] = result
+                case .summary(let summary):
+                    return (byToken, summary)
+                }
+            }
+        }
+
+        let first = try await run("midterm", subtype: "midterm")
+        #expect(first.results.mapValues(\.outcome) == [
+            Self.token(1): .delivered, Self.token(2): .rejected, Self.token(3): .filtered, Self.token(4): .filtered,
+            Self.token(5): .delivered, Self.token(7): .rejected,
+        ])
+        #expect(first.results.mapValues { $0.user ?? "-" } == [
+            Self.token(1): "u-1", Self.token(2): "u-1", Self.token(3): "u-2", Self.token(4): "u-3", Self.token(5): "u-4", Self.token(7): "u-4",
+        ])
+        #expect(first.summary.devices == 6 && first.summary.error == nil)
+        // Requests for 1, 2, 5 and 7; the mock records only those it accepted.
+        #expect(setup.mock.requestCount == 4)
+        #expect(Set(setup.mock.recorded.map(\.token)) == [Self.token(1), Self.token(5)])
+
+        // The 410 took token 2 out; token 7 stays; final-grade passes u-2's blacklist.
+        #expect(try await store.device(app: "demo", token: Self.token(2)) == nil)
+        #expect(try await store.device(app: "demo", token: Self.token(7)) != nil)
+        let second = try await run("final", subtype: "final-grade")
+        #expect(Set(second.results.keys) == [Self.token(1), Self.token(3), Self.token(4), Self.token(5), Self.token(7)])
+        #expect(second.results[Self.token(3)]?.outcome == .delivered)
+        #expect(second.results[Self.token(4)]?.outcome == .filtered)
+        #expect(setup.mock.requestCount == 8, "token 2 is not sent again")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+    }
+
+    @Test("a registry path that cannot be opened stops the worker at start, naming the key")
+    func badPath() async throws {
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: /nonexistent-dir/registry.db}")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let status = try await worker.stop(signal: 0, within: .seconds(60))
+        #expect(status != 0)
+        #expect(worker.log.contains("registry.sqlite"), "\(worker.log)")
+    }
+}
