@@ -85,6 +85,84 @@ struct RegistryWorkerTests {
         await publisher.close()
     }
 
+    @Test("registry commands through RabbitMQ from a plain AMQP client are applied and answered; malformed ones are answered with the error and dead-lettered; the worker keeps serving")
+    func commands() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: \(file)}")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("registry commands consumed")
+        let replies = "\(setup.prefix).replies"
+        let topology = AMQPTopology(queues: [.durable(replies), .durable("\(setup.prefix).dead", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let answers = try await TestBroker.consumer(queue: replies, topology: topology)
+        let dead = try await TestBroker.consumer(queue: "\(setup.prefix).dead", topology: topology)
+
+        /// Publishes a command as any producer would (exchange, routing key, reply_to, message_id)
+        /// and returns its reply.
+        func send(_ json: String, id: String) async throws -> [String: Any] {
+            try await publisher.publish(AMQPMessage(
+                exchange: "\(setup.prefix).push", routingKey: "registry", body: Array(json.utf8),
+                properties: AMQPProperties(contentType: "application/json", persistent: true, replyTo: replies, messageID: id), mandatory: true))
+            let answer = try await answers.next(within: .seconds(30))
+            try await answer.ack()
+            #expect(answer.properties.correlationID == id)
+            return try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
+        }
+
+        let valid = [
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(1))", "user": "u-1"}"#,
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(2))"}"#,
+            #"{"command": "connect", "app": "demo", "token": "\#(Self.token(2))", "user": "u-2"}"#,
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(3))", "user": "u-3"}"#,
+            #"{"command": "disconnect", "app": "demo", "token": "\#(Self.token(3))", "user": "u-3"}"#,
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(4))", "user": "u-1"}"#,
+            #"{"command": "unregister_device", "app": "demo", "token": "\#(Self.token(4))"}"#,
+            #"{"command": "add_to_group", "user": "u-1", "group": "g"}"#,
+            #"{"command": "add_to_group", "user": "u-2", "group": "g", "create_group": false}"#,
+            #"{"command": "add_to_group", "user": "u-3", "group": "g"}"#,
+            #"{"command": "remove_from_group", "user": "u-3", "group": "g"}"#,
+            #"{"command": "set_preferences", "user": "u-2", "whitelist": {}, "blacklist": {"grades": ["final-grade"]}}"#,
+            #"{"command": "delete_user", "user": "u-9"}"#,
+        ]
+        for (index, command) in valid.enumerated() {
+            let reply = try await send(command, id: "ok-\(index)")
+            #expect(reply["ok"] as? Bool == true, "\(command): \(reply)")
+        }
+        let malformed: [(json: String, code: String)] = [
+            ("not json", "invalid_json"),
+            (#"{"command": "register"}"#, "unknown_command"),
+            (#"{"command": "register_device", "app": "demo"}"#, "missing_field"),
+            (#"{"command": "register_device", "app": "demo", "token": "xyz"}"#, "invalid_field"),
+            (#"{"command": "connect", "app": "demo", "token": "\#(Self.token(1))", "user": 7}"#, "invalid_field"),
+            (#"{"command": "add_to_group", "user": "u-1", "group": "nope", "create_group": false}"#, "unknown_group"),
+            (#"{"command": "set_preferences", "user": "u-1", "whitelist": ["x"]}"#, "invalid_field"),
+            (#"{"command": "delete_user", "user": "u-1", "extra": 1}"#, "invalid_field"),
+        ]
+        for (index, entry) in malformed.enumerated() {
+            let reply = try await send(entry.json, id: "bad-\(index)")
+            #expect(reply["ok"] as? Bool == false)
+            #expect((reply["error"] as? [String: Any])?["code"] as? String == entry.code, "\(entry.json): \(reply)")
+            let letter = try await dead.next(within: .seconds(30))
+            try await letter.ack()
+            #expect(letter.properties.messageID == "bad-\(index)")
+            #expect(letter.properties.headers?[WireHeader.error]?.stringValue == entry.code)
+        }
+        // Still serving, and the state is what the commands said.
+        #expect(try await send(#"{"command": "add_to_group", "user": "u-2", "group": "g2"}"#, id: "after")["ok"] as? Bool == true)
+        let store = try SQLiteRegistryStore(path: file)
+        var members: [RegisteredDevice] = []
+        try await store.devices(app: "demo", users: [], groups: ["g"], pageSize: 100) { members += $0 }
+        #expect(members == [RegisteredDevice(token: Self.token(1), user: "u-1"), RegisteredDevice(token: Self.token(2), user: "u-2")])
+        #expect(try await store.device(app: "demo", token: Self.token(3))?.user == nil)
+        #expect(try await store.device(app: "demo", token: Self.token(4)) == nil)
+        #expect(try await store.preferences(of: ["u-2"]) == ["u-2": NotificationPreferences(blacklist: ["grades": ["final-grade"]])])
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await dead.close()
+        await answers.close()
+        await publisher.close()
+    }
+
     @Test("a registry path that cannot be opened stops the worker at start, naming the key")
     func badPath() async throws {
         let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: /nonexistent-dir/registry.db}")

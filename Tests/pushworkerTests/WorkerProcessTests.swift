@@ -35,6 +35,7 @@ struct WorkerProcessTests {
               dead_letter_exchange: \(prefix).dlx
               dead_letters: \(prefix).dead
               results: \(prefix).results
+              registry: \(prefix).registry
             retry_initial_delay_ms: 10
             retry_max_attempts: \(maxAttempts)
             \(extra)

@@ -37,12 +37,16 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var deadLetterExchange = "push.dlx"
         public var deadLetters = "push.dead"
         public var results = "push.results"
+        /// Registry commands, consumed when a registry is configured.
+        public var registry = "push.registry"
+        public var registryRoutingKey = "registry"
         /// Deliveries of one job before the broker dead-letters it as poison.
         public var deliveryLimit = 5
 
         enum CodingKeys: String, CodingKey {
-            case exchange, jobs, results
+            case exchange, jobs, results, registry
             case jobsRoutingKey = "jobs_routing_key"
+            case registryRoutingKey = "registry_routing_key"
             case deadLetterExchange = "dead_letter_exchange"
             case deadLetters = "dead_letters"
             case deliveryLimit = "delivery_limit"
@@ -58,6 +62,8 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             deadLetterExchange = try container.decodeIfPresent(String.self, forKey: .deadLetterExchange) ?? deadLetterExchange
             deadLetters = try container.decodeIfPresent(String.self, forKey: .deadLetters) ?? deadLetters
             results = try container.decodeIfPresent(String.self, forKey: .results) ?? results
+            registry = try container.decodeIfPresent(String.self, forKey: .registry) ?? registry
+            registryRoutingKey = try container.decodeIfPresent(String.self, forKey: .registryRoutingKey) ?? registryRoutingKey
             deliveryLimit = try container.decodeIfPresent(Int.self, forKey: .deliveryLimit) ?? deliveryLimit
         }
 
@@ -69,7 +75,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     /// their TTL, then dead-letter them back to the jobs queue through the exchange.
     public var topology: AMQPTopology {
         let names = queues
-        return AMQPTopology(
+        var topology = AMQPTopology(
             exchanges: [.init(names.exchange, type: "topic"), .init(names.deadLetterExchange, type: "fanout")],
             queues: [
                 .durable(names.jobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
@@ -85,6 +91,13 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
                 .init(queue: names.jobs, exchange: names.exchange, routingKey: names.jobsRoutingKey),
                 .init(queue: names.deadLetters, exchange: names.deadLetterExchange, routingKey: ""),
             ])
+        if registry != nil {
+            // Quorum with a delivery limit, as for jobs: a command the store keeps failing on ends
+            // in the dead letters instead of looping.
+            topology.queues.append(.durable(names.registry, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange))
+            topology.bindings.append(.init(queue: names.registry, exchange: names.exchange, routingKey: names.registryRoutingKey))
+        }
+        return topology
     }
 
     /// Where users, devices, groups and preferences are kept; none: only explicit tokens.

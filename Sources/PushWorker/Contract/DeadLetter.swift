@@ -61,11 +61,16 @@ public struct DeadLetter: Sendable {
     /// The dead letter the worker publishes for a job it refuses: the job as it came, its headers
     /// kept, with the reason added.
     static func properties(refusing properties: AMQPProperties, _ error: JobError) -> AMQPProperties {
+        Self.properties(refusing: properties, code: error.code.rawValue, field: error.field, message: error.message)
+    }
+
+    /// The same for any refused message (a registry command).
+    static func properties(refusing properties: AMQPProperties, code: String, field: String?, message: String) -> AMQPProperties {
         var properties = properties
         var headers = properties.headers ?? [:]
-        headers[WireHeader.error] = .string(error.code.rawValue)
-        headers[WireHeader.errorMessage] = .string(error.message)
-        if let field = error.field { headers[WireHeader.errorField] = .string(field) }
+        headers[WireHeader.error] = .string(code)
+        headers[WireHeader.errorMessage] = .string(message)
+        if let field { headers[WireHeader.errorField] = .string(field) }
         properties.headers = headers
         properties.persistent = true
         return properties

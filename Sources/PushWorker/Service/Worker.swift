@@ -1,8 +1,6 @@
 import AMQP
 import APNsHTTP2
-import Foundation
 import Logging
-import Registry
 import ServiceLifecycle
 
 /// The service around the `JobPipeline`: consumes push jobs, hands each to the pipeline, settles
@@ -41,10 +39,13 @@ public final class Worker: Service, Sendable {
 
     /// Connects to the broker (declaring the topology) and builds one APNs client per app.
     /// Throws the first configuration or connection problem, naming it.
-    public static func start(_ configuration: PushWorkerConfiguration, file: String, logger: Logger) async throws -> Worker {
+    /// - Parameter registry: resolves users and groups and hears of dead devices; without one,
+    ///   only explicit tokens are reached.
+    public static func start(
+        _ configuration: PushWorkerConfiguration, file: String, registry: RegistryResolver? = nil, logger: Logger
+    ) async throws -> Worker {
         let settings = configuration.worker
         let amqp = try settings.amqpConfiguration(file: file)
-        let registry = try openRegistry(settings.registry, file: file, logger: logger)
         let publisher = try await AMQPPublisher.connect(amqp, logger: logger)
         var clients: [APNsClient] = []
         var apps: [JobPipeline.App] = []
@@ -64,24 +65,6 @@ public final class Worker: Service, Sendable {
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
         ])
         return Worker(consumer: consumer, publisher: publisher, clients: clients, pipeline: pipeline, logger: logger)
-    }
-
-    /// The registry the configuration names, opened (and its schema migrated) before anything
-    /// is consumed, so a bad path fails the start with the key named.
-    private static func openRegistry(_ settings: WorkerSettings.Registry?, file: String, logger: Logger) throws -> RegistryResolver? {
-        guard let settings else { return nil }
-        if settings.postgres != nil {
-            throw ConfigurationError(file: file, key: "registry.postgres", "the PostgreSQL registry is not supported yet; use registry.sqlite")
-        }
-        guard let path = settings.sqlite, !path.isEmpty else {
-            throw ConfigurationError(file: file, key: "registry", "names no store; expected {sqlite: FILE}")
-        }
-        let resolved = path.hasPrefix("/") ? path : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(path).path
-        do {
-            return RegistryResolver(store: try SQLiteRegistryStore(path: resolved), logger: logger)
-        } catch {
-            throw ConfigurationError(file: file, key: "registry.sqlite", error.message)
-        }
     }
 
     /// Processes jobs until `stop()` or a graceful shutdown of the service group (SIGTERM); then

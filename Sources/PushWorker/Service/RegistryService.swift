@@ -1,0 +1,105 @@
+import AMQP
+import Foundation
+import Logging
+import Registry
+import ServiceLifecycle
+
+/// Consumes registry commands from `push.registry`, applies each to the store, and answers on the
+/// command's `reply_to` with `{"ok": true}` or `{"ok": false, "error": {"code", "message"}}`,
+/// `correlation_id` = the command's `message_id`. A command that cannot be applied as sent is
+/// dead-lettered with the reason, like an invalid job; one the store cannot take now goes back to
+/// the queue, whose delivery limit ends a command that keeps failing in the dead letters.
+public final class RegistryService: Service, Sendable {
+    private let consumer: AMQPConsumer
+    private let publisher: AMQPPublisher
+    private let store: any RegistryStore
+    private let queues: WorkerSettings.Names
+    private let logger: Logger
+
+    private init(consumer: AMQPConsumer, publisher: AMQPPublisher, store: any RegistryStore, queues: WorkerSettings.Names, logger: Logger) {
+        self.consumer = consumer
+        self.publisher = publisher
+        self.store = store
+        self.queues = queues
+        self.logger = logger
+    }
+
+    /// Commands taken from the broker at once: applied one after another, in order.
+    static let prefetch: UInt16 = 32
+
+    public static func start(settings: WorkerSettings, store: any RegistryStore, file: String, logger: Logger) async throws -> RegistryService {
+        var amqp = try settings.amqpConfiguration(file: file)
+        amqp.connectionName = "pushworker registry"
+        let publisher = try await AMQPPublisher.connect(amqp, logger: logger)
+        let consumer = try await AMQPConsumer.connect(amqp, queue: settings.queues.registry, prefetch: prefetch, logger: logger)
+        logger.info("registry commands consumed", metadata: ["queue": "\(settings.queues.registry)"])
+        return RegistryService(consumer: consumer, publisher: publisher, store: store, queues: settings.queues, logger: logger)
+    }
+
+    /// Applies commands until a graceful shutdown; the command in hand is finished first.
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            await consume()
+        } onGracefulShutdown: {
+            Task { await self.consumer.close() }
+        }
+        await consumer.close()
+        await publisher.close()
+    }
+
+    private func consume() async {
+        do {
+            for try await delivery in consumer {
+                await handle(delivery)
+            }
+        } catch {
+            logger.error("the registry command consumer stopped", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func handle(_ delivery: AMQPDelivery) async {
+        let id = delivery.properties.messageID ?? "unknown"
+        do {
+            let command = try RegistryCommand(json: delivery.body)
+            try await store.apply(command)
+            logger.debug("registry command applied", metadata: ["command": "\(command.name)", "id": "\(id)"])
+            await reply(to: delivery, #"{"ok":true}"#)
+            try? await delivery.ack()
+        } catch let error where error.code == .storeUnavailable {
+            logger.error("registry command not applied; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
+            try? await delivery.nack(requeue: true)
+        } catch {
+            logger.warning("registry command refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
+            do {
+                try await publisher.publish(AMQPMessage(
+                    exchange: queues.deadLetterExchange, routingKey: queues.registry, body: delivery.body,
+                    properties: DeadLetter.properties(refusing: delivery.properties, code: error.code.rawValue, field: error.field, message: error.message),
+                    mandatory: true))
+            } catch {
+                logger.error("cannot dead-letter the command; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
+                try? await delivery.nack(requeue: true)
+                return
+            }
+            await reply(to: delivery, Self.errorReply(error))
+            try? await delivery.ack()
+        }
+    }
+
+    static func errorReply(_ error: RegistryError) -> String {
+        let details: [String: Any] = ["code": error.code.rawValue, "message": error.message, "field": error.field.map { $0 as Any } ?? NSNull()]
+        let object: [String: Any] = ["ok": false, "error": details]
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) }
+            ?? #"{"ok":false}"#
+    }
+
+    private func reply(to delivery: AMQPDelivery, _ body: String) async {
+        guard let replyTo = delivery.properties.replyTo else { return }
+        let properties = AMQPProperties(
+            contentType: "application/json", persistent: true, correlationID: delivery.properties.messageID, type: "registry_reply")
+        do {
+            try await publisher.publish(.toQueue(replyTo, body: Array(body.utf8), properties: properties))
+        } catch {
+            logger.warning("cannot answer the registry command", metadata: ["reply_to": "\(replyTo)", "error": "\(error)"])
+        }
+    }
+}
