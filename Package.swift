@@ -121,6 +121,7 @@ let package = Package(
                 "APNs",
                 "APNsHTTP2",
                 "PushWorker",
+                "Registry",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -18,6 +18,9 @@ public protocol RegistryStore: Sendable {
     /// Applies one command; idempotent.
     func apply(_ command: RegistryCommand) async throws(RegistryError)
 
+    /// Applies commands in one transaction: all of them, or, when one is refused, none.
+    func apply(batch commands: [RegistryCommand]) async throws(RegistryError)
+
     /// The devices of `app` connected to one of `users` or to a member of one of `groups`, each
     /// once, in token order, handed over in pages of at most `pageSize`: a group of a million
     /// members is never held whole.

@@ -10,7 +10,7 @@ import UnixSignals
 /// is lost: jobs not acknowledged are redelivered to another worker.
 public enum WorkerProcess {
     public static func run(_ configuration: PushWorkerConfiguration, file: String, logger: Logger) async throws {
-        let registry = try openRegistry(configuration.worker.registry, file: file, logger: logger)
+        let registry = try configuration.openRegistryStore(file: file).map { RegistryResolver(store: $0, logger: logger) }
         let worker = try await Worker.start(configuration, file: file, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: worker)]
         if let registry {
@@ -22,24 +22,6 @@ public enum WorkerProcess {
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         watcher.cancel()
-    }
-
-    /// The registry the configuration names, opened (and its schema migrated) before anything
-    /// is consumed, so a bad path fails the start with the key named.
-    static func openRegistry(_ settings: WorkerSettings.Registry?, file: String, logger: Logger) throws -> RegistryResolver? {
-        guard let settings else { return nil }
-        if settings.postgres != nil {
-            throw ConfigurationError(file: file, key: "registry.postgres", "the PostgreSQL registry is not supported yet; use registry.sqlite")
-        }
-        guard let path = settings.sqlite, !path.isEmpty else {
-            throw ConfigurationError(file: file, key: "registry", "names no store; expected {sqlite: FILE}")
-        }
-        let resolved = path.hasPrefix("/") ? path : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(path).path
-        do {
-            return RegistryResolver(store: try SQLiteRegistryStore(path: resolved), logger: logger)
-        } catch {
-            throw ConfigurationError(file: file, key: "registry.sqlite", error.message)
-        }
     }
 
     private static func watchSignals(grace: Int, logger: Logger) async {

@@ -97,41 +97,49 @@ public final class SQLiteRegistryStore: RegistryStore {
     ]
 
     public func apply(_ command: RegistryCommand) async throws(RegistryError) {
+        try await apply(batch: [command])
+    }
+
+    public func apply(batch commands: [RegistryCommand]) async throws(RegistryError) {
         let now = Date().timeIntervalSince1970
         try state.withLock { (connection: inout Connection) throws(RegistryError) in
             let c = connection
             try c.database.transaction { () throws(RegistryError) in
-                switch command {
-                case .registerDevice(let app, let token, let user):
-                    if let user { try c.ensureUser.run([.text(user)]) }
-                    try c.upsertDevice.run([.text(app), .text(token), user.map { .text($0) } ?? .null, .real(now)])
-                case .unregisterDevice(let app, let token):
-                    try c.deleteDevice.run([.text(app), .text(token)])
-                case .connect(let app, let token, let user):
-                    try c.ensureUser.run([.text(user)])
-                    try c.connectDevice.run([.text(app), .text(token), .text(user), .real(now)])
-                case .disconnect(let app, let token, let user):
-                    try c.disconnectDevice.run([.text(app), .text(token), .text(user)])
-                case .addToGroup(let user, let group, let createGroup):
-                    if createGroup {
-                        try c.ensureGroup.run([.text(group)])
-                    } else {
-                        var exists = false
-                        try c.groupExists.run([.text(group)]) { _ in exists = true }
-                        guard exists else { throw RegistryError(.unknownGroup, field: "group", "group '\(group)' does not exist, and create_group is false") }
-                    }
-                    try c.ensureUser.run([.text(user)])
-                    try c.addMembership.run([.text(group), .text(user)])
-                case .removeFromGroup(let user, let group):
-                    try c.removeMembership.run([.text(group), .text(user)])
-                case .setPreferences(let user, let preferences):
-                    try c.ensureUser.run([.text(user)])
-                    try c.setPreferences.run([.text(user), .text(Self.json(preferences.whitelist)), .text(Self.json(preferences.blacklist))])
-                case .deleteUser(let user):
-                    try c.disconnectUserDevices.run([.text(user)])
-                    try c.deleteUser.run([.text(user)])
-                }
+                for command in commands { try Self.apply(command, on: c, now: now) }
             }
+        }
+    }
+
+    private static func apply(_ command: RegistryCommand, on c: Connection, now: Double) throws(RegistryError) {
+        switch command {
+        case .registerDevice(let app, let token, let user):
+            if let user { try c.ensureUser.run([.text(user)]) }
+            try c.upsertDevice.run([.text(app), .text(token), user.map { .text($0) } ?? .null, .real(now)])
+        case .unregisterDevice(let app, let token):
+            try c.deleteDevice.run([.text(app), .text(token)])
+        case .connect(let app, let token, let user):
+            try c.ensureUser.run([.text(user)])
+            try c.connectDevice.run([.text(app), .text(token), .text(user), .real(now)])
+        case .disconnect(let app, let token, let user):
+            try c.disconnectDevice.run([.text(app), .text(token), .text(user)])
+        case .addToGroup(let user, let group, let createGroup):
+            if createGroup {
+                try c.ensureGroup.run([.text(group)])
+            } else {
+                var exists = false
+                try c.groupExists.run([.text(group)]) { _ in exists = true }
+                guard exists else { throw RegistryError(.unknownGroup, field: "group", "group '\(group)' does not exist, and create_group is false") }
+            }
+            try c.ensureUser.run([.text(user)])
+            try c.addMembership.run([.text(group), .text(user)])
+        case .removeFromGroup(let user, let group):
+            try c.removeMembership.run([.text(group), .text(user)])
+        case .setPreferences(let user, let preferences):
+            try c.ensureUser.run([.text(user)])
+            try c.setPreferences.run([.text(user), .text(Self.json(preferences.whitelist)), .text(Self.json(preferences.blacklist))])
+        case .deleteUser(let user):
+            try c.disconnectUserDevices.run([.text(user)])
+            try c.deleteUser.run([.text(user)])
         }
     }
 
