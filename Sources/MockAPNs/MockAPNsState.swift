@@ -58,7 +58,9 @@ final class MockAPNsState: Sendable {
 
     var errors: [String] { state.withLock { $0.errors } }
 
-    func unregisteredSince(_ token: String) -> Date? { state.withLock { $0.unregistered[token] } }
+    /// When APNs last knew the token valid: never later than the request (a date in the future
+    /// means "became invalid just now", whenever it is asked).
+    func unregisteredSince(_ token: String) -> Date? { state.withLock { $0.unregistered[token] }.map { min($0, Date()) } }
 
     func setUnregistered(_ token: String, since: Date?) { state.withLock { $0.unregistered[token] = since } }
 

@@ -18,7 +18,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
     var providerKeys: [String] = []
     @Option(name: .customLong("topic"), help: "Topic to accept; repeatable; none accepts any.") var topics: [String] = []
     @Option(name: .customLong("max-streams"), help: "MAX_CONCURRENT_STREAMS after the first accepted request.") var maxStreams = 1000
-    @Option(name: .customLong("unregistered"), help: "Token to answer 410 Unregistered; repeatable.") var unregistered: [String] = []
+    @Option(name: .customLong("unregistered"), help: "Token to answer 410 Unregistered, invalid as of each request; repeatable.") var unregistered: [String] = []
     @Option(name: .customLong("report-port"), help: "Port for the plain-HTTP report endpoint (GET /counts, /notifications).") var reportPort: Int?
     @Option(help: "Event loop threads.") var threads = 1
     @Flag(help: "Behave like production (no apns-unique-id).") var production = false
@@ -33,7 +33,9 @@ struct MockAPNsCommand: AsyncParsableCommand {
         configuration.sandbox = !production
         configuration.reportPort = reportPort
         configuration.threads = threads
-        configuration.unregisteredTokens = Dictionary(uniqueKeysWithValues: unregistered.map { ($0, Date()) })
+        // Invalid as of each request: a device registered after the mock started is still reported
+        // as having gone away since, as a device uninstalled after its registration would be.
+        configuration.unregisteredTokens = Dictionary(uniqueKeysWithValues: unregistered.map { ($0, Date.distantFuture) })
         for entry in providerKeys {
             let parts = entry.split(separator: ":", maxSplits: 2).map(String.init)
             guard parts.count == 3 else { throw ValidationError("--provider-key '\(entry)' must be KEYID:TEAMID:PUBLIC_KEY_PEM_FILE") }

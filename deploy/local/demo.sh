@@ -45,6 +45,7 @@ echo "   $apns_url"
 cat > "$work/pushworker.yaml" <<YAML
 amqp:
   url: $url
+registry: {sqlite: registry.db}
 apps:
   - name: demo
     topic: com.example.demo
@@ -68,6 +69,37 @@ echo "== publishing an invalid job (priority 7); it is dead-lettered with its re
 echo '{"app": "demo", "audience": {"tokens": []}, "payload": {}, "priority": 7}' \
   | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
 "$bin/pushworker" tail --amqp "$url" --queue push.dead --count 1 --headers
+
+echo "== the registry: commands published to exchange 'push' with routing key 'registry', as a backend would"
+a=3f1c0e5d8a9b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d
+b=9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d3f1c0e5d8a9b7c6d5e4f3a2b1c0d
+c=1111222233334444555566667777888899990000aaaabbbbccccddddeeeeffff
+dead=deaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddead
+while read -r command; do
+  echo "   $command"
+  echo "$command" | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key registry >/dev/null
+done <<COMMANDS
+{"command": "register_device", "app": "demo", "token": "$a", "user": "ada"}
+{"command": "register_device", "app": "demo", "token": "$dead", "user": "ada"}
+{"command": "register_device", "app": "demo", "token": "$b", "user": "bob"}
+{"command": "register_device", "app": "demo", "token": "$c", "user": "cy"}
+{"command": "add_to_group", "user": "ada", "group": "class-a"}
+{"command": "add_to_group", "user": "cy", "group": "class-a"}
+{"command": "add_to_group", "user": "bob", "group": "class-b"}
+{"command": "add_to_group", "user": "cy", "group": "class-b"}
+{"command": "set_preferences", "user": "bob", "blacklist": {"grades": ["final-grade"]}}
+COMMANDS
+for _ in $(seq 100); do
+  "$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$b" --type grades | grep -q filtered && break
+  sleep 0.1
+done
+echo "== a job to groups class-a and class-b, type grades/midterm: ada's two devices (one of them dead),"
+echo "   cy's once although cy is in both groups, and bob's filtered by his blacklist:"
+echo '{"id": "grades-1", "app": "demo", "audience": {"groups": ["class-a", "class-b"]}, "type": "grades", "subtype": "midterm", "payload": {"aps": {"alert": "New grades"}}}' \
+  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+"$bin/pushworker" tail --amqp "$url" --queue push.results --count 5
+echo "== APNs answered 410 for ada's dead device, so the registry dropped it:"
+"$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$dead" | sed 's/^/   /'
 
 echo "== stopping the worker with SIGTERM"
 kill -TERM "$worker_pid"; wait "$worker_pid"; echo "   exit status $?"; worker_pid=""
