@@ -68,6 +68,7 @@ struct RegistryWorkerTests {
             Self.token(1): "u-1", Self.token(2): "u-1", Self.token(3): "u-2", Self.token(4): "u-3", Self.token(5): "u-4", Self.token(7): "u-4",
         ])
         #expect(first.summary.devices == 6 && first.summary.error == nil)
+        #expect(first.summary.removed == 1, "token 2 removed, token 7 kept")
         // Requests for 1, 2, 5 and 7; the mock records only those it accepted.
         #expect(setup.mock.requestCount == 4)
         #expect(Set(setup.mock.recorded.map(\.token)) == [Self.token(1), Self.token(5)])

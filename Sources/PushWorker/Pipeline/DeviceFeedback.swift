@@ -4,7 +4,8 @@ import Foundation
 /// Told of each device APNs rejected for good, so a registry stops resolving dead devices: an
 /// APNs 410 removes the device, `BadDeviceToken` and `DeviceTokenNotForTopic` mark it invalid.
 public protocol DeviceFeedback: Sendable {
-    func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async
+    /// Whether the device was removed or marked invalid (the summary counts them).
+    func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async -> Bool
 }
 
 extension APNsErrorReason {

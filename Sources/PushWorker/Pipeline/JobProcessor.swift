@@ -51,6 +51,8 @@ public struct JobProcessor: Sendable {
         private let state: Mutex<(outcomes: [Outcome: Int], handedOn: [Recipient])>
         /// Results the broker returned because the reply queue vanished mid-job.
         let unroutable = Atomic<Int>(0)
+        /// Devices the registry dropped on APNs' word.
+        let removed = Atomic<Int>(0)
 
         init() {
             state = Mutex(([:], []))
@@ -114,6 +116,7 @@ public struct JobProcessor: Sendable {
             durationMilliseconds: Int((ContinuousClock.now - start) / .milliseconds(1)))
         summary.chunk = chunk
         summary.retrying = handedOn.count
+        summary.removed = ends.removed.load(ordering: .relaxed)
         do {
             try await results.publish(summary, to: replyTo)
         } catch let error as AMQPError where error.kind == .returned {
@@ -163,8 +166,10 @@ public struct JobProcessor: Sendable {
                 switch response.reason?.disposition ?? (response.status >= 500 ? .retry : .final) {
                 case .final:
                     result.outcome = .rejected
-                    if let feedback, let reason = response.reason, reason.meansDeadDevice {
+                    if let feedback, let reason = response.reason, reason.meansDeadDevice,
                         await feedback.deviceRejected(app: appName, token: recipient.token, reason: reason, at: response.timestamp)
+                    {
+                        ends.removed.add(1, ordering: .relaxed)
                     }
                     break attempts
                 case .retry, .retryOnNewConnection, .retryWithNewProviderToken:

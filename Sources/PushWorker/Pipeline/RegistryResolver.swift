@@ -47,13 +47,14 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback {
         return audience
     }
 
-    public func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async {
+    public func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async -> Bool {
         do {
-            if try await store.deviceRejected(app: app, token: token, reason: reason, at: timestamp) {
-                logger.info("device removed from the registry", metadata: ["app": "\(app)", "token": "\(token.prefix(8))…", "reason": "\(reason.rawValue)"])
-            }
+            guard try await store.deviceRejected(app: app, token: token, reason: reason, at: timestamp) else { return false }
+            logger.info("device removed from the registry", metadata: ["app": "\(app)", "token": "\(token.prefix(8))…", "reason": "\(reason.rawValue)"])
+            return true
         } catch {
             logger.error("cannot record a dead device in the registry", metadata: ["app": "\(app)", "token": "\(token.prefix(8))…", "error": "\(error)"])
+            return false
         }
     }
 }

@@ -13,6 +13,8 @@ public struct JobSummary: Sendable, Hashable, Codable {
     public var chunk: String?
     /// Devices handed on to a retry job: their results come with that job's summary.
     public var retrying = 0
+    /// Devices the registry removed or marked invalid because APNs called them dead.
+    public var removed = 0
 
     public init(jobID: String, app: String?, devices: Int, outcomes: [Outcome: Int], error: JobError? = nil, durationMilliseconds: Int) {
         self.jobID = jobID
@@ -26,7 +28,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey {
         case jobID = "job_id", app, devices, outcomes, error
         case durationMilliseconds = "duration_ms"
-        case chunk, retrying
+        case chunk, retrying, removed
     }
 
     enum ErrorKeys: String, CodingKey { case code, field, message }
@@ -52,6 +54,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         durationMilliseconds = try container.decode(Int.self, forKey: .durationMilliseconds)
         chunk = try container.decodeIfPresent(String.self, forKey: .chunk)
         retrying = try container.decode(Int.self, forKey: .retrying)
+        removed = try container.decodeIfPresent(Int.self, forKey: .removed) ?? 0
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -73,5 +76,6 @@ public struct JobSummary: Sendable, Hashable, Codable {
         try container.encode(durationMilliseconds, forKey: .durationMilliseconds)
         try container.encode(chunk, forKey: .chunk)
         try container.encode(retrying, forKey: .retrying)
+        try container.encode(removed, forKey: .removed)
     }
 }
