@@ -38,6 +38,10 @@ public protocol RegistryStore: Sendable {
     @discardableResult
     func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async throws(RegistryError) -> Bool
 
+    /// The users of those of `tokens` that are registered for `app` and connected: one query for
+    /// a job's explicit tokens, not one per token.
+    func users(app: String, tokens: [String]) async throws(RegistryError) -> [String: String]
+
     /// The device, if registered and valid.
     func device(app: String, token: String) async throws(RegistryError) -> RegisteredDevice?
 }

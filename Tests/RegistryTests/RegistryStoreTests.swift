@@ -50,6 +50,9 @@ struct RegistryStoreTests {
         try await store.devices(app: "news", users: ["u-1", "u-3"], groups: ["staff"], pageSize: 2) { pages.append($0.count) }
         #expect(pages == [2, 2])
         #expect(try await Self.all(store, groups: ["nobody"]).isEmpty)
+        // Explicit tokens: only the connected ones of this app have a user.
+        #expect(try await store.users(app: "news", tokens: [Self.token(0), Self.token(8), Self.token(9), Self.token(3)])
+            == [Self.token(0): "u-1", Self.token(3): "u-3"])
     }
 
     @Test("connect moves a device; disconnect and unregister break the connection and keep the user", arguments: Kind.allCases)

@@ -19,13 +19,10 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback {
     }
 
     public func resolve(_ job: PushJob) async throws -> ResolvedAudience {
-        var devices: [RegisteredDevice] = []
-        devices.reserveCapacity(job.audience.tokens.count)
-        for token in job.audience.tokens {
-            // A token the producer names is sent whether the registry knows it or not; the
-            // registry only says whose it is.
-            devices.append(RegisteredDevice(token: token, user: try await store.device(app: job.app, token: token)?.user))
-        }
+        // A token the producer names is sent whether the registry knows it or not; the registry
+        // only says whose it is.
+        let owners = try await store.users(app: job.app, tokens: job.audience.tokens)
+        var devices = job.audience.tokens.map { RegisteredDevice(token: $0, user: owners[$0]) }
         if !job.audience.users.isEmpty || !job.audience.groups.isEmpty {
             try await store.devices(app: job.app, users: job.audience.users, groups: job.audience.groups, pageSize: Self.pageSize) { page in
                 devices += page

@@ -38,12 +38,13 @@ public final class RegistryService: Service, Sendable {
 
     /// Applies commands until a graceful shutdown; the command in hand is finished first.
     public func run() async throws {
+        // Closing the consumer ends the loop once the command in hand is done; a command whose ack
+        // is lost with the connection comes again, which an idempotent command allows.
         await withGracefulShutdownHandler {
             await consume()
         } onGracefulShutdown: {
             Task { await self.consumer.close() }
         }
-        await consumer.close()
         await publisher.close()
     }
 

@@ -15,7 +15,7 @@ public final class SQLiteRegistryStore: RegistryStore {
         let database: SQLiteDatabase
         let upsertDevice, deleteDevice, connectDevice, disconnectDevice, ensureUser, ensureGroup, groupExists,
             addMembership, removeMembership, setPreferences, deleteUser, disconnectUserDevices, page, preferences,
-            removeUnless, markInvalid, findDevice: SQLiteStatement
+            removeUnless, markInvalid, findDevice, usersOfTokens: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -52,6 +52,10 @@ public final class SQLiteRegistryStore: RegistryStore {
             removeUnless = try database.prepare("DELETE FROM devices WHERE app = ?1 AND token = ?2 AND registered_at <= ?3")
             markInvalid = try database.prepare("UPDATE devices SET invalid = 1 WHERE app = ?1 AND token = ?2")
             findDevice = try database.prepare("SELECT token, user_id FROM devices WHERE app = ?1 AND token = ?2 AND invalid = 0")
+            usersOfTokens = try database.prepare("""
+                SELECT token, user_id FROM devices
+                WHERE app = ?1 AND invalid = 0 AND user_id IS NOT NULL AND token IN (SELECT value FROM json_each(?2))
+                """)
         }
     }
 
@@ -191,6 +195,18 @@ public final class SQLiteRegistryStore: RegistryStore {
                 return false
             }
             return connection.database.changes > 0
+        }
+    }
+
+    public func users(app: String, tokens: [String]) async throws(RegistryError) -> [String: String] {
+        guard !tokens.isEmpty else { return [:] }
+        let list = Self.json(tokens)
+        return try state.withLock { (connection: inout Connection) throws(RegistryError) in
+            var users: [String: String] = [:]
+            try connection.usersOfTokens.run([.text(app), .text(list)]) { row in
+                if let token = row.text(0), let user = row.text(1) { users[token] = user }
+            }
+            return users
         }
     }
 
