@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.35.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
     ],
     targets: [
         // librabbitmq 0.11 (Debian librabbitmq-dev) plus a shim for the variadic login call
@@ -72,6 +73,17 @@ let package = Package(
             name: "Registry",
             dependencies: ["CSQLite", "APNs"]
         ),
+        // The registry on PostgreSQL, for workers on many hosts: postgres-nio (and so NIO) stays
+        // out of the Registry module, which the SQLite-only tools and tests use.
+        .target(
+            name: "PostgresRegistry",
+            dependencies: [
+                "Registry",
+                "APNs",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The HTTP/2 client and connection pool over libcurl's multi interface.
         .target(
             name: "APNsHTTP2",
@@ -108,6 +120,7 @@ let package = Package(
                 "APNsHTTP2",
                 "JSONStream",
                 "Registry",
+                "PostgresRegistry",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -129,7 +142,10 @@ let package = Package(
         // Shared by the test targets: the test broker, its access traits, small helpers.
         .target(
             name: "TestSupport",
-            dependencies: ["AMQP", "APNs", "MockAPNs", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "AMQP", "APNs", "MockAPNs", .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             path: "Tests/TestSupport"
         ),
         .testTarget(
@@ -138,7 +154,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RegistryTests",
-            dependencies: ["Registry", "APNs"]
+            dependencies: ["Registry", "PostgresRegistry", "APNs", "TestSupport"]
         ),
         .testTarget(
             name: "JSONStreamTests",
@@ -154,13 +170,13 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "APNsHTTP2", "MockAPNs", "AMQP", "TestSupport"],
+            dependencies: ["PushWorker", "Registry", "APNsHTTP2", "MockAPNs", "AMQP", "TestSupport"],
             resources: [.copy("Fixtures")]
         ),
         // Runs the built `pushworker` program as a process, the way operators and producers do.
         .testTarget(
             name: "pushworkerTests",
-            dependencies: ["pushworker", "mock-apns", "PushWorker", "Registry", "AMQP", "APNs", "MockAPNs", "TestSupport"]
+            dependencies: ["pushworker", "mock-apns", "PushWorker", "Registry", "PostgresRegistry", "AMQP", "APNs", "MockAPNs", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

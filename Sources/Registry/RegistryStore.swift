@@ -1,14 +1,17 @@
 import APNs
 import Foundation
 
-/// A device as the registry knows it: its token and the user it is connected to, if any.
+/// A device as the registry knows it: its token, the user it is connected to, and that user's
+/// preferences (nil when the user set none, or the device is connected to nobody).
 public struct RegisteredDevice: Sendable, Hashable {
     public var token: String
     public var user: String?
+    public var preferences: NotificationPreferences?
 
-    public init(token: String, user: String?) {
+    public init(token: String, user: String?, preferences: NotificationPreferences? = nil) {
         self.token = token
         self.user = user
+        self.preferences = preferences
     }
 }
 
@@ -21,13 +24,17 @@ public protocol RegistryStore: Sendable {
     /// Applies commands in one transaction: all of them, or, when one is refused, none.
     func apply(batch commands: [RegistryCommand]) async throws(RegistryError)
 
-    /// The devices of `app` connected to one of `users` or to a member of one of `groups`, each
-    /// once, in token order, handed over in pages of at most `pageSize`: a group of a million
-    /// members is never held whole.
-    func devices(
-        app: String, users: [String], groups: [String], pageSize: Int,
-        _ page: ([RegisteredDevice]) async throws -> Void
+    /// Reads the devices of `app` connected to one of `users` or to a member of one of `groups`
+    /// (valid ones, each once, with their users' preferences) in one snapshot: the count `body`
+    /// reads is the number of devices its pages then hand over, whatever commands run meanwhile.
+    /// A group of a million members is read page by page, never held whole.
+    func withAudience(
+        app: String, users: [String], groups: [String], _ body: (any RegistryAudience) async throws -> Void
     ) async throws
+
+    /// Those of `tokens` that are registered for `app`, valid and connected, with their users and
+    /// preferences: one query for a page of a job's explicit tokens, not one per token.
+    func devices(app: String, tokens: [String]) async throws(RegistryError) -> [String: RegisteredDevice]
 
     /// The preferences of those of `users` who set any.
     func preferences(of users: Set<String>) async throws(RegistryError) -> [String: NotificationPreferences]
@@ -38,10 +45,69 @@ public protocol RegistryStore: Sendable {
     @discardableResult
     func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async throws(RegistryError) -> Bool
 
-    /// The users of those of `tokens` that are registered for `app` and connected: one query for
-    /// a job's explicit tokens, not one per token.
-    func users(app: String, tokens: [String]) async throws(RegistryError) -> [String: String]
-
     /// The device, if registered and valid.
     func device(app: String, token: String) async throws(RegistryError) -> RegisteredDevice?
+
+    /// A user's devices, groups and preferences, for operators; nil if the registry has no such user.
+    func user(_ id: String) async throws(RegistryError) -> RegisteredUser?
+
+    /// A group's size, devices per app and its first `sampleSize` members (in name order), for
+    /// operators; nil if there is no such group.
+    func group(_ name: String, sampleSize: Int) async throws(RegistryError) -> RegisteredGroup?
+}
+
+/// One snapshot of an audience, valid inside `RegistryStore.withAudience` only.
+public protocol RegistryAudience {
+    /// The devices it reaches.
+    func count() async throws -> Int
+
+    /// How many of `tokens` it reaches: a job that also names them explicitly sends them once.
+    func count(among tokens: [String]) async throws -> Int
+
+    /// Its devices, each once, in pages of at most `size`.
+    func pages(size: Int, _ page: ([RegisteredDevice]) async throws -> Void) async throws
+}
+
+/// What `pushworker registry show user` prints.
+public struct RegisteredUser: Sendable, Hashable {
+    public struct Device: Sendable, Hashable {
+        public var app: String
+        public var token: String
+        /// APNs called the token bad for this app (`BadDeviceToken`, `DeviceTokenNotForTopic`).
+        public var invalid: Bool
+
+        public init(app: String, token: String, invalid: Bool) {
+            self.app = app
+            self.token = token
+            self.invalid = invalid
+        }
+    }
+
+    public var id: String
+    public var devices: [Device]
+    public var groups: [String]
+    public var preferences: NotificationPreferences
+
+    public init(id: String, devices: [Device], groups: [String], preferences: NotificationPreferences) {
+        self.id = id
+        self.devices = devices
+        self.groups = groups
+        self.preferences = preferences
+    }
+}
+
+/// What `pushworker registry show group` prints.
+public struct RegisteredGroup: Sendable, Hashable {
+    public var name: String
+    public var members: Int
+    /// Valid devices of the members, by app.
+    public var devicesByApp: [String: Int]
+    public var sample: [String]
+
+    public init(name: String, members: Int, devicesByApp: [String: Int], sample: [String]) {
+        self.name = name
+        self.members = members
+        self.devicesByApp = devicesByApp
+        self.sample = sample
+    }
 }

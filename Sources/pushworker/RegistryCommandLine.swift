@@ -1,23 +1,26 @@
 import ArgumentParser
 import Foundation
+import Logging
 import PushWorker
 import Registry
 
 /// The registry for operators, straight on the configured store (no broker): apply commands one
-/// by one or from a file, and look a device up.
+/// by one or from a file, look a device up, show a user, device or group.
 struct RegistryCommandLine: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "registry",
-        abstract: "Apply registry commands to the configured store, import them from a file, look a device up.",
-        subcommands: [Apply.self, Import.self, Status.self])
+        abstract: "Apply registry commands to the configured store, import them from a file, look a device, user or group up.",
+        subcommands: [Apply.self, Import.self, Status.self, Show.self])
 
     struct Store: ParsableArguments {
         @Option(help: "The worker's configuration file; its registry: is used.") var config: String
 
-        func open() throws -> any RegistryStore {
+        func open() async throws -> any RegistryStore {
             let configuration = try PushWorkerConfiguration.load(file: config)
-            guard let store = try configuration.openRegistryStore(file: config) else {
-                throw CommandFailure("\(config) configures no registry; add registry: {sqlite: FILE}")
+            var logger = Logger(label: "pushworker.registry")
+            logger.logLevel = .warning
+            guard let store = try await configuration.openRegistryStore(file: config, logger: logger) else {
+                throw CommandFailure("\(config) configures no registry; add registry: {sqlite: FILE} or {postgres: URL}")
             }
             return store
         }
@@ -54,7 +57,7 @@ struct RegistryCommandLine: AsyncParsableCommand {
                     throw CommandFailure("\(file):\(index + 1): \(error)")
                 }
             }
-            let target = try store.open()
+            let target = try await store.open()
             var done = 0
             for start in stride(from: 0, to: commands.count, by: batch) {
                 let slice = Array(commands[start..<min(start + batch, commands.count)])
@@ -77,17 +80,87 @@ struct RegistryCommandLine: AsyncParsableCommand {
         @Option(help: "Its subtype.") var subtype: String?
 
         func run() async throws {
-            let registry = try store.open()
+            let registry = try await store.open()
             guard let device = try await registry.device(app: app, token: token.lowercased()) else {
                 print("\(app) \(token.lowercased()): not registered (or marked invalid)")
                 return
             }
             print("\(app) \(device.token): registered, user \(device.user ?? "none")")
             if let type, let user = device.user {
-                let preferences = try await registry.preferences(of: [user])[user] ?? .none
+                let preferences = device.preferences ?? .none
                 let verdict = preferences.allows(type: type, subtype: subtype) ? "reaches it" : "is filtered by \(user)'s preferences"
                 print("type \(type)\(subtype.map { "/\($0)" } ?? ""): \(verdict)")
             }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a user (devices, groups, preferences), a device, or a group (members, devices per app).",
+            subcommands: [User.self, Device.self, Group.self])
+
+        struct User: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "A user's devices, groups and preferences.")
+            @OptionGroup var store: Store
+            @Argument(help: "The user.") var user: String
+
+            func run() async throws {
+                guard let found = try await store.open().user(user) else { throw CommandFailure("no user '\(user)' in the registry") }
+                print("user \(found.id)")
+                print("  devices: \(found.devices.count)")
+                for device in found.devices {
+                    print("    \(device.app) \(device.token)\(device.invalid ? " (invalid: APNs refused it)" : "")")
+                }
+                print("  groups: \(found.groups.isEmpty ? "none" : found.groups.joined(separator: ", "))")
+                print("  whitelist: \(Show.describe(found.preferences.whitelist))")
+                print("  blacklist: \(Show.describe(found.preferences.blacklist))")
+            }
+        }
+
+        struct Device: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Whether a device is registered, and whose it is.")
+            @OptionGroup var store: Store
+            @Argument(help: "The app.") var app: String
+            @Argument(help: "The device token (hex).") var token: String
+
+            func run() async throws {
+                guard let device = try await store.open().device(app: app, token: token.lowercased()) else {
+                    throw CommandFailure("\(app) \(token.lowercased()): not registered (or marked invalid)")
+                }
+                print("device \(app) \(device.token)")
+                print("  user: \(device.user ?? "none")")
+                if let preferences = device.preferences {
+                    print("  whitelist: \(Show.describe(preferences.whitelist))")
+                    print("  blacklist: \(Show.describe(preferences.blacklist))")
+                }
+            }
+        }
+
+        struct Group: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "A group's members and their devices per app.")
+            @OptionGroup var store: Store
+            @Argument(help: "The group.") var group: String
+            @Option(help: "Members to list.") var sample = 20
+
+            func run() async throws {
+                guard let found = try await store.open().group(group, sampleSize: max(0, sample)) else {
+                    throw CommandFailure("no group '\(group)' in the registry")
+                }
+                print("group \(found.name)")
+                print("  members: \(found.members)")
+                print("  devices: \(found.devicesByApp.isEmpty ? "none" : found.devicesByApp.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+                if !found.sample.isEmpty {
+                    let more = found.members > found.sample.count ? " (first \(found.sample.count))" : ""
+                    print("  members\(more): \(found.sample.joined(separator: ", "))")
+                }
+            }
+        }
+
+        static func describe(_ map: [String: [String]]) -> String {
+            guard !map.isEmpty else { return "empty" }
+            return map.sorted { $0.key < $1.key }.map { key, exceptions in
+                exceptions.isEmpty ? key : "\(key) (except \(exceptions.joined(separator: ", ")))"
+            }.joined(separator: "; ")
         }
     }
 }

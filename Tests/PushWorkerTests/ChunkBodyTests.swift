@@ -5,7 +5,7 @@ import Testing
 
 @Suite("Chunk job bodies")
 struct ChunkBodyTests {
-    @Test("a chunk body decodes to the same job with only its tokens; the payload's bytes are spliced in unchanged")
+    @Test("a chunk body decodes to the same job with its (token, user) pairs; the payload's bytes are spliced in unchanged")
     func roundTrip() throws {
         let decoder = JobDecoder(apps: ["demo": "com.example.app"])
         let token = String(repeating: "cd", count: 32)
@@ -16,11 +16,14 @@ struct ChunkBodyTests {
              "push_type": "background", "priority": 5, "expiration": {"after_seconds": 60}, "collapse_id": "c",
              "topic": "com.example.app", "results": "failures", "reply_to": "q"}
             """#.utf8), enqueuedAt: enqueued)
-        let body = try job.chunkBody(tokens: [token, String(repeating: "ef", count: 32)])
+        // Users are any strings: quotes, backslashes, control characters and non-ASCII survive.
+        let devices = [Recipient(token: token, user: "u-\"1\"\\\n\u{1}ü"), Recipient(token: String(repeating: "ef", count: 32), user: nil)]
+        let filtered = [Recipient(token: String(repeating: "ab", count: 32), user: "u-2")]
+        let body = try job.chunkBody(devices: devices, filtered: filtered)
         #expect(body.suffix(job.payload.count + 1) == ArraySlice(job.payload + [UInt8(ascii: "}")]))
-        let chunk = try decoder.decode(body, enqueuedAt: Date(timeIntervalSince1970: 0))
+        let chunk = try decoder.decode(body, enqueuedAt: Date(timeIntervalSince1970: 0), chunk: true)
         #expect(chunk.payload == job.payload)
-        #expect(chunk.audience == PushJob.Audience(tokens: [token, String(repeating: "ef", count: 32)]))
+        #expect(chunk.audience == PushJob.Audience(devices: devices, filtered: filtered))
         // The relative expiration is fixed to its deadline, so a chunk taken later lives no longer.
         #expect(chunk.expiration?.deadline == enqueued.addingTimeInterval(60))
         var expected = job
@@ -33,6 +36,21 @@ struct ChunkBodyTests {
     func immediate() throws {
         let decoder = JobDecoder(apps: ["demo": "com.example.app"])
         let job = try decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {"aps": {}}, "expiration": 0}"#.utf8))
-        #expect(try decoder.decode(try job.chunkBody(tokens: [])).expiration == .immediately)
+        #expect(try decoder.decode(try job.chunkBody(devices: []), chunk: true).expiration == .immediately)
+    }
+
+    @Test("resolved devices are for chunk jobs only: a producer's job naming them is refused with the field")
+    func producerDevices() throws {
+        let decoder = JobDecoder(apps: ["demo": "com.example.app"])
+        let token = String(repeating: "cd", count: 32)
+        #expect(throws: JobError(.invalidField, field: "audience.devices", "audience.devices is written by pushworker into chunk jobs only; name tokens, users or groups")) {
+            try decoder.decode(Array(#"{"audience": {"devices": [["\#(token)", "u"]]}, "payload": {"aps": {}}}"#.utf8))
+        }
+        #expect(throws: JobError(.invalidField, field: "audience.devices[1]", "audience.devices[1] must be a [token, user or null] pair")) {
+            try decoder.decode(Array(#"{"audience": {"devices": [["\#(token)", null], ["\#(token)"]]}, "payload": {"aps": {}}}"#.utf8), chunk: true)
+        }
+        #expect(throws: JobError.self) {
+            try decoder.decode(Array(#"{"audience": {"filtered": [["zz", "u"]]}, "payload": {"aps": {}}}"#.utf8), chunk: true)
+        }
     }
 }

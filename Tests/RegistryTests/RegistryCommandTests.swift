@@ -1,4 +1,5 @@
 import Registry
+import TestSupport
 import Testing
 
 @Suite("Registry commands")
@@ -24,49 +25,15 @@ struct RegistryCommandTests {
         #expect(try read(#"{"command": "delete_user", "user": "u"}"#) == .deleteUser(user: "u"))
     }
 
-    struct Malformed: Sendable, CustomStringConvertible {
-        let json: String
-        let code: RegistryError.Code
-        let field: String?
-        var description: String { json }
-    }
-
-    static let malformed: [Malformed] = [
-        Malformed(json: "not json", code: .invalidJSON, field: nil),
-        Malformed(json: "[]", code: .invalidJSON, field: nil),
-        Malformed(json: #""register_device""#, code: .invalidJSON, field: nil),
-        Malformed(json: "{}", code: .missingField, field: "command"),
-        Malformed(json: #"{"command": 5}"#, code: .invalidField, field: "command"),
-        Malformed(json: #"{"command": ""}"#, code: .invalidField, field: "command"),
-        Malformed(json: #"{"command": "register"}"#, code: .unknownCommand, field: "command"),
-        Malformed(json: #"{"command": "register_device", "token": "\#(token)"}"#, code: .missingField, field: "app"),
-        Malformed(json: #"{"command": "register_device", "app": "news"}"#, code: .missingField, field: "token"),
-        Malformed(json: #"{"command": "register_device", "app": "news", "token": "xyz"}"#, code: .invalidField, field: "token"),
-        Malformed(json: #"{"command": "register_device", "app": "news", "token": "abc"}"#, code: .invalidField, field: "token"),
-        Malformed(json: #"{"command": "register_device", "app": "news", "token": 12}"#, code: .invalidField, field: "token"),
-        Malformed(json: #"{"command": "register_device", "app": 1, "token": "\#(token)"}"#, code: .invalidField, field: "app"),
-        Malformed(json: #"{"command": "register_device", "app": "news", "token": "\#(token)", "user": ["u"]}"#, code: .invalidField, field: "user"),
-        Malformed(json: #"{"command": "register_device", "app": "news", "token": "\#(token)", "usr": "u"}"#, code: .invalidField, field: "usr"),
-        Malformed(json: #"{"command": "connect", "app": "news", "token": "\#(token)"}"#, code: .missingField, field: "user"),
-        Malformed(json: #"{"command": "disconnect", "app": "news", "token": "\#(token)", "user": ""}"#, code: .invalidField, field: "user"),
-        Malformed(json: #"{"command": "add_to_group", "user": "u"}"#, code: .missingField, field: "group"),
-        Malformed(json: #"{"command": "add_to_group", "user": "u", "group": "g", "create_group": "yes"}"#, code: .invalidField, field: "create_group"),
-        Malformed(json: #"{"command": "add_to_group", "user": "u", "group": "g", "create_group": 1}"#, code: .invalidField, field: "create_group"),
-        Malformed(json: #"{"command": "remove_from_group", "group": "g"}"#, code: .missingField, field: "user"),
-        Malformed(json: #"{"command": "set_preferences", "user": "u", "whitelist": ["grades"]}"#, code: .invalidField, field: "whitelist"),
-        Malformed(json: #"{"command": "set_preferences", "user": "u", "blacklist": {"grades": "final-grade"}}"#, code: .invalidField, field: "blacklist.grades"),
-        Malformed(json: #"{"command": "set_preferences", "user": "u", "blacklist": {"grades": [1]}}"#, code: .invalidField, field: "blacklist.grades"),
-        Malformed(json: #"{"command": "delete_user"}"#, code: .missingField, field: "user"),
-        Malformed(json: #"{"command": "delete_user", "user": "\#(String(repeating: "u", count: 300))"}"#, code: .invalidField, field: "user"),
-    ]
+    static let malformed = MalformedRegistryCommand.corpus
 
     @Test("malformed commands are refused with a stable code and the field named", arguments: malformed)
-    func refused(_ entry: Malformed) {
+    func refused(_ entry: MalformedRegistryCommand) {
         do {
             let command = try RegistryCommand(json: Array(entry.json.utf8))
             Issue.record("accepted: \(command)")
         } catch {
-            #expect(error.code == entry.code, "\(error)")
+            #expect(error.code.rawValue == entry.code, "\(error)")
             #expect(error.field == entry.field, "\(error)")
             if let field = entry.field { #expect(error.message.contains(field), "\(error.message)") }
         }

@@ -1,21 +1,27 @@
 import APNs
 import Foundation
+import Logging
+import PostgresRegistry
 import Registry
+import TestSupport
 import Testing
 
-/// What every registry store must do. Runs against each store kind (SQLite now; PostgreSQL joins
-/// the `kinds` when its store lands), each test on a store of its own.
+/// What every registry store must do: the conformance suite. Runs against each store kind, each
+/// test on a store of its own (an SQLite file, or a new database on the test PostgreSQL).
 @Suite("Registry stores")
 struct RegistryStoreTests {
     enum Kind: String, CaseIterable, CustomStringConvertible, Sendable {
         case sqlite
+        case postgres
         var description: String { rawValue }
 
-        func makeStore() throws -> any RegistryStore {
+        func makeStore() async throws -> any RegistryStore {
             switch self {
             case .sqlite:
                 let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db")
                 return try SQLiteRegistryStore(path: file.path)
+            case .postgres:
+                return try await PostgresRegistryStore(url: try await TestPostgres.freshDatabase(), logger: Logger(label: "test.registry"))
             }
         }
     }
@@ -24,15 +30,23 @@ struct RegistryStoreTests {
 
     static func command(_ json: String) throws -> RegistryCommand { try RegistryCommand(json: Array(json.utf8)) }
 
+    /// The audience's devices in token order, checking its count and page sizes on the way.
     static func all(_ store: any RegistryStore, app: String = "news", users: [String] = [], groups: [String] = [], pageSize: Int = 1000) async throws -> [RegisteredDevice] {
         var devices: [RegisteredDevice] = []
-        try await store.devices(app: app, users: users, groups: groups, pageSize: pageSize) { devices += $0 }
-        return devices
+        try await store.withAudience(app: app, users: users, groups: groups) { audience in
+            let count = try await audience.count()
+            try await audience.pages(size: pageSize) { page in
+                #expect(page.count <= pageSize && !page.isEmpty)
+                devices += page
+            }
+            #expect(devices.count == count)
+        }
+        return devices.sorted { $0.token < $1.token }
     }
 
     @Test("devices of users and of group members resolve once each, in pages, for the job's app only", arguments: Kind.allCases)
     func resolution(_ kind: Kind) async throws {
-        let store = try kind.makeStore()
+        let store = try await kind.makeStore()
         for (index, user) in ["u-1", "u-1", "u-2", "u-3"].enumerated() {
             try await store.apply(.registerDevice(app: "news", token: Self.token(index), user: user))
         }
@@ -40,24 +54,74 @@ struct RegistryStoreTests {
         try await store.apply(.registerDevice(app: "news", token: Self.token(8), user: nil))
         try await store.apply(.addToGroup(user: "u-2", group: "staff", createGroup: true))
         try await store.apply(.addToGroup(user: "u-1", group: "staff", createGroup: true))
+        let preferences = NotificationPreferences(whitelist: ["grades": ["final"]])
+        try await store.apply(.setPreferences(user: "u-3", preferences))
 
         let byUser = try await Self.all(store, users: ["u-1"])
         #expect(byUser == [RegisteredDevice(token: Self.token(0), user: "u-1"), RegisteredDevice(token: Self.token(1), user: "u-1")])
-        // u-1 is named and in the group: its devices come once.
+        // u-1 is named and in the group: its devices come once. Each comes with its user's preferences.
         let both = try await Self.all(store, users: ["u-1", "u-3"], groups: ["staff"], pageSize: 2)
         #expect(both.map(\.token) == [0, 1, 2, 3].map(Self.token))
+        #expect(both[3] == RegisteredDevice(token: Self.token(3), user: "u-3", preferences: preferences))
         var pages: [Int] = []
-        try await store.devices(app: "news", users: ["u-1", "u-3"], groups: ["staff"], pageSize: 2) { pages.append($0.count) }
-        #expect(pages == [2, 2])
+        try await store.withAudience(app: "news", users: ["u-1", "u-3"], groups: ["staff"]) { audience in
+            try await audience.pages(size: 3) { pages.append($0.count) }
+            // The job also names tokens 0 and 8: one of them is in the audience.
+            #expect(try await audience.count(among: [Self.token(0), Self.token(8), Self.token(9)]) == 1)
+        }
+        #expect(pages == [3, 1])
         #expect(try await Self.all(store, groups: ["nobody"]).isEmpty)
         // Explicit tokens: only the connected ones of this app have a user.
-        #expect(try await store.users(app: "news", tokens: [Self.token(0), Self.token(8), Self.token(9), Self.token(3)])
-            == [Self.token(0): "u-1", Self.token(3): "u-3"])
+        #expect(try await store.devices(app: "news", tokens: [Self.token(0), Self.token(8), Self.token(9), Self.token(3)])
+            == [Self.token(0): RegisteredDevice(token: Self.token(0), user: "u-1"), Self.token(3): RegisteredDevice(token: Self.token(3), user: "u-3", preferences: preferences)])
+    }
+
+    @Test("an audience is read in one snapshot: commands applied meanwhile change neither its count nor its pages", arguments: Kind.allCases)
+    func snapshot(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        for index in 0..<10 {
+            try await store.apply(.registerDevice(app: "news", token: Self.token(index), user: "u-\(index)"))
+            try await store.apply(.addToGroup(user: "u-\(index)", group: "g", createGroup: true))
+        }
+        var seen = 0
+        try await store.withAudience(app: "news", users: [], groups: ["g"]) { audience in
+            #expect(try await audience.count() == 10)
+            for index in 10..<15 {
+                try await store.apply(.registerDevice(app: "news", token: Self.token(index), user: "u-\(index)"))
+                try await store.apply(.addToGroup(user: "u-\(index)", group: "g", createGroup: true))
+            }
+            try await store.apply(.unregisterDevice(app: "news", token: Self.token(0)))
+            try await audience.pages(size: 4) { seen += $0.count }
+        }
+        #expect(seen == 10)
+        #expect(try await Self.all(store, groups: ["g"]).count == 14)
+    }
+
+    @Test("show: a user's devices, groups and preferences; a group's members and devices per app", arguments: Kind.allCases)
+    func show(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.registerDevice(app: "chat", token: Self.token(2), user: "u-1"))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(3), user: "u-2"))
+        try await store.deviceRejected(app: "news", token: Self.token(3), reason: .badDeviceToken, at: nil)
+        for user in ["u-1", "u-2", "u-3"] { try await store.apply(.addToGroup(user: user, group: "staff", createGroup: true)) }
+        try await store.apply(.addToGroup(user: "u-1", group: "art", createGroup: true))
+        let preferences = NotificationPreferences(blacklist: ["grades": ["final"]])
+        try await store.apply(.setPreferences(user: "u-1", preferences))
+
+        #expect(try await store.user("u-1") == RegisteredUser(
+            id: "u-1", devices: [.init(app: "chat", token: Self.token(2), invalid: false), .init(app: "news", token: Self.token(1), invalid: false)],
+            groups: ["art", "staff"], preferences: preferences))
+        #expect(try await store.user("u-2")?.devices == [.init(app: "news", token: Self.token(3), invalid: true)])
+        #expect(try await store.user("nobody") == nil)
+        #expect(try await store.group("staff", sampleSize: 2) == RegisteredGroup(
+            name: "staff", members: 3, devicesByApp: ["chat": 1, "news": 1], sample: ["u-1", "u-2"]))
+        #expect(try await store.group("nothing", sampleSize: 2) == nil)
     }
 
     @Test("connect moves a device; disconnect and unregister break the connection and keep the user", arguments: Kind.allCases)
     func connections(_ kind: Kind) async throws {
-        let store = try kind.makeStore()
+        let store = try await kind.makeStore()
         try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: nil))
         try await store.apply(.connect(app: "news", token: Self.token(1), user: "u-1"))
         try await store.apply(.connect(app: "news", token: Self.token(1), user: "u-2"))
@@ -77,7 +141,7 @@ struct RegistryStoreTests {
 
     @Test("every command is idempotent", arguments: Kind.allCases)
     func idempotent(_ kind: Kind) async throws {
-        let store = try kind.makeStore()
+        let store = try await kind.makeStore()
         let commands: [RegistryCommand] = [
             .registerDevice(app: "news", token: Self.token(1), user: "u-1"), .connect(app: "news", token: Self.token(2), user: "u-1"),
             .addToGroup(user: "u-1", group: "g", createGroup: true), .setPreferences(user: "u-1", NotificationPreferences(blacklist: ["t": []])),
@@ -91,7 +155,7 @@ struct RegistryStoreTests {
 
     @Test("add_to_group with create_group false refuses a missing group and changes nothing", arguments: Kind.allCases)
     func unknownGroup(_ kind: Kind) async throws {
-        let store = try kind.makeStore()
+        let store = try await kind.makeStore()
         try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
         await #expect(throws: RegistryError(.unknownGroup, field: "group", "group 'art' does not exist, and create_group is false")) {
             try await store.apply(.addToGroup(user: "u-1", group: "art", createGroup: false))
@@ -103,7 +167,7 @@ struct RegistryStoreTests {
 
     @Test("delete_user removes the user and their memberships; their devices stay, unconnected", arguments: Kind.allCases)
     func deleteUser(_ kind: Kind) async throws {
-        let store = try kind.makeStore()
+        let store = try await kind.makeStore()
         try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
         try await store.apply(.addToGroup(user: "u-1", group: "g", createGroup: true))
         try await store.apply(.setPreferences(user: "u-1", NotificationPreferences(whitelist: ["a": []])))
@@ -115,7 +179,7 @@ struct RegistryStoreTests {
 
     @Test("a 410 removes the device unless it registered again after the 410's timestamp; BadDeviceToken marks it invalid", arguments: Kind.allCases)
     func feedback(_ kind: Kind) async throws {
-        let store = try kind.makeStore()
+        let store = try await kind.makeStore()
         try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
         try await store.apply(.registerDevice(app: "news", token: Self.token(2), user: "u-1"))
         try await store.apply(.registerDevice(app: "news", token: Self.token(3), user: "u-1"))

@@ -1,22 +1,48 @@
 import AMQP
 import Foundation
+import Logging
 import MockAPNs
+import PostgresRegistry
 import PushWorker
 import Registry
 import TestSupport
 import Testing
 
-/// A worker with an SQLite registry, fed here through the store on the same file (WAL lets two
-/// processes share it): group jobs resolve to the members' devices, preferences filter, and a 410
-/// removes a device.
+/// A worker with a registry (an SQLite file, or a database on the test PostgreSQL), fed here
+/// through a store of the test's own on the same file or database: group jobs resolve to the
+/// members' devices, preferences filter, and a 410 removes a device.
 @Suite("pushworker run with a registry", .usesBroker)
 struct RegistryWorkerTests {
     static func token(_ index: Int) -> String { String(format: "%064x", 0xE000 + index) }
 
-    @Test("a group job reaches the members' devices once each, filtered by preferences, each result naming its user; a 410 removes the device, one registered again after it is kept")
-    func groupJob() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
-        let store = try SQLiteRegistryStore(path: file)
+    enum Kind: String, Sendable, CustomStringConvertible {
+        case sqlite, postgres
+        var description: String { rawValue }
+
+        /// A new registry, and the `registry:` line of a worker configuration naming it.
+        func make() async throws -> (store: any RegistryStore, configuration: String) {
+            switch self {
+            case .sqlite:
+                let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
+                return (try SQLiteRegistryStore(path: file), "registry: {sqlite: \(file)}")
+            case .postgres:
+                let url = try await TestPostgres.freshDatabase()
+                return (try await PostgresRegistryStore(url: url, logger: Logger(label: "test.registry")), "registry: {postgres: \"\(url)\"}")
+            }
+        }
+    }
+
+    struct GroupCase: Sendable, CustomStringConvertible {
+        let kind: Kind
+        let chunkSize: Int?
+        var description: String { "\(kind)\(chunkSize.map { ", chunks of \($0)" } ?? "")" }
+    }
+
+    @Test(
+        "a group job reaches the members' devices once each, filtered by preferences, each result naming its user, in chunk jobs too; a 410 removes the device, one registered again after it is kept",
+        arguments: [GroupCase(kind: .sqlite, chunkSize: nil), GroupCase(kind: .sqlite, chunkSize: 2), GroupCase(kind: .postgres, chunkSize: 2)])
+    func groupJob(_ setting: GroupCase) async throws {
+        let (store, registry) = try await setting.kind.make()
         // u-1: two devices, one of which APNs calls unregistered now; u-2: blacklists grades
         // except final-grade; u-3: whitelists only news; u-4 named as a user and in the group.
         try await store.apply(.registerDevice(app: "demo", token: Self.token(1), user: "u-1"))
@@ -34,7 +60,7 @@ struct RegistryWorkerTests {
         let setup = try await WorkerProcessTests.setUp(
             faults: [MockAPNsFault(.reject(.unregistered), tokens: [Self.token(2)])],
             unregistered: [Self.token(7): Date(timeIntervalSinceNow: -3600)],
-            extra: "registry: {sqlite: \(file)}")
+            extra: registry + (setting.chunkSize.map { "\nchunk_size: \($0)" } ?? ""))
         defer { Task { try? await setup.mock.shutdown() } }
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
@@ -42,11 +68,15 @@ struct RegistryWorkerTests {
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology)
 
-        func run(_ id: String, subtype: String) async throws -> (results: [String: PushResult], summary: JobSummary) {
+        /// The job's results, and its summary (the chunks' summaries added up when it was split).
+        func run(_ id: String, subtype: String, devices: Int) async throws -> (results: [String: PushResult], summary: JobSummary) {
+            // Token 5 is named as well as reached through u-4 and the group: sent once.
             try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(
-                #"{"id": "\#(id)", "audience": {"groups": ["class"], "users": ["u-4"]}, "type": "grades", "subtype": "\#(subtype)", "payload": {"aps": {}}}"#.utf8)))
+                #"{"id": "\#(id)", "audience": {"groups": ["class"], "users": ["u-4"], "tokens": ["\#(Self.token(5))"]}, "type": "grades", "subtype": "\#(subtype)", "payload": {"aps": {}}}"#.utf8)))
             var byToken: [String: PushResult] = [:]
-            while true {
+            var total = JobSummary(jobID: id, app: "demo", devices: 0, outcomes: [:], durationMilliseconds: 0)
+            var chunks: [String?] = []
+            while total.devices < devices {
                 let delivery = try await results.next(within: .seconds(30))
                 try await delivery.ack()
                 switch try Reply(delivery) {
@@ -54,12 +84,19 @@ struct RegistryWorkerTests {
                     #expect(byToken[result.token] == nil, "two results for \(result.token)")
                     byToken[result.token] = result
                 case .summary(let summary):
-                    return (byToken, summary)
+                    #expect(summary.error == nil, "\(summary)")
+                    total.devices += summary.devices
+                    total.removed += summary.removed
+                    total.outcomes.merge(summary.outcomes, uniquingKeysWith: +)
+                    chunks.append(summary.chunk)
                 }
             }
+            let expected = setting.chunkSize.map { size in (1...((devices + size - 1) / size)).map { "\($0)/\((devices + size - 1) / size)" } } ?? [nil]
+            #expect(chunks.map { $0 ?? "-" }.sorted() == expected.map { $0 ?? "-" }.sorted())
+            return (byToken, total)
         }
 
-        let first = try await run("midterm", subtype: "midterm")
+        let first = try await run("midterm", subtype: "midterm", devices: 6)
         #expect(first.results.mapValues(\.outcome) == [
             Self.token(1): .delivered, Self.token(2): .rejected, Self.token(3): .filtered, Self.token(4): .filtered,
             Self.token(5): .delivered, Self.token(7): .rejected,
@@ -67,7 +104,7 @@ struct RegistryWorkerTests {
         #expect(first.results.mapValues { $0.user ?? "-" } == [
             Self.token(1): "u-1", Self.token(2): "u-1", Self.token(3): "u-2", Self.token(4): "u-3", Self.token(5): "u-4", Self.token(7): "u-4",
         ])
-        #expect(first.summary.devices == 6 && first.summary.error == nil)
+        #expect(first.summary.devices == 6 && first.summary.outcomes == [.delivered: 2, .rejected: 2, .filtered: 2])
         #expect(first.summary.removed == 1, "token 2 removed, token 7 kept")
         // Requests for 1, 2, 5 and 7; the mock records only those it accepted.
         #expect(setup.mock.requestCount == 4)
@@ -76,7 +113,7 @@ struct RegistryWorkerTests {
         // The 410 took token 2 out; token 7 stays; final-grade passes u-2's blacklist.
         #expect(try await store.device(app: "demo", token: Self.token(2)) == nil)
         #expect(try await store.device(app: "demo", token: Self.token(7)) != nil)
-        let second = try await run("final", subtype: "final-grade")
+        let second = try await run("final", subtype: "final-grade", devices: 5)
         #expect(Set(second.results.keys) == [Self.token(1), Self.token(3), Self.token(4), Self.token(5), Self.token(7)])
         #expect(second.results[Self.token(3)]?.outcome == .delivered)
         #expect(second.results[Self.token(4)]?.outcome == .filtered)
@@ -130,16 +167,10 @@ struct RegistryWorkerTests {
             let reply = try await send(command, id: "ok-\(index)")
             #expect(reply["ok"] as? Bool == true, "\(command): \(reply)")
         }
-        let malformed: [(json: String, code: String)] = [
-            ("not json", "invalid_json"),
-            (#"{"command": "register"}"#, "unknown_command"),
-            (#"{"command": "register_device", "app": "demo"}"#, "missing_field"),
-            (#"{"command": "register_device", "app": "demo", "token": "xyz"}"#, "invalid_field"),
-            (#"{"command": "connect", "app": "demo", "token": "\#(Self.token(1))", "user": 7}"#, "invalid_field"),
-            (#"{"command": "add_to_group", "user": "u-1", "group": "nope", "create_group": false}"#, "unknown_group"),
-            (#"{"command": "set_preferences", "user": "u-1", "whitelist": ["x"]}"#, "invalid_field"),
-            (#"{"command": "delete_user", "user": "u-1", "extra": 1}"#, "invalid_field"),
-        ]
+        // Every kind the parser refuses, and one the store refuses.
+        let malformed: [(json: String, code: String)] = MalformedRegistryCommand.corpus.map { (json: $0.json, code: $0.code) }
+            + [(json: #"{"command": "add_to_group", "user": "u-1", "group": "nope", "create_group": false}"#, code: "unknown_group")]
+        #expect(malformed.count > 20)
         for (index, entry) in malformed.enumerated() {
             let reply = try await send(entry.json, id: "bad-\(index)")
             #expect(reply["ok"] as? Bool == false)
@@ -153,8 +184,8 @@ struct RegistryWorkerTests {
         #expect(try await send(#"{"command": "add_to_group", "user": "u-2", "group": "g2"}"#, id: "after")["ok"] as? Bool == true)
         let store = try SQLiteRegistryStore(path: file)
         var members: [RegisteredDevice] = []
-        try await store.devices(app: "demo", users: [], groups: ["g"], pageSize: 100) { members += $0 }
-        #expect(members == [RegisteredDevice(token: Self.token(1), user: "u-1"), RegisteredDevice(token: Self.token(2), user: "u-2")])
+        try await store.withAudience(app: "demo", users: [], groups: ["g"]) { audience in try await audience.pages(size: 100) { members += $0 } }
+        #expect(members.sorted { $0.token < $1.token } == [RegisteredDevice(token: Self.token(1), user: "u-1"), RegisteredDevice(token: Self.token(2), user: "u-2")])
         #expect(try await store.device(app: "demo", token: Self.token(3))?.user == nil)
         #expect(try await store.device(app: "demo", token: Self.token(4)) == nil)
         #expect(try await store.preferences(of: ["u-2"]) == ["u-2": NotificationPreferences(blacklist: ["grades": ["final-grade"]])])

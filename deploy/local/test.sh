@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, starts a throw-away RabbitMQ node, runs
-# every test against it, stops the node, and exits with the tests' status.
+# The README's test command: installs what is missing, starts a throw-away RabbitMQ node and a
+# throw-away PostgreSQL (for the registry's PostgreSQL store), runs every test against them, stops
+# what it started, and exits with the tests' status.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source deploy/local/swift-path.sh
@@ -21,8 +22,18 @@ if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
   deploy/local/rabbitmq.sh start
   started_here=true
 fi
-stop_broker() { if $started_here; then deploy/local/rabbitmq.sh stop || true; fi; }
-trap stop_broker EXIT
+postgres_started_here=false
+if ! deploy/local/postgres.sh status >/dev/null 2>&1; then
+  deploy/local/postgres.sh reset
+  deploy/local/postgres.sh start
+  postgres_started_here=true
+fi
+export PUSHWORKER_TEST_POSTGRES_URL="${PUSHWORKER_TEST_POSTGRES_URL:-$(deploy/local/postgres.sh url)}"
+stop_servers() {
+  if $started_here; then deploy/local/rabbitmq.sh stop || true; fi
+  if $postgres_started_here; then deploy/local/postgres.sh stop || true; fi
+}
+trap stop_servers EXIT
 
 # Log lines of the AMQP and APNs clients inside the test process go to a file: the broker-restart
 # and fault tests make them log reconnects and failures on purpose.

@@ -170,6 +170,11 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             throw ConfigurationError(file: file, key: "amqp.prefetch", "\(amqp.prefetch) is not between 1 and 10000")
         }
         configuration.heartbeat = .seconds(amqp.heartbeatSeconds)
+        // Chunk jobs carry (token, user) pairs; up to 10,000 they stay well under the 1 MiB above
+        // which a body is streamed.
+        guard (1...10_000).contains(chunkSize) else {
+            throw ConfigurationError(file: file, key: "chunk_size", "\(chunkSize) is not between 1 and 10000")
+        }
         guard !retryDelaysMilliseconds.isEmpty, retryDelaysMilliseconds.allSatisfy({ $0 > 0 }) else {
             throw ConfigurationError(file: file, key: "retry_delays_ms", "needs at least one positive number of milliseconds")
         }

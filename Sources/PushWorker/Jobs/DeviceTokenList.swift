@@ -75,6 +75,28 @@ public struct DeviceTokenList: Sendable {
         }
     }
 
+    /// Whether `hex` is in the list, by binary search: only after `sortAndRemoveDuplicates`.
+    public func containsSorted(hex: String) -> Bool {
+        var wanted = DeviceTokenList()
+        let utf8 = Array(hex.utf8)
+        guard utf8.count % 2 == 0, utf8.count <= 510, utf8.allSatisfy({ $0.isHexDigit }) else { return false }
+        wanted.append(hex: utf8)
+        return storage.withUnsafeBufferPointer { bytes in
+            wanted.storage.withUnsafeBufferPointer { target in
+                let key = UnsafeBufferPointer(rebasing: target[1...])
+                var low = 0, high = starts.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    let start = Int(starts[middle])
+                    let token = UnsafeBufferPointer(rebasing: bytes[(start + 1)..<(start + 1 + Int(bytes[start]))])
+                    if token.elementsEqual(key) { return true }
+                    if token.lexicographicallyPrecedes(key) { low = middle + 1 } else { high = middle }
+                }
+                return false
+            }
+        }
+    }
+
     private static let digits = Array("0123456789abcdef".utf8)
 
     private static func value(of digit: UInt8) -> UInt8 {
@@ -83,5 +105,12 @@ public struct DeviceTokenList: Sendable {
         case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
         default: digit - UInt8(ascii: "A") + 10
         }
+    }
+}
+
+extension UInt8 {
+    fileprivate var isHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
     }
 }

@@ -22,7 +22,9 @@ public struct JobDecoder: Sendable {
     /// - Parameters:
     ///   - messageID: the AMQP message_id, the default job id.
     ///   - enqueuedAt: when the job was published (AMQP timestamp), for relative expirations.
-    public func decode(_ body: [UInt8], messageID: String? = nil, enqueuedAt: Date = Date()) throws(JobError) -> PushJob {
+    ///   - chunk: the body is a chunk or retry job a worker published (`x-pushworker-chunk`): its
+    ///     audience may carry resolved `devices` and `filtered` pairs, which a producer's may not.
+    public func decode(_ body: [UInt8], messageID: String? = nil, enqueuedAt: Date = Date(), chunk: Bool = false) throws(JobError) -> PushJob {
         let object: [String: Any]
         do {
             guard let parsed = try JSONSyntaxError.check(Data(body)) as? [String: Any] else {
@@ -55,7 +57,7 @@ public struct JobDecoder: Sendable {
             throw JobError(.unknownApp, field: "app", "app is required when several apps are configured (\(apps.keys.sorted().joined(separator: ", ")))")
         }
 
-        let audience = try decodeAudience(fields.object("audience"))
+        let audience = try decodeAudience(fields.object("audience"), chunk: chunk)
         let pushType: APNsPushType
         if let text = try fields.string("push_type") {
             do { pushType = try APNsPushType(validating: text) } catch { throw JobError(.invalidField, field: "push_type", "push_type: \(error.message)") }
@@ -118,9 +120,13 @@ public struct JobDecoder: Sendable {
             topic: topic, results: results, replyTo: replyTo)
     }
 
-    private func decodeAudience(_ object: [String: Any]?) throws(JobError) -> PushJob.Audience {
+    private func decodeAudience(_ object: [String: Any]?, chunk: Bool) throws(JobError) -> PushJob.Audience {
         guard let object else { throw JobError(.missingField, field: "audience", "audience is missing") }
-        if let unknown = object.keys.filter({ !["tokens", "users", "groups"].contains($0) }).sorted().first {
+        let known = chunk ? ["tokens", "users", "groups", "devices", "filtered"] : ["tokens", "users", "groups"]
+        if let unknown = object.keys.filter({ !known.contains($0) }).sorted().first {
+            if unknown == "devices" || unknown == "filtered" {
+                throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is written by pushworker into chunk jobs only; name tokens, users or groups")
+            }
             throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is not an audience field; expected tokens, users or groups")
         }
         guard !object.isEmpty else {
@@ -134,7 +140,27 @@ public struct JobDecoder: Sendable {
             }
         }
         return PushJob.Audience(
-            tokens: tokens.map { $0.lowercased() }, users: try fields.strings("users") ?? [], groups: try fields.strings("groups") ?? [])
+            tokens: tokens.map { $0.lowercased() }, users: try fields.strings("users") ?? [], groups: try fields.strings("groups") ?? [],
+            devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"))
+    }
+
+    /// A chunk job's `[["<token>", "<user>" | null], …]`.
+    private static func pairs(_ value: Any?, field: String) throws(JobError) -> [Recipient] {
+        guard let value, !(value is NSNull) else { return [] }
+        guard let array = value as? [Any] else { throw JobError(.invalidField, field: field, "\(field) must be an array of [token, user] pairs") }
+        var recipients: [Recipient] = []
+        recipients.reserveCapacity(array.count)
+        for (index, element) in array.enumerated() {
+            let name = "\(field)[\(index)]"
+            guard let pair = element as? [Any], pair.count == 2, let token = pair[0] as? String, pair[1] is String || pair[1] is NSNull else {
+                throw JobError(.invalidField, field: name, "\(name) must be a [token, user or null] pair")
+            }
+            do { try APNsDeviceToken.validate(token, field: name) } catch {
+                throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
+            }
+            recipients.append(Recipient(token: token.lowercased(), user: pair[1] as? String))
+        }
+        return recipients
     }
 
     /// The `reply_to` of a body that was refused for another reason, so the error summary reaches

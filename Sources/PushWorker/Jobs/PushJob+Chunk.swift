@@ -2,14 +2,13 @@ import APNs
 import Foundation
 
 extension PushJob {
-    /// The body of a chunk or retry job: this job with only `tokens` as its audience. The payload
-    /// goes in as the bytes the decoder made of it, spliced in rather than parsed and written
-    /// again. A relative expiration is fixed to its deadline, so chunks taken later do not live
-    /// longer.
-    public func chunkBody(tokens: [String]) throws -> [UInt8] {
-        var object: [String: Any] = [
-            "id": id, "app": app, "audience": ["tokens": tokens], "push_type": pushType.rawValue, "results": results.rawValue,
-        ]
+    /// The body of a chunk or retry job: this job with `devices` (and `filtered`) as its
+    /// audience, resolved: `"audience": {"devices": [["<token>", "<user>" | null], …], "filtered": […]}`.
+    /// The payload goes in as the bytes the decoder made of it, spliced in rather than parsed and
+    /// written again, and so do the pairs, written straight from the recipients. A relative
+    /// expiration is fixed to its deadline, so chunks taken later do not live longer.
+    public func chunkBody(devices: [Recipient], filtered: [Recipient] = []) throws -> [UInt8] {
+        var object: [String: Any] = ["id": id, "app": app, "push_type": pushType.rawValue, "results": results.rawValue]
         if let type { object["type"] = type }
         if let subtype { object["subtype"] = subtype }
         if let priority { object["priority"] = priority.rawValue }
@@ -23,6 +22,52 @@ extension PushJob {
         guard rest.last == UInt8(ascii: "}") else {
             throw JobError(.invalidJSON, field: nil, "the chunk job of '\(id)' could not be written")
         }
-        return Array(rest.dropLast()) + Array(#","payload":"#.utf8) + payload + [UInt8(ascii: "}")]
+        var body = Array(rest.dropLast())
+        body.reserveCapacity(body.count + payload.count + (devices.count + filtered.count) * 80 + 64)
+        body += #","audience":{"devices":"#.utf8
+        Self.appendPairs(devices, to: &body)
+        if !filtered.isEmpty {
+            body += #","filtered":"#.utf8
+            Self.appendPairs(filtered, to: &body)
+        }
+        body += #"},"payload":"#.utf8
+        body += payload
+        body.append(UInt8(ascii: "}"))
+        return body
     }
+
+    private static func appendPairs(_ recipients: [Recipient], to body: inout [UInt8]) {
+        body.append(UInt8(ascii: "["))
+        for (index, recipient) in recipients.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(UInt8(ascii: "["))
+            JSONText.appendString(recipient.token, to: &body)
+            body.append(UInt8(ascii: ","))
+            if let user = recipient.user { JSONText.appendString(user, to: &body) } else { body += "null".utf8 }
+            body.append(UInt8(ascii: "]"))
+        }
+        body.append(UInt8(ascii: "]"))
+    }
+}
+
+/// Writes JSON strings (RFC 8259 §7) for bodies the worker builds by splicing: escaping is all a
+/// writer needs, and JSONSerialization per string would cost more than the rest of a chunk.
+enum JSONText {
+    static func appendString(_ text: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes += #"\""#.utf8
+            case UInt8(ascii: "\\"): bytes += #"\\"#.utf8
+            case 0x00..<0x20:
+                bytes += #"\u00"#.utf8
+                bytes.append(hexDigits[Int(byte >> 4)])
+                bytes.append(hexDigits[Int(byte & 0x0F)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 }

@@ -16,12 +16,22 @@ public struct PushJob: Sendable, Hashable {
         public var tokens: [String]
         public var users: [String]
         public var groups: [String]
+        /// A chunk or retry job's devices, resolved by the worker that split the job: each with
+        /// its user, sent as they are.
+        public var devices: [Recipient]
+        /// A chunk job's devices that preferences filtered out: results without a request.
+        public var filtered: [Recipient]
 
-        public init(tokens: [String] = [], users: [String] = [], groups: [String] = []) {
+        public init(tokens: [String] = [], users: [String] = [], groups: [String] = [], devices: [Recipient] = [], filtered: [Recipient] = []) {
             self.tokens = tokens
             self.users = users
             self.groups = groups
+            self.devices = devices
+            self.filtered = filtered
         }
+
+        /// Resolved already: a chunk or retry job carrying `(token, user)` pairs.
+        public var isResolved: Bool { !devices.isEmpty || !filtered.isEmpty }
     }
 
     public var id: String

@@ -78,25 +78,26 @@ public struct JobPipeline: Sendable {
                 // The decoder only accepts configured apps; this keeps a job from hanging if that ever changes.
                 return await refusal.refuse(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
             }
-            if var tokens = streamed.take() {  // taken, so sorting it in place does not copy it
-                if delivery.chunk == nil && tokens.count > settings.chunkSize {
-                    try await splitStreamed(job, &tokens, from: delivery, replyTo: replyTo)
-                    return .acknowledge
+            let attempts = RetryHandOff.previousAttempts(of: job, delivery)
+            let audience: AudiencePage
+            var unresolved: JobError?
+            if job.audience.isResolved {
+                // A chunk or retry job: its devices were resolved by the worker that split it.
+                audience = AudiencePage(recipients: job.audience.devices, filtered: job.audience.filtered)
+            } else {
+                let explicit = streamed.take().map { ExplicitTokens($0) } ?? ExplicitTokens(job.audience.tokens)
+                job.audience.tokens = []  // held once, in `explicit`
+                guard let whole = try await resolve(job, explicit: explicit, from: delivery, replyTo: replyTo, unresolved: &unresolved) else {
+                    return .acknowledge  // split into chunk jobs, all confirmed
                 }
-                // A streamed chunk or retry job (a chunk size set above ~15,000): its tokens in order.
-                job.audience.tokens = tokens.hex(0..<tokens.count)
+                audience = whole
             }
-            let audience = try await resolve(job, from: delivery)
-            let unresolved = unresolvedError(audience, of: job)
-            if delivery.chunk == nil && audience.recipients.count > settings.chunkSize {
-                // Before the chunks: once they are confirmed, nothing may send the job back.
-                if let unresolved { try await publishUnresolved(unresolved, of: job, to: replyTo) }
-                let recipients = audience.recipients
-                try await splitter.split(job, devices: recipients.count, from: delivery) { range in recipients[range].map(\.token) }
-                return .acknowledge
+            var recipients = audience.recipients
+            if !attempts.isEmpty {
+                for index in recipients.indices { recipients[index].previousAttempts = attempts[recipients[index].token] ?? 0 }
             }
             let report = try await processor.process(
-                job, recipients: audience.recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved)
+                job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved)
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }
@@ -110,46 +111,55 @@ public struct JobPipeline: Sendable {
     /// The job, and for a streamed body its tokens as bytes (the job itself then holds none).
     private func decode(_ delivery: JobDelivery) throws(JobError) -> (PushJob, DeviceTokenList?) {
         let enqueuedAt = delivery.properties.timestamp.map { Date(timeIntervalSince1970: Double($0)) } ?? Date()
+        let chunk = delivery.chunk != nil
         guard let reader = delivery.streamed else {
-            return (try decoder.decode(delivery.body, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt), nil)
+            return (try decoder.decode(delivery.body, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt, chunk: chunk), nil)
         }
         let outcome = try reader.finish().get()
-        return (try decoder.decode(outcome.skeleton, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt), outcome.tokens)
+        return (try decoder.decode(outcome.skeleton, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt, chunk: chunk), outcome.tokens)
     }
 
-    /// The job's devices, each once, with the sends a retry job's devices have had so far.
-    private func resolve(_ job: PushJob, from delivery: JobDelivery) async throws -> ResolvedAudience {
-        var audience = try await resolver.resolve(job).deduplicated()
-        let attempts = RetryHandOff.previousAttempts(of: job, delivery)
-        if !attempts.isEmpty {
-            for index in audience.recipients.indices {
-                audience.recipients[index].previousAttempts = attempts[audience.recipients[index].token] ?? 0
+    /// Resolves the job's audience: its devices, for a job small enough to send here (or a chunk
+    /// of the old kind, which names tokens); nil once a larger one is split into chunk jobs, made
+    /// page by page as the audience is read.
+    private func resolve(
+        _ job: PushJob, explicit: ExplicitTokens, from delivery: JobDelivery, replyTo: String, unresolved: inout JobError?
+    ) async throws -> AudiencePage? {
+        var whole: AudiencePage?
+        var error: JobError?
+        try await resolver.resolve(job, explicit: explicit, pageSize: Self.pageSize) { audience in
+            error = unresolvedError(audience.unresolved, of: job)
+            if delivery.chunk == nil && audience.count > settings.chunkSize {
+                // Before the chunks: once they are confirmed, nothing may send the job back.
+                if let error { try await publishUnresolved(error, of: job, to: replyTo) }
+                try await splitter.split(job, audience, from: delivery)
+                return
             }
+            var all = AudiencePage()
+            try await audience.forEachPage { page in
+                all.recipients += page.recipients
+                all.filtered += page.filtered
+            }
+            whole = all
         }
-        return audience
+        unresolved = error
+        return whole
     }
 
-    /// A streamed job's explicit tokens, plus the devices of its users and groups, each once.
-    private func splitStreamed(_ job: PushJob, _ tokens: inout DeviceTokenList, from delivery: JobDelivery, replyTo: String) async throws {
-        let others = try await resolver.resolve(job)
-        if let unresolved = unresolvedError(others, of: job) { try await publishUnresolved(unresolved, of: job, to: replyTo) }
-        for recipient in others.recipients { tokens.append(hex: recipient.token.utf8) }
-        tokens.sortAndRemoveDuplicates()
-        let unique = tokens
-        try await splitter.split(job, devices: unique.count, from: delivery) { range in unique.hex(range) }
-    }
+    /// Devices read from the registry at a time.
+    static let pageSize = 1000
 
     /// Users and groups nobody resolves would otherwise vanish from a job without a word: the
     /// producer learns it from the summary's error, the operator from the log.
-    private func unresolvedError(_ audience: ResolvedAudience, of job: PushJob) -> JobError? {
-        guard !audience.unresolved.isEmpty else { return nil }
+    private func unresolvedError(_ unresolved: [String], of job: PushJob) -> JobError? {
+        guard !unresolved.isEmpty else { return nil }
         logger.warning("audience entries this worker cannot resolve are skipped", metadata: [
-            "job": "\(job.id)", "unresolved": "\(audience.unresolved.prefix(10).joined(separator: ", "))",
+            "job": "\(job.id)", "unresolved": "\(unresolved.prefix(10).joined(separator: ", "))",
         ])
         let field = job.audience.users.isEmpty ? "audience.groups" : "audience.users"
-        let shown = audience.unresolved.prefix(5).joined(separator: ", ") + (audience.unresolved.count > 5 ? ", …" : "")
+        let shown = unresolved.prefix(5).joined(separator: ", ") + (unresolved.count > 5 ? ", …" : "")
         return JobError(.unresolvedAudience, field: field,
-            "\(field) cannot be resolved: this worker has no registry of users and groups, so \(audience.unresolved.count) of the job's audience entries reached no device (\(shown)); only audience.tokens were sent")
+            "\(field) cannot be resolved: this worker has no registry of users and groups, so \(unresolved.count) of the job's audience entries reached no device (\(shown)); only audience.tokens were sent")
     }
 
     /// A split job's chunks each have their own summary; the unresolved part of its audience is

@@ -7,7 +7,7 @@ import Synchronization
 
 /// Sends one job to its recipients and publishes one final result per device, then the summary.
 /// Returns once every result is confirmed by the broker: only then may the job be acknowledged.
-/// Recipients come deduplicated (`ResolvedAudience.deduplicated`).
+/// Recipients come deduplicated (`ExplicitTokens` and the registry hand each device over once).
 public struct JobProcessor: Sendable {
     /// The app's APNs client. Its admission slots are shared by every job of the app: a device
     /// gets a task only when a slot is free, so memory follows that bound, not the jobs in hand

@@ -2,37 +2,66 @@ import AMQP
 import Logging
 
 /// Republishes a large job as chunk jobs on the jobs queue, so every worker can take a share.
-/// All chunks are confirmed before the original is acknowledged; a crash in between only repeats
-/// chunks. Chunk bodies are made as they go out, a few confirms at a time, so a million-device job
-/// never has all its chunks in memory at once.
+/// Chunks are made from the resolved audience as its pages arrive, each carrying its devices as
+/// `(token, user)` pairs (and those preferences filtered), so no worker resolves them again and a
+/// million-device group is never held whole. All chunks are confirmed before the original is
+/// acknowledged; a crash in between only repeats chunks.
 struct JobSplitter: Sendable {
     let publisher: any MessagePublishing
     let jobsQueue: String
     let chunkSize: Int
     let logger: Logger
 
+    /// Chunks published and not yet confirmed, at most: bounds the bodies in memory.
     static let chunksInFlight = 32
 
-    /// - Parameter tokens: the devices of chunk range `range`, in order, each once.
-    func split(_ job: PushJob, devices: Int, from delivery: JobDelivery, tokens: (Range<Int>) -> [String]) async throws {
+    func split(_ job: PushJob, _ audience: any AudienceStream, from delivery: JobDelivery) async throws {
         let size = max(1, chunkSize)
-        let count = (devices + size - 1) / size
+        let count = (audience.count + size - 1) / size
+        var published = 0
+        var devices = 0
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<count {
-                if index >= Self.chunksInFlight { try await group.next() }
+            var chunk = AudiencePage()
+            func publish(_ chunk: AudiencePage) throws {
                 var properties = delivery.properties
                 var headers = Self.ownHeaders(properties.headers)
-                headers[WireHeader.chunk] = .string("\(index + 1)/\(count)")
+                headers[WireHeader.chunk] = .string("\(published + 1)/\(count)")
                 properties.headers = headers
                 properties.persistent = true
-                properties.messageID = "\(job.id)#\(index + 1)"
-                let body = try job.chunkBody(tokens: tokens((index * size)..<min(devices, (index + 1) * size)))
-                let message = AMQPMessage.toQueue(jobsQueue, body: body, properties: properties)
+                properties.messageID = "\(job.id)#\(published + 1)"
+                let message = AMQPMessage.toQueue(jobsQueue, body: try job.chunkBody(devices: chunk.recipients, filtered: chunk.filtered), properties: properties)
                 group.addTask { try await publisher.publish(message) }
+                published += 1
+                devices += chunk.count
             }
+            try await audience.forEachPage { page in
+                var page = page
+                while page.count > 0 {
+                    // Fill the chunk from the page: recipients first, then filtered devices.
+                    let room = size - chunk.count
+                    let recipients = page.recipients.prefix(room)
+                    chunk.recipients += recipients
+                    page.recipients.removeFirst(recipients.count)
+                    let filtered = page.filtered.prefix(size - chunk.count)
+                    chunk.filtered += filtered
+                    page.filtered.removeFirst(filtered.count)
+                    if chunk.count == size {
+                        if published >= Self.chunksInFlight { try await group.next() }
+                        try publish(chunk)
+                        chunk = AudiencePage()
+                    }
+                }
+            }
+            if chunk.count > 0 { try publish(chunk) }
             try await group.waitForAll()
         }
-        logger.info("job split into chunks", metadata: ["job": "\(job.id)", "devices": "\(devices)", "chunks": "\(count)"])
+        if published != count {
+            // The audience changed between its count and its pages: a store without snapshots.
+            logger.error("a split job's chunk count changed while it was read; its chunk labels are off", metadata: [
+                "job": "\(job.id)", "counted": "\(audience.count)", "devices": "\(devices)", "chunks": "\(published)",
+            ])
+        }
+        logger.info("job split into chunks", metadata: ["job": "\(job.id)", "devices": "\(devices)", "chunks": "\(published)"])
     }
 
     /// The headers a republished job keeps: the producer's and ours, not the broker's bookkeeping.

@@ -4,44 +4,72 @@ import Logging
 import Registry
 
 /// Resolves a job's audience from the registry: its tokens (with the users they are connected to),
-/// the devices of its users and of its groups' members, for the job's app; then drops the devices
-/// whose users' preferences exclude the job's type, and reports them as filtered.
+/// then the devices of its users and of its groups' members, for the job's app, page by page;
+/// each page is filtered by its users' preferences as it goes (the store reads them with the
+/// devices), so nothing is held but the page in hand.
 public struct RegistryResolver: AudienceResolver, DeviceFeedback {
     public let store: any RegistryStore
     private let logger: Logger
 
-    /// Devices read from the store at a time.
-    static let pageSize = 1000
+    /// Explicit tokens checked against the audience in one query.
+    static let overlapBatch = 10_000
 
     public init(store: any RegistryStore, logger: Logger) {
         self.store = store
         self.logger = logger
     }
 
-    public func resolve(_ job: PushJob) async throws -> ResolvedAudience {
-        // A token the producer names is sent whether the registry knows it or not; the registry
-        // only says whose it is.
-        let owners = try await store.users(app: job.app, tokens: job.audience.tokens)
-        var devices = job.audience.tokens.map { RegisteredDevice(token: $0, user: owners[$0]) }
-        if !job.audience.users.isEmpty || !job.audience.groups.isEmpty {
-            try await store.devices(app: job.app, users: job.audience.users, groups: job.audience.groups, pageSize: Self.pageSize) { page in
-                devices += page
+    public func resolve(_ job: PushJob, explicit: ExplicitTokens, pageSize: Int, _ body: (any AudienceStream) async throws -> Void) async throws {
+        guard !job.audience.users.isEmpty || !job.audience.groups.isEmpty else {
+            try await body(Stream(job: job, store: store, explicit: explicit, audience: nil, pageSize: pageSize, count: explicit.count))
+            return
+        }
+        try await store.withAudience(app: job.app, users: job.audience.users, groups: job.audience.groups) { audience in
+            // Named tokens the audience also reaches are sent once, as named ones.
+            var overlap = 0
+            for range in explicit.pages(of: Self.overlapBatch) {
+                overlap += try await audience.count(among: explicit.tokens(range))
+            }
+            let count = explicit.count + (try await audience.count()) - overlap
+            try await body(Stream(job: job, store: store, explicit: explicit, audience: audience, pageSize: pageSize, count: count))
+        }
+    }
+
+    private struct Stream: AudienceStream {
+        let job: PushJob
+        let store: any RegistryStore
+        let explicit: ExplicitTokens
+        let audience: (any RegistryAudience)?
+        let pageSize: Int
+        let count: Int
+        var unresolved: [String] { [] }
+
+        func forEachPage(_ body: (AudiencePage) async throws -> Void) async throws {
+            // A token the producer names is sent whether the registry knows it or not; the
+            // registry only says whose it is.
+            for range in explicit.pages(of: pageSize) {
+                let tokens = explicit.tokens(range)
+                let known = try await store.devices(app: job.app, tokens: tokens)
+                try await body(page(tokens.map { known[$0] ?? RegisteredDevice(token: $0, user: nil) }))
+            }
+            try await audience?.pages(size: pageSize) { devices in
+                try await body(page(devices.filter { !explicit.contains($0.token) }))
             }
         }
-        guard job.type != nil else {
-            return ResolvedAudience(recipients: devices.map { Recipient(token: $0.token, user: $0.user) })
-        }
-        let preferences = try await store.preferences(of: Set(devices.compactMap(\.user)))
-        var audience = ResolvedAudience(recipients: [])
-        for device in devices {
-            let recipient = Recipient(token: device.token, user: device.user)
-            if let user = device.user, let rules = preferences[user], !rules.allows(type: job.type, subtype: job.subtype) {
-                audience.filtered.append(recipient)
-            } else {
-                audience.recipients.append(recipient)
+
+        private func page(_ devices: [RegisteredDevice]) -> AudiencePage {
+            var page = AudiencePage()
+            page.recipients.reserveCapacity(devices.count)
+            for device in devices {
+                let recipient = Recipient(token: device.token, user: device.user)
+                if let preferences = device.preferences, !preferences.allows(type: job.type, subtype: job.subtype) {
+                    page.filtered.append(recipient)
+                } else {
+                    page.recipients.append(recipient)
+                }
             }
+            return page
         }
-        return audience
     }
 
     public func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async -> Bool {

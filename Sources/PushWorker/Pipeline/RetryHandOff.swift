@@ -24,16 +24,17 @@ struct RetryHandOff: Sendable {
         properties.persistent = true
         properties.messageID = "\(job.id)#retry\(round + 1)"
         try await publisher.publish(.toQueue(
-            queues.retryQueue(milliseconds: delay), body: try job.chunkBody(tokens: recipients.map(\.token)), properties: properties))
+            queues.retryQueue(milliseconds: delay), body: try job.chunkBody(devices: recipients), properties: properties))
         logger.info("devices handed on to a retry job", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "delay_ms": "\(delay)"])
     }
 
-    /// The sends already made to each device of a retry job, from its attempts header (in token
-    /// order): per-token data the pipeline puts on the recipients, whatever resolved them.
+    /// The sends already made to each device of a retry job, from its attempts header (in the
+    /// order of its devices; of its tokens for a retry job of an older worker).
     static func previousAttempts(of job: PushJob, _ delivery: JobDelivery) -> [String: Int] {
         guard let counts = delivery.properties.headers?[WireHeader.attempts]?.arrayValue else { return [:] }
         var attempts: [String: Int] = [:]
-        for (token, count) in zip(job.audience.tokens, counts) {
+        let tokens = job.audience.isResolved ? job.audience.devices.map(\.token) : job.audience.tokens
+        for (token, count) in zip(tokens, counts) {
             if let value = count.intValue { attempts[token] = Int(value) }
         }
         return attempts

@@ -10,7 +10,7 @@ import UnixSignals
 /// is lost: jobs not acknowledged are redelivered to another worker.
 public enum WorkerProcess {
     public static func run(_ configuration: PushWorkerConfiguration, file: String, logger: Logger) async throws {
-        let registry = try configuration.openRegistryStore(file: file).map { RegistryResolver(store: $0, logger: logger) }
+        let registry = try await configuration.openRegistryStore(file: file, logger: logger).map { RegistryResolver(store: $0, logger: logger) }
         let worker = try await Worker.start(configuration, file: file, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: worker)]
         if let registry {

@@ -14,8 +14,9 @@ public final class SQLiteRegistryStore: RegistryStore {
     private final class Connection: @unchecked Sendable {
         let database: SQLiteDatabase
         let upsertDevice, deleteDevice, connectDevice, disconnectDevice, ensureUser, ensureGroup, groupExists,
-            addMembership, removeMembership, setPreferences, deleteUser, disconnectUserDevices, page, preferences,
-            removeUnless, markInvalid, findDevice, usersOfTokens: SQLiteStatement
+            addMembership, removeMembership, setPreferences, deleteUser, disconnectUserDevices, preferences,
+            removeUnless, markInvalid, findDevice, devicesOfTokens, findUser, userDevices, userGroups, groupMembers,
+            groupDevices, groupSample: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -38,32 +39,43 @@ public final class SQLiteRegistryStore: RegistryStore {
             setPreferences = try database.prepare("UPDATE users SET whitelist = ?2, blacklist = ?3 WHERE id = ?1")
             deleteUser = try database.prepare("DELETE FROM users WHERE id = ?1")
             disconnectUserDevices = try database.prepare("UPDATE devices SET user_id = NULL WHERE user_id = ?1")
-            page = try database.prepare("""
-                SELECT token, user_id FROM devices
-                WHERE app = ?1 AND invalid = 0 AND token > ?2 AND user_id IS NOT NULL
-                  AND (user_id IN (SELECT value FROM json_each(?3))
-                       OR user_id IN (SELECT user_id FROM memberships WHERE group_name IN (SELECT value FROM json_each(?4))))
-                ORDER BY token LIMIT ?5
-                """)
             preferences = try database.prepare("""
                 SELECT id, whitelist, blacklist FROM users
                 WHERE id IN (SELECT value FROM json_each(?1)) AND (whitelist != '{}' OR blacklist != '{}')
                 """)
             removeUnless = try database.prepare("DELETE FROM devices WHERE app = ?1 AND token = ?2 AND registered_at <= ?3")
             markInvalid = try database.prepare("UPDATE devices SET invalid = 1 WHERE app = ?1 AND token = ?2")
-            findDevice = try database.prepare("SELECT token, user_id FROM devices WHERE app = ?1 AND token = ?2 AND invalid = 0")
-            usersOfTokens = try database.prepare("""
-                SELECT token, user_id FROM devices
-                WHERE app = ?1 AND invalid = 0 AND user_id IS NOT NULL AND token IN (SELECT value FROM json_each(?2))
+            findDevice = try database.prepare("""
+                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d LEFT JOIN users u ON u.id = d.user_id
+                WHERE d.app = ?1 AND d.token = ?2 AND d.invalid = 0
                 """)
+            devicesOfTokens = try database.prepare("""
+                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
+                WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))
+                """)
+            findUser = try database.prepare("SELECT whitelist, blacklist FROM users WHERE id = ?1")
+            userDevices = try database.prepare("SELECT app, token, invalid FROM devices WHERE user_id = ?1 ORDER BY app, token")
+            userGroups = try database.prepare("SELECT group_name FROM memberships WHERE user_id = ?1 ORDER BY group_name")
+            groupMembers = try database.prepare("SELECT (SELECT COUNT(*) FROM memberships WHERE group_name = ?1) FROM groups WHERE name = ?1")
+            groupDevices = try database.prepare("""
+                SELECT d.app, COUNT(*) FROM memberships m JOIN devices d ON d.user_id = m.user_id
+                WHERE m.group_name = ?1 AND d.invalid = 0 GROUP BY d.app ORDER BY d.app
+                """)
+            groupSample = try database.prepare("SELECT user_id FROM memberships WHERE group_name = ?1 ORDER BY user_id LIMIT ?2")
         }
     }
+
+    /// Connections that read audiences, one per resolution at a time: a snapshot read page by
+    /// page holds its connection across suspension points, so it cannot be the writers' one.
+    private let readers: Mutex<[SQLiteAudience.Reader]> = Mutex([])
+    private let path: String
 
     /// Opens or creates the registry at `path`, migrating its schema.
     public init(path: String) throws(RegistryError) {
         let database = try SQLiteDatabase(path: path)
         try Self.migrate(database)
         state = Mutex(try Connection(database))
+        self.path = path
     }
 
     private static func migrate(_ database: SQLiteDatabase) throws(RegistryError) {
@@ -140,31 +152,41 @@ public final class SQLiteRegistryStore: RegistryStore {
             try c.removeMembership.run([.text(group), .text(user)])
         case .setPreferences(let user, let preferences):
             try c.ensureUser.run([.text(user)])
-            try c.setPreferences.run([.text(user), .text(Self.json(preferences.whitelist)), .text(Self.json(preferences.blacklist))])
+            try c.setPreferences.run([.text(user), .text(PreferencesDecoder.encode(preferences.whitelist)), .text(PreferencesDecoder.encode(preferences.blacklist))])
         case .deleteUser(let user):
             try c.disconnectUserDevices.run([.text(user)])
             try c.deleteUser.run([.text(user)])
         }
     }
 
-    public func devices(
-        app: String, users: [String], groups: [String], pageSize: Int, _ page: ([RegisteredDevice]) async throws -> Void
+    public func withAudience(
+        app: String, users: [String], groups: [String], _ body: (any RegistryAudience) async throws -> Void
     ) async throws {
-        let usersJSON = Self.json(users), groupsJSON = Self.json(groups)
-        var after = ""
-        while true {
-            let devices = try state.withLock { (connection: inout Connection) throws(RegistryError) -> [RegisteredDevice] in
-                var devices: [RegisteredDevice] = []
-                devices.reserveCapacity(pageSize)
-                try connection.page.run([.text(app), .text(after), .text(usersJSON), .text(groupsJSON), .integer(Int64(pageSize))]) { row in
-                    devices.append(RegisteredDevice(token: row.text(0) ?? "", user: row.text(1)))
-                }
-                return devices
+        let reader = try readers.withLock { $0.popLast() } ?? SQLiteAudience.Reader(path: path)
+        // A deferred transaction: its first read fixes the snapshot every later read sees.
+        try reader.database.execute("BEGIN")
+        do {
+            try await body(SQLiteAudience(reader: reader, app: app, users: Self.json(users), groups: Self.json(groups)))
+        } catch {
+            try? reader.database.execute("ROLLBACK")
+            readers.withLock { $0.append(reader) }
+            throw error
+        }
+        try? reader.database.execute("COMMIT")
+        readers.withLock { $0.append(reader) }
+    }
+
+    public func devices(app: String, tokens: [String]) async throws(RegistryError) -> [String: RegisteredDevice] {
+        guard !tokens.isEmpty else { return [:] }
+        let list = Self.json(tokens)
+        return try state.withLock { (connection: inout Connection) throws(RegistryError) in
+            var devices: [String: RegisteredDevice] = [:]
+            var decoder = PreferencesDecoder()
+            try connection.devicesOfTokens.run([.text(app), .text(list)]) { row in
+                guard let token = row.text(0) else { return }
+                devices[token] = RegisteredDevice(token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
             }
-            guard let last = devices.last else { return }
-            try await page(devices)
-            guard devices.count == pageSize else { return }
-            after = last.token
+            return devices
         }
     }
 
@@ -175,7 +197,7 @@ public final class SQLiteRegistryStore: RegistryStore {
             var found: [String: NotificationPreferences] = [:]
             try connection.preferences.run([.text(list)]) { row in
                 found[row.text(0) ?? ""] = NotificationPreferences(
-                    whitelist: Self.exceptions(row.text(1)), blacklist: Self.exceptions(row.text(2)))
+                    whitelist: PreferencesDecoder.exceptions(row.text(1) ?? "{}"), blacklist: PreferencesDecoder.exceptions(row.text(2) ?? "{}"))
             }
             return found
         }
@@ -198,32 +220,49 @@ public final class SQLiteRegistryStore: RegistryStore {
         }
     }
 
-    public func users(app: String, tokens: [String]) async throws(RegistryError) -> [String: String] {
-        guard !tokens.isEmpty else { return [:] }
-        let list = Self.json(tokens)
-        return try state.withLock { (connection: inout Connection) throws(RegistryError) in
-            var users: [String: String] = [:]
-            try connection.usersOfTokens.run([.text(app), .text(list)]) { row in
-                if let token = row.text(0), let user = row.text(1) { users[token] = user }
-            }
-            return users
-        }
-    }
-
     public func device(app: String, token: String) async throws(RegistryError) -> RegisteredDevice? {
         try state.withLock { (connection: inout Connection) throws(RegistryError) -> RegisteredDevice? in
             var found: RegisteredDevice?
-            try connection.findDevice.run([.text(app), .text(token)]) { row in found = RegisteredDevice(token: row.text(0) ?? "", user: row.text(1)) }
+            var decoder = PreferencesDecoder()
+            try connection.findDevice.run([.text(app), .text(token)]) { row in
+                found = RegisteredDevice(token: row.text(0) ?? "", user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
+            }
             return found
         }
     }
 
-    private static func json(_ value: Any) -> String {
-        (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
+    public func user(_ id: String) async throws(RegistryError) -> RegisteredUser? {
+        try state.withLock { (connection: inout Connection) throws(RegistryError) -> RegisteredUser? in
+            var preferences: NotificationPreferences?
+            try connection.findUser.run([.text(id)]) { row in
+                preferences = NotificationPreferences(
+                    whitelist: PreferencesDecoder.exceptions(row.text(0) ?? "{}"), blacklist: PreferencesDecoder.exceptions(row.text(1) ?? "{}"))
+            }
+            guard let preferences else { return nil }
+            var devices: [RegisteredUser.Device] = []
+            try connection.userDevices.run([.text(id)]) { row in
+                devices.append(.init(app: row.text(0) ?? "", token: row.text(1) ?? "", invalid: row.integer(2) != 0))
+            }
+            var groups: [String] = []
+            try connection.userGroups.run([.text(id)]) { row in groups.append(row.text(0) ?? "") }
+            return RegisteredUser(id: id, devices: devices, groups: groups, preferences: preferences)
+        }
     }
 
-    private static func exceptions(_ text: String?) -> [String: [String]] {
-        guard let text, let map = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: [String]] else { return [:] }
-        return map
+    public func group(_ name: String, sampleSize: Int) async throws(RegistryError) -> RegisteredGroup? {
+        try state.withLock { (connection: inout Connection) throws(RegistryError) -> RegisteredGroup? in
+            var members: Int?
+            try connection.groupMembers.run([.text(name)]) { row in members = Int(row.integer(0)) }
+            guard let members else { return nil }
+            var devices: [String: Int] = [:]
+            try connection.groupDevices.run([.text(name)]) { row in devices[row.text(0) ?? ""] = Int(row.integer(1)) }
+            var sample: [String] = []
+            try connection.groupSample.run([.text(name), .integer(Int64(sampleSize))]) { row in sample.append(row.text(0) ?? "") }
+            return RegisteredGroup(name: name, members: members, devicesByApp: devices, sample: sample)
+        }
+    }
+
+    static func json(_ value: Any) -> String {
+        (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
     }
 }

@@ -23,10 +23,16 @@ final class SQLiteStatement {
 
     /// Binds `values` to ?1, ?2…, runs the statement and hands each row to `row`; always resets.
     func run(_ values: [Value], row: (Row) throws(RegistryError) -> Void = { _ in }) throws(RegistryError) {
-        defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
-        }
+        defer { reset() }
+        try bind(values)
+        while let current = try step() { try row(current) }
+    }
+
+    /// Binds `values` to ?1, ?2… for rows read one `step` at a time: a result read across
+    /// suspension points by the one task that holds the connection. Reset it when done.
+    func bind(_ values: [Value]) throws(RegistryError) {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let status: Int32
@@ -39,16 +45,23 @@ final class SQLiteStatement {
             }
             guard status == SQLITE_OK else { throw database.failure("binding parameter \(index)") }
         }
-        while true {
-            switch sqlite3_step(statement) {
-            case SQLITE_ROW: try row(Row(statement: statement))
-            case SQLITE_DONE: return
-            default: throw database.failure("running a statement")
-            }
+    }
+
+    /// The next row, valid until the next step or reset; nil when there are no more.
+    func step() throws(RegistryError) -> Row? {
+        switch sqlite3_step(statement) {
+        case SQLITE_ROW: return Row(statement: statement)
+        case SQLITE_DONE: return nil
+        default: throw database.failure("running a statement")
         }
     }
 
-    /// The current row; valid only inside `run`'s row handler.
+    func reset() {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+    }
+
+    /// The current row; valid until the statement steps again or is reset.
     struct Row {
         fileprivate let statement: OpaquePointer
 

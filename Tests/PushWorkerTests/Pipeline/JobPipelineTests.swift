@@ -153,13 +153,14 @@ struct JobPipelineTests {
         #expect(second.outcome == .delivered && second.attempts == 3)
     }
 
-    @Test("chunk and retry jobs go through the injected resolver like any job")
+    @Test("chunk and retry jobs carry their devices resolved: only the splitting worker asks the resolver")
     func resolverForChunks() async throws {
         let resolver = CountingResolver()
         let harness = Harness(chunkSize: 2, resolver: resolver)
         #expect(await harness.run(Self.job([1, 2, 3])) == .acknowledge)
         for chunk in harness.publisher.messages(to: "push.jobs") { _ = await harness.run(chunk) }
-        #expect(resolver.calls == 3)
+        #expect(resolver.calls == 1)
+        #expect(harness.sender.sent.count == 3)
     }
 
     @Test("a streamed job's tokens are split sorted and each once; a streamed invalid job is rejected to the broker's dead letters")
@@ -170,7 +171,7 @@ struct JobPipelineTests {
         body.withUnsafeBytes { reader.receive(RawSpan(_unsafeBytes: $0)) }
         #expect(await harness.pipeline.run(JobDelivery(body: [], streamed: reader, properties: AMQPProperties(messageID: "s"))) == .acknowledge)
         let tokens = try harness.publisher.messages(to: "push.jobs").flatMap { message in
-            try JSONDecoder().decode(ChunkAudience.self, from: Data(message.body)).audience.tokens
+            try JSONDecoder().decode(ChunkAudience.self, from: Data(message.body)).audience.devices.map { $0[0] ?? "" }
         }
         #expect(tokens == [1, 3, 4, 5].map(Self.token))
 
@@ -212,14 +213,14 @@ final class CountingResolver: AudienceResolver {
     private let count = Mutex(0)
     var calls: Int { count.withLock { $0 } }
 
-    func resolve(_ job: PushJob) async throws -> ResolvedAudience {
+    func resolve(_ job: PushJob, explicit: ExplicitTokens, pageSize: Int, _ body: (any AudienceStream) async throws -> Void) async throws {
         count.withLock { $0 += 1 }
-        return try await ExplicitTokenResolver().resolve(job)
+        try await ExplicitTokenResolver().resolve(job, explicit: explicit, pageSize: pageSize, body)
     }
 }
 
 /// The part of a chunk job the streamed test reads back.
 struct ChunkAudience: Decodable {
-    struct Audience: Decodable { let tokens: [String] }
+    struct Audience: Decodable { let devices: [[String?]] }
     let audience: Audience
 }

@@ -1,0 +1,56 @@
+import Logging
+import PostgresNIO
+import Registry
+
+/// An audience read from PostgreSQL inside one repeatable-read transaction on one leased
+/// connection: the count and the pages see the same snapshot.
+struct PostgresAudience: RegistryAudience {
+    let connection: PostgresConnection
+    let logger: Logger
+    let app: String
+    let users: [String]
+    let groups: [String]
+
+    func count() async throws -> Int {
+        try await single("""
+            SELECT COUNT(*) FROM devices d
+            WHERE d.app = \(app) AND NOT d.invalid AND d.user_id IN (
+              SELECT unnest(\(users)::text[]) UNION SELECT user_id FROM memberships WHERE group_name = ANY(\(groups)))
+            """)
+    }
+
+    func count(among tokens: [String]) async throws -> Int {
+        guard !tokens.isEmpty else { return 0 }
+        return try await single("""
+            SELECT COUNT(*) FROM devices d
+            WHERE d.app = \(app) AND NOT d.invalid AND d.token = ANY(\(tokens)) AND d.user_id IN (
+              SELECT unnest(\(users)::text[]) UNION SELECT user_id FROM memberships WHERE group_name = ANY(\(groups)))
+            """)
+    }
+
+    func pages(size: Int, _ page: ([RegisteredDevice]) async throws -> Void) async throws {
+        // Rows arrive as the server sends them, with backpressure: the result is never held whole.
+        let rows = try await connection.query("""
+            SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
+            WHERE d.app = \(app) AND NOT d.invalid AND d.user_id IN (
+              SELECT unnest(\(users)::text[]) UNION SELECT user_id FROM memberships WHERE group_name = ANY(\(groups)))
+            """, logger: logger)
+        var decoder = PreferencesDecoder()
+        var batch: [RegisteredDevice] = []
+        batch.reserveCapacity(size)
+        for try await (token, user, whitelist, blacklist) in rows.decode((String, String, String, String).self) {
+            batch.append(RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist)))
+            if batch.count >= size {
+                try await page(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { try await page(batch) }
+    }
+
+    private func single(_ query: PostgresQuery) async throws -> Int {
+        var value = 0
+        for try await count in try await connection.query(query, logger: logger).decode(Int.self) { value = count }
+        return value
+    }
+}

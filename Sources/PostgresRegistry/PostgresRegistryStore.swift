@@ -1,0 +1,375 @@
+import APNs
+import Foundation
+import Logging
+import PostgresNIO
+import Registry
+
+/// The registry on PostgreSQL, for workers on many hosts: the SQLite store's schema, migrations
+/// and rules, over postgres-nio's connection pool. Every statement binds its values (the
+/// extended protocol), none is built from them.
+public final class PostgresRegistryStore: RegistryStore {
+    /// The schema this build writes; older databases are migrated up to it on open.
+    public static let schemaVersion = 1
+
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+    private let logger: Logger
+    /// The URL without its password, for messages.
+    public let redactedURL: String
+
+    /// Connects (the pool runs until the store is released) and creates or migrates the schema.
+    /// A server that does not answer within `connectTimeout` fails the start: the pool itself
+    /// would wait for it forever.
+    public init(url: String, maximumConnections: Int = 8, connectTimeout: Duration = .seconds(30), logger: Logger) async throws(RegistryError) {
+        let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        self.runner = Task { await client.run() }
+        self.logger = logger
+        self.redactedURL = redacted
+        let outcome: Result<Void, RegistryError>? = await withTaskGroup(of: Result<Void, RegistryError>?.self) { group in
+            group.addTask { [self] in
+                do throws(RegistryError) { try await self.migrate() } catch { return .failure(error) }
+                return .success(())
+            }
+            group.addTask {
+                try? await Task.sleep(for: connectTimeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .success: return
+        case .failure(let error):
+            runner.cancel()
+            throw error
+        case nil:
+            runner.cancel()
+            throw RegistryError(.storeUnavailable, "no PostgreSQL answered at \(redacted) within \(connectTimeout)")
+        }
+    }
+
+    deinit {
+        runner.cancel()
+    }
+
+    /// `postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require]`.
+    static func configuration(url: String, maximumConnections: Int) throws(RegistryError) -> (PostgresClient.Configuration, String) {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+            let host = components.host, !host.isEmpty
+        else {
+            throw RegistryError(.storeUnavailable, field: "registry.postgres", "registry.postgres must be a URL like postgres://user:password@host:5432/database")
+        }
+        var redacted = components
+        if redacted.password != nil { redacted.password = "***" }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let tls: PostgresClient.Configuration.TLS
+        switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer" {
+        case "disable": tls = .disable
+        case "prefer": tls = .prefer(.makeClientConfiguration())
+        case "require": tls = .require(.makeClientConfiguration())
+        case let mode:
+            throw RegistryError(.storeUnavailable, field: "registry.postgres", "sslmode '\(mode)' is not disable, prefer or require")
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
+            database: database.isEmpty ? nil : database, tls: tls)
+        configuration.options.maximumConnections = max(1, maximumConnections)
+        return (configuration, redacted.string ?? "postgres://…")
+    }
+
+    // MARK: Schema
+
+    private func migrate() async throws(RegistryError) {
+        try await transaction { connection in
+            // Workers starting together migrate one at a time.
+            try await connection.query("SELECT pg_advisory_xact_lock(7245310)", logger: self.logger)
+            try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", logger: self.logger)
+            var version = 0
+            for try await (found) in try await connection.query("SELECT COALESCE(MAX(version), 0) FROM schema_version", logger: self.logger).decode(Int.self) {
+                version = found
+            }
+            guard version <= Self.schemaVersion else {
+                throw RegistryError(.storeUnavailable, "the registry \(self.redactedURL) has schema version \(version); this pushworker knows up to \(Self.schemaVersion): upgrade pushworker")
+            }
+            for step in version..<Self.schemaVersion {
+                for statement in Self.migrations[step] { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger) }
+                try await connection.query("INSERT INTO schema_version(version) VALUES (\(step + 1))", logger: self.logger)
+            }
+        }
+    }
+
+    /// Migration n brings the schema from version n to n + 1: the SQLite store's tables.
+    static let migrations: [[String]] = [
+        [
+            "CREATE TABLE users (id TEXT PRIMARY KEY, whitelist TEXT NOT NULL DEFAULT '{}', blacklist TEXT NOT NULL DEFAULT '{}')",
+            "CREATE TABLE groups (name TEXT PRIMARY KEY)",
+            """
+            CREATE TABLE devices (app TEXT NOT NULL, token TEXT NOT NULL,
+              user_id TEXT REFERENCES users(id) ON DELETE SET NULL,
+              registered_at DOUBLE PRECISION NOT NULL, invalid BOOLEAN NOT NULL DEFAULT false, PRIMARY KEY (app, token))
+            """,
+            "CREATE INDEX devices_by_user ON devices(user_id, app)",
+            """
+            CREATE TABLE memberships (group_name TEXT NOT NULL REFERENCES groups(name) ON DELETE CASCADE,
+              user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE, PRIMARY KEY (group_name, user_id))
+            """,
+            "CREATE INDEX memberships_by_user ON memberships(user_id)",
+        ],
+    ]
+
+    // MARK: Commands
+
+    public func apply(_ command: RegistryCommand) async throws(RegistryError) {
+        try await apply(batch: [command])
+    }
+
+    public func apply(batch commands: [RegistryCommand]) async throws(RegistryError) {
+        let now = Date().timeIntervalSince1970
+        try await transaction { connection in
+            for command in commands { try await self.apply(command, on: connection, now: now) }
+        }
+    }
+
+    private func apply(_ command: RegistryCommand, on connection: PostgresConnection, now: Double) async throws {
+        func run(_ query: PostgresQuery) async throws { try await connection.query(query, logger: logger) }
+        func ensureUser(_ user: String) async throws { try await run("INSERT INTO users(id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING") }
+        switch command {
+        case .registerDevice(let app, let token, let user):
+            if let user { try await ensureUser(user) }
+            try await run("""
+                INSERT INTO devices(app, token, user_id, registered_at, invalid) VALUES (\(app), \(token), \(user), \(now), false)
+                ON CONFLICT (app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = false,
+                  user_id = COALESCE(excluded.user_id, devices.user_id)
+                """)
+        case .unregisterDevice(let app, let token):
+            try await run("DELETE FROM devices WHERE app = \(app) AND token = \(token)")
+        case .connect(let app, let token, let user):
+            try await ensureUser(user)
+            try await run("""
+                INSERT INTO devices(app, token, user_id, registered_at, invalid) VALUES (\(app), \(token), \(user), \(now), false)
+                ON CONFLICT (app, token) DO UPDATE SET user_id = excluded.user_id
+                """)
+        case .disconnect(let app, let token, let user):
+            try await run("UPDATE devices SET user_id = NULL WHERE app = \(app) AND token = \(token) AND user_id = \(user)")
+        case .addToGroup(let user, let group, let createGroup):
+            if createGroup {
+                try await run("INSERT INTO groups(name) VALUES (\(group)) ON CONFLICT (name) DO NOTHING")
+            } else {
+                var exists = false
+                for try await _ in try await connection.query("SELECT 1 FROM groups WHERE name = \(group)", logger: logger) { exists = true }
+                guard exists else { throw RegistryError(.unknownGroup, field: "group", "group '\(group)' does not exist, and create_group is false") }
+            }
+            try await ensureUser(user)
+            try await run("INSERT INTO memberships(group_name, user_id) VALUES (\(group), \(user)) ON CONFLICT DO NOTHING")
+        case .removeFromGroup(let user, let group):
+            try await run("DELETE FROM memberships WHERE group_name = \(group) AND user_id = \(user)")
+        case .setPreferences(let user, let preferences):
+            try await ensureUser(user)
+            let whitelist = PreferencesDecoder.encode(preferences.whitelist), blacklist = PreferencesDecoder.encode(preferences.blacklist)
+            try await run("UPDATE users SET whitelist = \(whitelist), blacklist = \(blacklist) WHERE id = \(user)")
+        case .deleteUser(let user):
+            try await run("UPDATE devices SET user_id = NULL WHERE user_id = \(user)")
+            try await run("DELETE FROM users WHERE id = \(user)")
+        }
+    }
+
+    // MARK: Resolution
+
+    public func withAudience(
+        app: String, users: [String], groups: [String], _ body: (any RegistryAudience) async throws -> Void
+    ) async throws {
+        do {
+            try await client.withConnection { connection in
+                // One snapshot for the count and the pages, however long the pages take.
+                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: self.logger)
+                do {
+                    try await body(PostgresAudience(connection: connection, logger: self.logger, app: app, users: users, groups: groups))
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                    throw error
+                }
+                try await connection.query("COMMIT", logger: self.logger)
+            }
+        } catch let error as PSQLError {
+            throw failure(error)
+        }
+    }
+
+    public func devices(app: String, tokens: [String]) async throws(RegistryError) -> [String: RegisteredDevice] {
+        guard !tokens.isEmpty else { return [:] }
+        return try await read { connection in
+            var devices: [String: RegisteredDevice] = [:]
+            var decoder = PreferencesDecoder()
+            let rows = try await connection.query("""
+                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
+                WHERE d.app = \(app) AND NOT d.invalid AND d.token = ANY(\(tokens))
+                """, logger: self.logger)
+            for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
+                devices[token] = RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist))
+            }
+            return devices
+        }
+    }
+
+    public func preferences(of users: Set<String>) async throws(RegistryError) -> [String: NotificationPreferences] {
+        guard !users.isEmpty else { return [:] }
+        let list = Array(users)
+        return try await read { connection in
+            var found: [String: NotificationPreferences] = [:]
+            let rows = try await connection.query(
+                "SELECT id, whitelist, blacklist FROM users WHERE id = ANY(\(list)) AND (whitelist <> '{}' OR blacklist <> '{}')", logger: self.logger)
+            for try await (id, whitelist, blacklist) in rows.decode((String, String, String).self) {
+                found[id] = NotificationPreferences(whitelist: PreferencesDecoder.exceptions(whitelist), blacklist: PreferencesDecoder.exceptions(blacklist))
+            }
+            return found
+        }
+    }
+
+    @discardableResult
+    public func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async throws(RegistryError) -> Bool {
+        let query: PostgresQuery
+        switch reason {
+        case .unregistered, .expiredToken:
+            // Registered again after APNs last saw the token valid: the app still has it.
+            let cutoff = (timestamp ?? Date()).timeIntervalSince1970
+            query = "DELETE FROM devices WHERE app = \(app) AND token = \(token) AND registered_at <= \(cutoff) RETURNING token"
+        case .badDeviceToken, .deviceTokenNotForTopic:
+            query = "UPDATE devices SET invalid = true WHERE app = \(app) AND token = \(token) RETURNING token"
+        default:
+            return false
+        }
+        return try await read { connection in
+            var changed = false
+            for try await _ in try await connection.query(query, logger: self.logger) { changed = true }
+            return changed
+        }
+    }
+
+    public func device(app: String, token: String) async throws(RegistryError) -> RegisteredDevice? {
+        try await read { connection in
+            var found: RegisteredDevice?
+            var decoder = PreferencesDecoder()
+            let rows = try await connection.query("""
+                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d LEFT JOIN users u ON u.id = d.user_id
+                WHERE d.app = \(app) AND d.token = \(token) AND NOT d.invalid
+                """, logger: self.logger)
+            for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
+                found = RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist))
+            }
+            return found
+        }
+    }
+
+    public func user(_ id: String) async throws(RegistryError) -> RegisteredUser? {
+        try await read { connection in
+            var preferences: NotificationPreferences?
+            for try await (whitelist, blacklist) in try await connection.query(
+                "SELECT whitelist, blacklist FROM users WHERE id = \(id)", logger: self.logger
+            ).decode((String, String).self) {
+                preferences = NotificationPreferences(whitelist: PreferencesDecoder.exceptions(whitelist), blacklist: PreferencesDecoder.exceptions(blacklist))
+            }
+            guard let preferences else { return nil }
+            var devices: [RegisteredUser.Device] = []
+            for try await (app, token, invalid) in try await connection.query(
+                "SELECT app, token, invalid FROM devices WHERE user_id = \(id) ORDER BY app, token", logger: self.logger
+            ).decode((String, String, Bool).self) {
+                devices.append(.init(app: app, token: token, invalid: invalid))
+            }
+            var groups: [String] = []
+            for try await group in try await connection.query(
+                "SELECT group_name FROM memberships WHERE user_id = \(id) ORDER BY group_name", logger: self.logger
+            ).decode(String.self) {
+                groups.append(group)
+            }
+            return RegisteredUser(id: id, devices: devices, groups: groups, preferences: preferences)
+        }
+    }
+
+    public func group(_ name: String, sampleSize: Int) async throws(RegistryError) -> RegisteredGroup? {
+        try await read { connection in
+            var members: Int?
+            for try await count in try await connection.query(
+                "SELECT (SELECT COUNT(*) FROM memberships WHERE group_name = \(name)) FROM groups WHERE name = \(name)", logger: self.logger
+            ).decode(Int.self) {
+                members = count
+            }
+            guard let members else { return nil }
+            var devices: [String: Int] = [:]
+            for try await (app, count) in try await connection.query("""
+                SELECT d.app, COUNT(*) FROM memberships m JOIN devices d ON d.user_id = m.user_id
+                WHERE m.group_name = \(name) AND NOT d.invalid GROUP BY d.app
+                """, logger: self.logger
+            ).decode((String, Int).self) {
+                devices[app] = count
+            }
+            var sample: [String] = []
+            for try await user in try await connection.query(
+                "SELECT user_id FROM memberships WHERE group_name = \(name) ORDER BY user_id LIMIT \(sampleSize)", logger: self.logger
+            ).decode(String.self) {
+                sample.append(user)
+            }
+            return RegisteredGroup(name: name, members: members, devicesByApp: devices, sample: sample)
+        }
+    }
+
+    // MARK: Connections
+
+    /// SQLSTATEs worth a second try of the whole transaction: two workers touching the same rows
+    /// at once (a serialization failure or deadlock, a key inserted or a user deleted meanwhile).
+    private static let transient: Set<String> = ["40001", "40P01", "23503", "23505"]
+
+    /// Runs `body` in a transaction, tried again a few times when it lost a race with another
+    /// worker; errors become `RegistryError`s, the refusals `body` throws kept as they are.
+    private func transaction(_ body: @escaping (PostgresConnection) async throws -> Void) async throws(RegistryError) {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: self.logger)
+                    do {
+                        try await body(connection)
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                        throw error
+                    }
+                    try await connection.query("COMMIT", logger: self.logger)
+                }
+                return
+            } catch let error as RegistryError {
+                throw error
+            } catch let error as PSQLError {
+                if attempt < 5, let state = error.serverInfo?[.sqlState], Self.transient.contains(state) {
+                    try? await Task.sleep(for: .milliseconds(5 * attempt))
+                    continue
+                }
+                throw failure(error)
+            } catch {
+                throw RegistryError(.storeUnavailable, "PostgreSQL registry \(redactedURL): \(error)")
+            }
+        }
+    }
+
+    private func read<T: Sendable>(_ body: @escaping (PostgresConnection) async throws -> T) async throws(RegistryError) -> T {
+        do {
+            return try await client.withConnection { connection in try await body(connection) }
+        } catch let error as RegistryError {
+            throw error
+        } catch let error as PSQLError {
+            throw failure(error)
+        } catch {
+            throw RegistryError(.storeUnavailable, "PostgreSQL registry \(redactedURL): \(error)")
+        }
+    }
+
+    /// The server's own message when there is one; postgres-nio's description hides it.
+    func failure(_ error: PSQLError) -> RegistryError {
+        if let info = error.serverInfo, let message = info[.message] {
+            return RegistryError(.storeUnavailable, "PostgreSQL registry \(redactedURL): \(message) (SQLSTATE \(info[.sqlState] ?? "?"))")
+        }
+        return RegistryError(.storeUnavailable, "PostgreSQL registry \(redactedURL): \(error.code)\(error.underlying.map { ": \($0)" } ?? "")")
+    }
+}

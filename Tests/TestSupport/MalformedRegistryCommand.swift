@@ -1,0 +1,39 @@
+/// Registry commands that must be refused, each with its error code and the field it names: the
+/// command parser's table test and the end-to-end test through the broker share them.
+public struct MalformedRegistryCommand: Sendable, CustomStringConvertible {
+    public let json: String
+    public let code: String
+    public let field: String?
+    public var description: String { json }
+
+    static let token = String(repeating: "ab", count: 32)
+
+    public static let corpus: [MalformedRegistryCommand] = [
+        MalformedRegistryCommand(json: "not json", code: "invalid_json", field: nil),
+        MalformedRegistryCommand(json: "[]", code: "invalid_json", field: nil),
+        MalformedRegistryCommand(json: #""register_device""#, code: "invalid_json", field: nil),
+        MalformedRegistryCommand(json: "{}", code: "missing_field", field: "command"),
+        MalformedRegistryCommand(json: #"{"command": 5}"#, code: "invalid_field", field: "command"),
+        MalformedRegistryCommand(json: #"{"command": ""}"#, code: "invalid_field", field: "command"),
+        MalformedRegistryCommand(json: #"{"command": "register"}"#, code: "unknown_command", field: "command"),
+        MalformedRegistryCommand(json: #"{"command": "register_device", "token": "\#(token)"}"#, code: "missing_field", field: "app"),
+        MalformedRegistryCommand(json: #"{"command": "register_device", "app": "news"}"#, code: "missing_field", field: "token"),
+        MalformedRegistryCommand(json: #"{"command": "register_device", "app": "news", "token": "xyz"}"#, code: "invalid_field", field: "token"),
+        MalformedRegistryCommand(json: #"{"command": "register_device", "app": "news", "token": "abc"}"#, code: "invalid_field", field: "token"),
+        MalformedRegistryCommand(json: #"{"command": "register_device", "app": "news", "token": 12}"#, code: "invalid_field", field: "token"),
+        MalformedRegistryCommand(json: #"{"command": "register_device", "app": 1, "token": "\#(token)"}"#, code: "invalid_field", field: "app"),
+        MalformedRegistryCommand(json: #"{"command": "register_device", "app": "news", "token": "\#(token)", "user": ["u"]}"#, code: "invalid_field", field: "user"),
+        MalformedRegistryCommand(json: #"{"command": "register_device", "app": "news", "token": "\#(token)", "usr": "u"}"#, code: "invalid_field", field: "usr"),
+        MalformedRegistryCommand(json: #"{"command": "connect", "app": "news", "token": "\#(token)"}"#, code: "missing_field", field: "user"),
+        MalformedRegistryCommand(json: #"{"command": "disconnect", "app": "news", "token": "\#(token)", "user": ""}"#, code: "invalid_field", field: "user"),
+        MalformedRegistryCommand(json: #"{"command": "add_to_group", "user": "u"}"#, code: "missing_field", field: "group"),
+        MalformedRegistryCommand(json: #"{"command": "add_to_group", "user": "u", "group": "g", "create_group": "yes"}"#, code: "invalid_field", field: "create_group"),
+        MalformedRegistryCommand(json: #"{"command": "add_to_group", "user": "u", "group": "g", "create_group": 1}"#, code: "invalid_field", field: "create_group"),
+        MalformedRegistryCommand(json: #"{"command": "remove_from_group", "group": "g"}"#, code: "missing_field", field: "user"),
+        MalformedRegistryCommand(json: #"{"command": "set_preferences", "user": "u", "whitelist": ["grades"]}"#, code: "invalid_field", field: "whitelist"),
+        MalformedRegistryCommand(json: #"{"command": "set_preferences", "user": "u", "blacklist": {"grades": "final-grade"}}"#, code: "invalid_field", field: "blacklist.grades"),
+        MalformedRegistryCommand(json: #"{"command": "set_preferences", "user": "u", "blacklist": {"grades": [1]}}"#, code: "invalid_field", field: "blacklist.grades"),
+        MalformedRegistryCommand(json: #"{"command": "delete_user"}"#, code: "missing_field", field: "user"),
+        MalformedRegistryCommand(json: #"{"command": "delete_user", "user": "\#(String(repeating: "u", count: 300))"}"#, code: "invalid_field", field: "user"),
+    ]
+}

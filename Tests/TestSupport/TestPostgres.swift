@@ -1,0 +1,51 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The throw-away PostgreSQL `deploy/local/postgres.sh` starts (test.sh starts it and sets
+/// `PUSHWORKER_TEST_POSTGRES_URL`), and a new empty database on it for each test that needs one.
+public enum TestPostgres {
+    public static let url = ProcessInfo.processInfo.environment["PUSHWORKER_TEST_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:15432/pushworker"
+
+    public struct Unavailable: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Creates a database of its own for one test and returns its URL.
+    public static func freshDatabase() async throws -> String {
+        guard var components = URLComponents(string: url), let host = components.host else {
+            throw Unavailable(description: "PUSHWORKER_TEST_POSTGRES_URL '\(url)' is not a postgres:// URL")
+        }
+        let name = "test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+        let configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
+            database: String(components.path.dropFirst()), tls: .disable)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: Logger(label: "test.postgres"))
+        let created: Bool = try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await client.run()
+                return false
+            }
+            group.addTask {
+                try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+                return true
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(60))
+                return false
+            }
+            var created = false
+            for try await result in group {
+                created = result
+                break
+            }
+            group.cancelAll()
+            return created
+        }
+        guard created else {
+            throw Unavailable(description: "no PostgreSQL answers at \(url) (run deploy/local/postgres.sh start, or set PUSHWORKER_TEST_POSTGRES_URL)")
+        }
+        components.path = "/" + name
+        return components.string!
+    }
+}
