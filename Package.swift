@@ -135,7 +135,10 @@ let package = Package(
                 "APNsHTTP2",
                 "PushWorker",
                 "Registry",
+                "PostgresRegistry",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // The benchmarks load a synthetic PostgreSQL registry with SQL.
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

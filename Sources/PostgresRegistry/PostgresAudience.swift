@@ -11,8 +11,18 @@ struct PostgresAudience: RegistryAudience {
     let users: [String]
     let groups: [String]
 
+    /// One group and no users: the members joined straight to their devices (each member once
+    /// by the group's key, nothing to deduplicate); else the union of the users' ids first.
+    private var oneGroup: Bool { users.isEmpty && groups.count == 1 }
+
     func count() async throws -> Int {
-        try await single("""
+        if oneGroup {
+            return try await single("""
+                SELECT COUNT(*) FROM memberships m JOIN devices d ON d.user_id = m.user_id AND d.app = \(app) AND NOT d.invalid
+                WHERE m.group_name = \(groups[0])
+                """)
+        }
+        return try await single("""
             SELECT COUNT(*) FROM devices d
             WHERE d.app = \(app) AND NOT d.invalid AND d.user_id IN (
               SELECT unnest(\(users)::text[]) UNION SELECT user_id FROM memberships WHERE group_name = ANY(\(groups)))
@@ -30,11 +40,19 @@ struct PostgresAudience: RegistryAudience {
 
     func pages(size: Int, _ page: ([RegisteredDevice]) async throws -> Void) async throws {
         // Rows arrive as the server sends them, with backpressure: the result is never held whole.
-        let rows = try await connection.query("""
-            SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
-            WHERE d.app = \(app) AND NOT d.invalid AND d.user_id IN (
-              SELECT unnest(\(users)::text[]) UNION SELECT user_id FROM memberships WHERE group_name = ANY(\(groups)))
-            """, logger: logger)
+        let query: PostgresQuery = oneGroup
+            ? """
+                SELECT d.token, d.user_id, u.whitelist, u.blacklist
+                FROM memberships m JOIN devices d ON d.user_id = m.user_id AND d.app = \(app) AND NOT d.invalid
+                JOIN users u ON u.id = m.user_id
+                WHERE m.group_name = \(groups[0])
+                """
+            : """
+                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
+                WHERE d.app = \(app) AND NOT d.invalid AND d.user_id IN (
+                  SELECT unnest(\(users)::text[]) UNION SELECT user_id FROM memberships WHERE group_name = ANY(\(groups)))
+                """
+        let rows = try await connection.query(query, logger: logger)
         var decoder = PreferencesDecoder()
         var batch: [RegisteredDevice] = []
         batch.reserveCapacity(size)

@@ -4,7 +4,12 @@ import Foundation
 /// the ones it has read: in a big group most users share a handful of preference sets, and a
 /// JSON parse per device would cost more than reading the device.
 public struct PreferencesDecoder {
-    private var known: [String: NotificationPreferences?] = [:]
+    private struct Key: Hashable {
+        var whitelist: String
+        var blacklist: String
+    }
+
+    private var known: [Key: NotificationPreferences?] = [:]
     private static let limit = 4096
 
     public init() {}
@@ -13,7 +18,7 @@ public struct PreferencesDecoder {
     public mutating func decode(whitelist: String?, blacklist: String?) -> NotificationPreferences? {
         let whitelist = whitelist ?? "{}", blacklist = blacklist ?? "{}"
         if whitelist == "{}" && blacklist == "{}" { return nil }
-        let key = whitelist + "\u{0}" + blacklist
+        let key = Key(whitelist: whitelist, blacklist: blacklist)
         if let found = known[key] { return found }
         let preferences = NotificationPreferences(whitelist: Self.exceptions(whitelist), blacklist: Self.exceptions(blacklist))
         let value: NotificationPreferences? = preferences == .none ? nil : preferences

@@ -2,7 +2,7 @@ import APNs
 import Foundation
 import Logging
 import PostgresRegistry
-import Registry
+@testable import Registry
 import TestSupport
 import Testing
 
@@ -216,5 +216,39 @@ struct RegistryStoreTests {
         } catch {
             #expect(error.code == .storeUnavailable && error.message.contains(file.path), "\(error)")
         }
+    }
+}
+
+/// Files written by an older pushworker are migrated in place, their data kept.
+@Suite("Registry schema migrations")
+struct RegistryMigrationTests {
+    @Test("an SQLite registry of schema version 1 opens as version 2 with every user, device, group, membership and preference")
+    func sqliteVersion1() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-v1-\(UUID().uuidString.prefix(8)).db").path
+        do {
+            let database = try SQLiteDatabase(path: file)
+            try database.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+            for statement in SQLiteRegistryStore.migrations[0] { try database.execute(statement) }
+            try database.execute("INSERT INTO schema_version(version) VALUES (1)")
+            try database.execute(#"INSERT INTO users(id, blacklist) VALUES ('u-1', '{"grades":[]}'), ('u-2', '{}')"#)
+            try database.execute("INSERT INTO groups(name) VALUES ('staff')")
+            try database.execute("INSERT INTO memberships(group_name, user_id) VALUES ('staff', 'u-1'), ('staff', 'u-2')")
+            try database.execute("""
+                INSERT INTO devices(app, token, user_id, registered_at, invalid) VALUES
+                ('news', '\(RegistryStoreTests.token(1))', 'u-1', 1, 0), ('news', '\(RegistryStoreTests.token(2))', 'u-2', 1, 1),
+                ('news', '\(RegistryStoreTests.token(3))', NULL, 1, 0)
+                """)
+        }
+        let store = try SQLiteRegistryStore(path: file)
+        #expect(try await store.user("u-1") == RegisteredUser(
+            id: "u-1", devices: [.init(app: "news", token: RegistryStoreTests.token(1), invalid: false)], groups: ["staff"],
+            preferences: NotificationPreferences(blacklist: ["grades": []])))
+        #expect(try await store.user("u-2")?.devices == [.init(app: "news", token: RegistryStoreTests.token(2), invalid: true)])
+        #expect(try await store.device(app: "news", token: RegistryStoreTests.token(3)) == RegisteredDevice(token: RegistryStoreTests.token(3), user: nil))
+        #expect(try await RegistryStoreTests.all(store, groups: ["staff"]).map(\.token) == [RegistryStoreTests.token(1)])
+        // Foreign keys are on again: deleting a user still disconnects its devices.
+        try await store.apply(.deleteUser(user: "u-1"))
+        #expect(try await store.device(app: "news", token: RegistryStoreTests.token(1))?.user == nil)
+        #expect(try await store.group("staff", sampleSize: 5)?.members == 1)
     }
 }

@@ -4,7 +4,10 @@
 #
 #   deploy/local/bench.sh apns [COUNT] [CONNECTIONS] [STREAMS]   the APNs client alone
 #   deploy/local/bench.sh e2e  [COUNT] [CONNECTIONS] [STREAMS]   broker → worker → APNs → results
-#                                   (the worker's max_in_flight: $MAX_IN_FLIGHT, else its default)
+#                                   (the worker's max_in_flight: $MAX_IN_FLIGHT, else its default;
+#                                   GROUP=1: also the same devices as a registry group job)
+#   deploy/local/bench.sh resolve [MEMBERS] [sqlite|postgres]   a group job's resolution and
+#                                   filtering into chunk jobs, no broker or APNs
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source deploy/local/swift-path.sh
@@ -12,9 +15,40 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|e2e) ;; *) echo "usage: $0 apns|e2e [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|e2e|resolve) ;; *) echo "usage: $0 apns|e2e|resolve [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 
 deploy/local/install-deps.sh
+if [ "$mode" = resolve ]; then
+  swift build -c release --product pushworker >/dev/null
+  bin="$(swift build -c release --show-bin-path)"
+  members="${2:-1000000}"
+  store="${3:-sqlite}"
+  work_resolve="$(mktemp -d /tmp/pushworker-bench-resolve-XXXXXX)"
+  if [ "$store" = postgres ]; then
+    postgres_started_here=false
+    if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
+    base="$(deploy/local/postgres.sh url)"
+    database="bench_$(date +%s)"
+    trap 'psql -q "$base" -c "DROP DATABASE IF EXISTS $database" || true; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
+    psql -q "$base" -c "CREATE DATABASE $database"
+    target=(--postgres "${base%/*}/$database")
+  else
+    file="$(mktemp -d /tmp/pushworker-bench-XXXXXX)/registry.db"
+    trap 'rm -rf "$(dirname "$file")"' EXIT
+    target=(--sqlite "$file")
+  fi
+  echo "== pushworker bench resolve ${target[*]} --members $members --load-only"
+  "$bin/pushworker" bench resolve "${target[@]}" --members "$members" --load-only 2>/dev/null
+  # Each group in a process of its own: its peak memory is the process's, nothing else in it.
+  for group in first all; do
+    echo "== pushworker bench resolve ${target[*]} --members $members --no-load --group $group"
+    "$bin/pushworker" bench resolve "${target[@]}" --members "$members" --no-load --group "$group" | tee "$work_resolve/$group.txt"
+  done
+  small=$(grep -o 'VmHWM): [0-9.]*' "$work_resolve/first.txt" | grep -o '[0-9.]*$')
+  big=$(grep -o 'VmHWM): [0-9.]*' "$work_resolve/all.txt" | grep -o '[0-9.]*$')
+  echo "== peak memory, $members members − 100000 members: $(python3 -c "print(f'{$big - $small:+.1f}')") MiB (target within 16)"
+  exit 0
+fi
 command -v h2load >/dev/null || { apt-get install -y -q nghttp2-client >/dev/null; }
 swift build -c release --product pushworker >/dev/null
 swift build -c release --product mock-apns >/dev/null
@@ -48,7 +82,7 @@ else
   echo "== pushworker bench e2e --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
   "$bin/pushworker" bench e2e --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
     --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
-    --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} | tee "$work/ours.txt"
+    --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${GROUP:+--group} | tee "$work/ours.txt"
   rate_pattern='= [0-9]* devices/s'
 fi
 
@@ -59,7 +93,7 @@ h2load -n "$count" -c "$connections" -m "$streams" -d "$work/payload.json" \
   "$url/3/device/$token_hex" > "$work/h2load.txt"
 grep -E 'finished in|requests:|status codes:' "$work/h2load.txt"
 
-ours=$(grep -o "$rate_pattern" "$work/ours.txt" | grep -o '[0-9]*')
+ours=$(grep -o "$rate_pattern" "$work/ours.txt" | head -1 | grep -o "[0-9]*")
 theirs=$(grep -o 'finished in [^,]*, [0-9.]* req/s' "$work/h2load.txt" | grep -o '[0-9.]* req/s' | grep -o '[0-9.]*')
 target=$([ "$mode" = apns ] && echo 0.6 || echo 0.4)
 echo "== ratio pushworker/h2load: $(python3 -c "print(f'{$ours/$theirs:.2f}')") (target >= $target)"

@@ -35,20 +35,20 @@ struct JobSplitter: Sendable {
                 devices += chunk.count
             }
             try await audience.forEachPage { page in
-                var page = page
-                while page.count > 0 {
-                    // Fill the chunk from the page: recipients first, then filtered devices.
-                    let room = size - chunk.count
-                    let recipients = page.recipients.prefix(room)
-                    chunk.recipients += recipients
-                    page.recipients.removeFirst(recipients.count)
-                    let filtered = page.filtered.prefix(size - chunk.count)
-                    chunk.filtered += filtered
-                    page.filtered.removeFirst(filtered.count)
+                // Fill the chunk from the page: its recipients, then its filtered devices.
+                var recipients = page.recipients[...], filtered = page.filtered[...]
+                while !recipients.isEmpty || !filtered.isEmpty {
+                    let fromRecipients = recipients.prefix(size - chunk.count)
+                    chunk.recipients += fromRecipients
+                    recipients = recipients.dropFirst(fromRecipients.count)
+                    let fromFiltered = filtered.prefix(size - chunk.count)
+                    chunk.filtered += fromFiltered
+                    filtered = filtered.dropFirst(fromFiltered.count)
                     if chunk.count == size {
                         if published >= Self.chunksInFlight { try await group.next() }
                         try publish(chunk)
                         chunk = AudiencePage()
+                        chunk.recipients.reserveCapacity(size)
                     }
                 }
             }

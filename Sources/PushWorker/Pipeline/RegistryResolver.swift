@@ -53,7 +53,7 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback {
                 try await body(page(tokens.map { known[$0] ?? RegisteredDevice(token: $0, user: nil) }))
             }
             try await audience?.pages(size: pageSize) { devices in
-                try await body(page(devices.filter { !explicit.contains($0.token) }))
+                try await body(page(explicit.count == 0 ? devices : devices.filter { !explicit.contains($0.token) }))
             }
         }
 

@@ -5,55 +5,70 @@ struct SQLiteAudience: RegistryAudience {
     /// it is out of the store's pool while an audience is read.
     final class Reader: @unchecked Sendable {
         let database: SQLiteDatabase
+        /// One group, no users: the members straight from the group's key range, each once by
+        /// that key, nothing to deduplicate.
+        let groupCount, groupCountAmong, groupStream: SQLiteStatement
+        /// Users and groups: the union of their user ids (a temporary b-tree, which SQLite spills
+        /// to disk past its cache), then their devices.
         let count, countAmong, stream: SQLiteStatement
 
-        /// The devices of app ?1 whose user is named in ?2 or is a member of a group named in ?3
-        /// (JSON arrays). A device has one user, so it comes once however it is reached.
-        static let audience = """
-            FROM devices d
-            WHERE d.app = ?1 AND d.invalid = 0 AND d.user_id IN (
-              SELECT value FROM json_each(?2)
-              UNION SELECT user_id FROM memberships WHERE group_name IN (SELECT value FROM json_each(?3)))
+        /// CROSS JOIN keeps the members as the outer loop (SQLite's way of fixing the join order):
+        /// left to its statistics, the planner may walk every device of the app instead, which for
+        /// a small group in a big app costs the app's size.
+        static let members = """
+            FROM memberships m CROSS JOIN devices d ON d.user_id = m.user_id AND d.app = ?1 AND d.invalid = 0
+            WHERE m.group_name = ?2
+            """
+        static let union = """
+            FROM (SELECT value AS user_id FROM json_each(?2)
+                  UNION SELECT user_id FROM memberships WHERE group_name IN (SELECT value FROM json_each(?3))) a
+            CROSS JOIN devices d ON d.user_id = a.user_id AND d.app = ?1 AND d.invalid = 0
             """
 
         init(path: String) throws(RegistryError) {
             database = try SQLiteDatabase(path: path)
-            count = try database.prepare("SELECT COUNT(*) \(Self.audience)")
-            countAmong = try database.prepare("SELECT COUNT(*) \(Self.audience) AND d.token IN (SELECT value FROM json_each(?4))")
-            stream = try database.prepare("""
-                SELECT d.token, d.user_id, u.whitelist, u.blacklist
-                FROM devices d JOIN users u ON u.id = d.user_id
-                WHERE d.app = ?1 AND d.invalid = 0 AND d.user_id IN (
-                  SELECT value FROM json_each(?2)
-                  UNION SELECT user_id FROM memberships WHERE group_name IN (SELECT value FROM json_each(?3)))
+            groupCount = try database.prepare("SELECT COUNT(*) \(Self.members)")
+            groupCountAmong = try database.prepare("SELECT COUNT(*) \(Self.members) AND d.token IN (SELECT value FROM json_each(?3))")
+            groupStream = try database.prepare("""
+                SELECT d.token, d.user_id, u.whitelist, u.blacklist \(Self.members.replacingOccurrences(of: "WHERE", with: "CROSS JOIN users u ON u.id = m.user_id WHERE"))
                 """)
+            count = try database.prepare("SELECT COUNT(*) \(Self.union)")
+            countAmong = try database.prepare("SELECT COUNT(*) \(Self.union) WHERE d.token IN (SELECT value FROM json_each(?4))")
+            stream = try database.prepare("SELECT d.token, d.user_id, u.whitelist, u.blacklist \(Self.union) CROSS JOIN users u ON u.id = a.user_id")
         }
     }
 
     let reader: Reader
-    let app: String
-    /// JSON arrays, bound as one parameter each.
-    let users: String
-    let groups: String
+    /// The statements' leading parameters: app and group, or app, users and groups as JSON arrays.
+    let parameters: [SQLiteStatement.Value]
+    let oneGroup: Bool
+
+    init(reader: Reader, app: String, users: [String], groups: [String]) {
+        self.reader = reader
+        oneGroup = users.isEmpty && groups.count == 1
+        parameters = oneGroup
+            ? [.text(app), .text(groups[0])]
+            : [.text(app), .text(SQLiteRegistryStore.json(users)), .text(SQLiteRegistryStore.json(groups))]
+    }
 
     func count() async throws -> Int {
         var count = 0
-        try reader.count.run([.text(app), .text(users), .text(groups)]) { row in count = Int(row.integer(0)) }
+        try (oneGroup ? reader.groupCount : reader.count).run(parameters) { row in count = Int(row.integer(0)) }
         return count
     }
 
     func count(among tokens: [String]) async throws -> Int {
         guard !tokens.isEmpty else { return 0 }
         var count = 0
-        try reader.countAmong.run([.text(app), .text(users), .text(groups), .text(SQLiteRegistryStore.json(tokens))]) { row in
+        try (oneGroup ? reader.groupCountAmong : reader.countAmong).run(parameters + [.text(SQLiteRegistryStore.json(tokens))]) { row in
             count = Int(row.integer(0))
         }
         return count
     }
 
     func pages(size: Int, _ page: ([RegisteredDevice]) async throws -> Void) async throws {
-        let statement = reader.stream
-        try statement.bind([.text(app), .text(users), .text(groups)])
+        let statement = oneGroup ? reader.groupStream : reader.stream
+        try statement.bind(parameters)
         defer { statement.reset() }
         var decoder = PreferencesDecoder()
         var batch: [RegisteredDevice] = []

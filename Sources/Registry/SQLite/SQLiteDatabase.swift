@@ -1,7 +1,8 @@
 import CSQLite
 
 /// One SQLite connection: the only owner of the C handle, closed on deinit. Not thread-safe by
-/// itself; its store serialises every use behind a lock.
+/// itself, and opened without SQLite's own mutex (a lock per column read): its store serialises
+/// every use of the writers' connection behind a lock, and a reader is used by one task at a time.
 final class SQLiteDatabase {
     private let handle: OpaquePointer
     let path: String
@@ -10,7 +11,7 @@ final class SQLiteDatabase {
     /// for the writer, and writers wait up to `busyTimeout` for each other instead of failing.
     init(path: String, busyTimeoutMilliseconds: Int32 = 10_000) throws(RegistryError) {
         var handle: OpaquePointer?
-        let status = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
+        let status = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             if let handle { sqlite3_close_v2(handle) }

@@ -66,8 +66,9 @@ final class SQLiteStatement {
         fileprivate let statement: OpaquePointer
 
         func text(_ column: Int32) -> String? {
-            guard sqlite3_column_type(statement, column) != SQLITE_NULL, let bytes = sqlite3_column_text(statement, column) else { return nil }
-            return String(cString: bytes)
+            guard let bytes = sqlite3_column_text(statement, column) else { return nil }  // NULL
+            let count = Int(sqlite3_column_bytes(statement, column))
+            return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
         }
 
         func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import PushWorker
+import Registry
 
 /// A worker (a `pushworker run` child process) between a real broker and an HTTP/2 APNs server:
 /// devices per second from publishing a job to its last result, the latency of one-device jobs,
@@ -24,13 +25,27 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(help: "One-device jobs timed one after another.") var jobs = 1000
     @Option(help: "APNs connections.") var connections = 1
     @Option(name: .customLong("max-in-flight"), help: "The app's max_in_flight (devices in flight at once; default the worker's).") var maxInFlight: Int?
+    @Flag(help: "Give the worker an SQLite registry of the same devices (N users in group 'all') and time the job again as a group job, in the same run.")
+    var group = false
 
     func run() async throws {
         let prefix = "pushworker.bench.\(UUID().uuidString.prefix(8).lowercased())"
         _ = try amqp.configuration()  // refuses a malformed URL before anything starts
         let rawURL = amqp.resolvedURL
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).yaml")
+        var registryLine = ""
+        if group {
+            let database = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).db").path
+            try await SyntheticRegistry(members: count, small: 0, groups: 10, filteredPercent: 0).load(into: try SQLiteRegistryStore(path: database))
+            registryLine = "registry: {sqlite: \(database)}"
+        }
+        defer {
+            for suffix in ["db", "db-wal", "db-shm"] {
+                try? FileManager.default.removeItem(at: FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).\(suffix)"))
+            }
+        }
         try Data("""
+            \(registryLine)
             amqp: {url: "\(rawURL)"}
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
             apps:
@@ -69,27 +84,43 @@ struct E2EBenchCommand: AsyncParsableCommand {
         body.reserveCapacity(count * 67 + 100)
         for index in 0..<count {
             if index > 0 { body += "," }
-            body += "\"" + String(format: "%064x", index + 1) + "\""
+            body += "\"" + SyntheticRegistry.token(index) + "\""
         }
         body += #"]}, "payload": {"aps": {"alert": "benchmark"}}}"#
         let chunks = (count + configuration.worker.chunkSize - 1) / configuration.worker.chunkSize
-        let start = ContinuousClock.now
-        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(body.utf8), properties: AMQPProperties(persistent: true)))
-        body = ""
-        var devices = 0, summaries = 0, delivered = 0
-        while devices < count || summaries < max(chunks, 1) {
-            guard let delivery = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
-            try await delivery.ack()
-            if delivery.properties.type == "summary" {
-                summaries += 1
-            } else {
-                devices += 1
-                if delivery.body.count > 30, String(decoding: delivery.body, as: UTF8.self).contains(#""outcome":"delivered""#) { delivered += 1 }
+
+        /// Publishes a job and reads results until all `count` devices and the summaries are in.
+        func measure(_ job: [UInt8]) async throws -> (seconds: Double, delivered: Int) {
+            let start = ContinuousClock.now
+            try await publisher.publish(.toQueue("\(prefix).jobs", body: job, properties: AMQPProperties(persistent: true)))
+            var devices = 0, summaries = 0, delivered = 0
+            while devices < count || summaries < max(chunks, 1) {
+                guard let delivery = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
+                try await delivery.ack()
+                if delivery.properties.type == "summary" {
+                    summaries += 1
+                } else {
+                    devices += 1
+                    if delivery.body.count > 30, String(decoding: delivery.body, as: UTF8.self).contains(#""outcome":"delivered""#) { delivered += 1 }
+                }
             }
+            return ((ContinuousClock.now - start) / .seconds(1), delivered)
         }
-        let seconds = (ContinuousClock.now - start) / .seconds(1)
-        print(String(format: "pushworker bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks)",
-            count, seconds, Double(count) / seconds, delivered, chunks))
+
+        let cpuBefore = CPUTime.of(worker.processIdentifier)
+        let explicit = try await measure(Array(body.utf8))
+        let cpuExplicit = CPUTime.of(worker.processIdentifier) - cpuBefore
+        body = ""
+        print(String(format: "pushworker bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks; worker CPU %.1f µs per device)",
+            count, explicit.seconds, Double(count) / explicit.seconds, explicit.delivered, chunks, cpuExplicit / Double(count) * 1e6))
+        if group {
+            let cpuBefore = CPUTime.of(worker.processIdentifier)
+            let grouped = try await measure(Array(#"{"id": "bench-group", "audience": {"groups": ["all"]}, "payload": {"aps": {"alert": "benchmark"}}}"#.utf8))
+            let cpuGroup = CPUTime.of(worker.processIdentifier) - cpuBefore
+            print(String(format: "pushworker bench e2e --group: %d devices of group 'all' in %.2f s = %.0f devices/s (%d delivered; worker CPU %.1f µs per device)",
+                count, grouped.seconds, Double(count) / grouped.seconds, grouped.delivered, cpuGroup / Double(count) * 1e6))
+            print(String(format: "group job / explicit tokens, same run: %.2f (target >= 0.9)", explicit.seconds / grouped.seconds))
+        }
 
         // Latency: one-device jobs, one at a time, publish to summary.
         var latencies: [Double] = []
