@@ -100,6 +100,9 @@ echo '{"id": "grades-1", "app": "demo", "audience": {"groups": ["class-a", "clas
 "$bin/pushworker" tail --amqp "$url" --queue push.results --count 5
 echo "== APNs answered 410 for ada's dead device, so the registry dropped it:"
 "$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$dead" | sed 's/^/   /'
+echo "== what an operator sees: pushworker registry show user ada, show group class-b"
+"$bin/pushworker" registry show user --config "$work/pushworker.yaml" ada | sed 's/^/   /'
+"$bin/pushworker" registry show group --config "$work/pushworker.yaml" class-b | sed 's/^/   /'
 
 echo "== stopping the worker with SIGTERM"
 kill -TERM "$worker_pid"; wait "$worker_pid"; echo "   exit status $?"; worker_pid=""
