@@ -173,7 +173,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "Registry", "APNsHTTP2", "MockAPNs", "AMQP", "TestSupport"],
+            dependencies: ["PushWorker", "Registry", "PostgresRegistry", "APNsHTTP2", "MockAPNs", "AMQP", "TestSupport"],
             resources: [.copy("Fixtures")]
         ),
         // Runs the built `pushworker` program as a process, the way operators and producers do.

@@ -38,6 +38,17 @@ struct PostgresAudience: RegistryAudience {
             """)
     }
 
+    func devices(tokens: [String]) async throws -> [String: RegisteredDevice] {
+        guard !tokens.isEmpty else { return [:] }
+        var devices: [String: RegisteredDevice] = [:]
+        var decoder = PreferencesDecoder()
+        let rows = try await connection.query(PostgresRegistryStore.devicesOfTokens(app: app, tokens: tokens), logger: logger)
+        for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
+            devices[token] = RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist))
+        }
+        return devices
+    }
+
     func pages(size: Int, _ page: ([RegisteredDevice]) async throws -> Void) async throws {
         // Rows arrive as the server sends them, with backpressure: the result is never held whole.
         let query: PostgresQuery = oneGroup

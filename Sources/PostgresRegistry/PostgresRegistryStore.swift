@@ -27,9 +27,15 @@ public final class PostgresRegistryStore: RegistryStore {
         self.runner = Task { await client.run() }
         self.logger = logger
         self.redactedURL = redacted
+        // Only reaching the server is timed: a migration (an index over many devices, or waiting
+        // for another worker's) takes what it takes.
         let outcome: Result<Void, RegistryError>? = await withTaskGroup(of: Result<Void, RegistryError>?.self) { group in
             group.addTask { [self] in
-                do throws(RegistryError) { try await self.migrate() } catch { return .failure(error) }
+                do throws(RegistryError) {
+                    _ = try await self.read { connection in try await connection.query("SELECT 1", logger: self.logger) ; return 1 }
+                } catch {
+                    return .failure(error)
+                }
                 return .success(())
             }
             group.addTask {
@@ -41,7 +47,13 @@ public final class PostgresRegistryStore: RegistryStore {
             return first
         }
         switch outcome {
-        case .success: return
+        case .success:
+            do {
+                try await migrate()
+            } catch {
+                runner.cancel()
+                throw error
+            }
         case .failure(let error):
             runner.cancel()
             throw error
@@ -65,13 +77,21 @@ public final class PostgresRegistryStore: RegistryStore {
         var redacted = components
         if redacted.password != nil { redacted.password = "***" }
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        if let unknown = components.queryItems?.first(where: { $0.name != "sslmode" }) {
+            throw RegistryError(.storeUnavailable, field: "registry.postgres", "registry.postgres: parameter '\(unknown.name)' is not supported (only sslmode; the password goes before the host)")
+        }
+        // As libpq: prefer and require encrypt without checking the server's certificate;
+        // verify-full checks it against the system's CAs and the host name.
+        var unverified = TLSConfiguration.makeClientConfiguration()
+        unverified.certificateVerification = .none
         let tls: PostgresClient.Configuration.TLS
         switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer" {
         case "disable": tls = .disable
-        case "prefer": tls = .prefer(.makeClientConfiguration())
-        case "require": tls = .require(.makeClientConfiguration())
+        case "prefer": tls = .prefer(unverified)
+        case "require": tls = .require(unverified)
+        case "verify-full": tls = .require(.makeClientConfiguration())
         case let mode:
-            throw RegistryError(.storeUnavailable, field: "registry.postgres", "sslmode '\(mode)' is not disable, prefer or require")
+            throw RegistryError(.storeUnavailable, field: "registry.postgres", "sslmode '\(mode)' is not disable, prefer, require or verify-full")
         }
         var configuration = PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
@@ -191,9 +211,9 @@ public final class PostgresRegistryStore: RegistryStore {
             try await client.withConnection { connection in
                 // One snapshot for the count and the pages, however long the pages take.
                 try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: self.logger)
-                // Compiling these plain joins costs more than it saves.
-                try await connection.query("SET LOCAL jit = off", logger: self.logger)
                 do {
+                    // Compiling these plain joins costs more than it saves.
+                    try await connection.query("SET LOCAL jit = off", logger: self.logger)
                     try await body(PostgresAudience(connection: connection, logger: self.logger, app: app, users: users, groups: groups))
                 } catch {
                     _ = try? await connection.query("ROLLBACK", logger: self.logger)
@@ -211,15 +231,20 @@ public final class PostgresRegistryStore: RegistryStore {
         return try await read { connection in
             var devices: [String: RegisteredDevice] = [:]
             var decoder = PreferencesDecoder()
-            let rows = try await connection.query("""
-                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
-                WHERE d.app = \(app) AND NOT d.invalid AND d.token = ANY(\(tokens))
-                """, logger: self.logger)
+            let rows = try await connection.query(Self.devicesOfTokens(app: app, tokens: tokens), logger: self.logger)
             for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
                 devices[token] = RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist))
             }
             return devices
         }
+    }
+
+    /// Registered, valid, connected devices of `app` among `tokens`.
+    static func devicesOfTokens(app: String, tokens: [String]) -> PostgresQuery {
+        """
+        SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
+        WHERE d.app = \(app) AND NOT d.invalid AND d.token = ANY(\(tokens))
+        """
     }
 
     public func preferences(of users: Set<String>) async throws(RegistryError) -> [String: NotificationPreferences] {

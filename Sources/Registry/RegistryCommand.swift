@@ -83,6 +83,8 @@ public enum RegistryCommand: Sendable, Hashable {
             guard let text = value as? String else { throw RegistryError(.invalidField, field: key, "\(key) must be a string") }
             guard !text.isEmpty else { throw RegistryError(.invalidField, field: key, "\(key) is empty") }
             guard text.utf8.count <= 256 else { throw RegistryError(.invalidField, field: key, "\(key) is \(text.utf8.count) bytes; at most 256") }
+            // PostgreSQL cannot store it, and no name needs it.
+            guard !text.utf8.contains(0) else { throw RegistryError(.invalidField, field: key, "\(key) contains a NUL character") }
             return text
         }
 

@@ -64,6 +64,10 @@ public protocol RegistryAudience {
     /// How many of `tokens` it reaches: a job that also names them explicitly sends them once.
     func count(among tokens: [String]) async throws -> Int
 
+    /// `RegistryStore.devices(app:tokens:)` on the audience's own connection: a resolution holds
+    /// one connection and never waits for a second, so jobs in hand cannot exhaust a pool.
+    func devices(tokens: [String]) async throws -> [String: RegisteredDevice]
+
     /// Its devices, each once, in pages of at most `size`.
     func pages(size: Int, _ page: ([RegisteredDevice]) async throws -> Void) async throws
 }

@@ -9,6 +9,7 @@ public struct MalformedRegistryCommand: Sendable, CustomStringConvertible {
     static let token = String(repeating: "ab", count: 32)
 
     public static let corpus: [MalformedRegistryCommand] = [
+        MalformedRegistryCommand(json: #"{"command": "add_to_group", "user": "a\u0000b", "group": "g"}"#, code: "invalid_field", field: "user"),
         MalformedRegistryCommand(json: "not json", code: "invalid_json", field: nil),
         MalformedRegistryCommand(json: "[]", code: "invalid_json", field: nil),
         MalformedRegistryCommand(json: #""register_device""#, code: "invalid_json", field: nil),

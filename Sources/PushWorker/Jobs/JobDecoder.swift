@@ -139,8 +139,15 @@ public struct JobDecoder: Sendable {
                 throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
             }
         }
+        let users = try fields.strings("users") ?? [], groups = try fields.strings("groups") ?? []
+        for (field, names) in [("audience.users", users), ("audience.groups", groups)] {
+            // No registry name has one, and PostgreSQL cannot even compare it.
+            if let index = names.firstIndex(where: { $0.utf8.contains(0) }) {
+                throw JobError(.invalidField, field: "\(field)[\(index)]", "\(field)[\(index)] contains a NUL character")
+            }
+        }
         return PushJob.Audience(
-            tokens: tokens.map { $0.lowercased() }, users: try fields.strings("users") ?? [], groups: try fields.strings("groups") ?? [],
+            tokens: tokens.map { $0.lowercased() }, users: users, groups: groups,
             devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"))
     }
 

@@ -49,7 +49,12 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback {
             // registry only says whose it is.
             for range in explicit.pages(of: pageSize) {
                 let tokens = explicit.tokens(range)
-                let known = try await store.devices(app: job.app, tokens: tokens)
+                let known: [String: RegisteredDevice]
+                if let audience {
+                    known = try await audience.devices(tokens: tokens)
+                } else {
+                    known = try await store.devices(app: job.app, tokens: tokens)
+                }
                 try await body(page(tokens.map { known[$0] ?? RegisteredDevice(token: $0, user: nil) }))
             }
             try await audience?.pages(size: pageSize) { devices in

@@ -11,6 +11,7 @@ struct SQLiteAudience: RegistryAudience {
         /// Users and groups: the union of their user ids (a temporary b-tree, which SQLite spills
         /// to disk past its cache), then their devices.
         let count, countAmong, stream: SQLiteStatement
+        let devicesOfTokens: SQLiteStatement
 
         /// CROSS JOIN keeps the members as the outer loop (SQLite's way of fixing the join order):
         /// left to its statistics, the planner may walk every device of the app instead, which for
@@ -35,16 +36,19 @@ struct SQLiteAudience: RegistryAudience {
             count = try database.prepare("SELECT COUNT(*) \(Self.union)")
             countAmong = try database.prepare("SELECT COUNT(*) \(Self.union) WHERE d.token IN (SELECT value FROM json_each(?4))")
             stream = try database.prepare("SELECT d.token, d.user_id, u.whitelist, u.blacklist \(Self.union) CROSS JOIN users u ON u.id = a.user_id")
+            devicesOfTokens = try database.prepare(SQLiteRegistryStore.devicesOfTokens)
         }
     }
 
     let reader: Reader
+    let app: String
     /// The statements' leading parameters: app and group, or app, users and groups as JSON arrays.
     let parameters: [SQLiteStatement.Value]
     let oneGroup: Bool
 
     init(reader: Reader, app: String, users: [String], groups: [String]) {
         self.reader = reader
+        self.app = app
         oneGroup = users.isEmpty && groups.count == 1
         parameters = oneGroup
             ? [.text(app), .text(groups[0])]
@@ -64,6 +68,17 @@ struct SQLiteAudience: RegistryAudience {
             count = Int(row.integer(0))
         }
         return count
+    }
+
+    func devices(tokens: [String]) async throws -> [String: RegisteredDevice] {
+        guard !tokens.isEmpty else { return [:] }
+        var devices: [String: RegisteredDevice] = [:]
+        var decoder = PreferencesDecoder()
+        try reader.devicesOfTokens.run([.text(app), .text(SQLiteRegistryStore.json(tokens))]) { row in
+            guard let token = row.text(0) else { return }
+            devices[token] = RegisteredDevice(token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
+        }
+        return devices
     }
 
     func pages(size: Int, _ page: ([RegisteredDevice]) async throws -> Void) async throws {

@@ -20,6 +20,9 @@ final class SQLiteDatabase {
         self.handle = handle
         self.path = path
         sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
+        // For a new file only (an existing one keeps its own): larger pages make the b-trees of a
+        // million members shallower, so each member costs fewer page visits. Must precede WAL.
+        try execute("PRAGMA page_size = 16384")
         try execute("PRAGMA journal_mode = WAL")
         try execute("PRAGMA synchronous = NORMAL")
         try execute("PRAGMA foreign_keys = ON")

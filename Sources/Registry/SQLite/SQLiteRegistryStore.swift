@@ -49,10 +49,7 @@ public final class SQLiteRegistryStore: RegistryStore {
                 SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d LEFT JOIN users u ON u.id = d.user_id
                 WHERE d.app = ?1 AND d.token = ?2 AND d.invalid = 0
                 """)
-            devicesOfTokens = try database.prepare("""
-                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
-                WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))
-                """)
+            devicesOfTokens = try database.prepare(SQLiteRegistryStore.devicesOfTokens)
             findUser = try database.prepare("SELECT whitelist, blacklist FROM users WHERE id = ?1")
             userDevices = try database.prepare("SELECT app, token, invalid FROM devices WHERE user_id = ?1 ORDER BY app, token")
             userGroups = try database.prepare("SELECT group_name FROM memberships WHERE user_id = ?1 ORDER BY group_name")
@@ -64,6 +61,12 @@ public final class SQLiteRegistryStore: RegistryStore {
             groupSample = try database.prepare("SELECT user_id FROM memberships WHERE group_name = ?1 ORDER BY user_id LIMIT ?2")
         }
     }
+
+    /// Registered, valid, connected devices of app ?1 among the tokens of JSON array ?2.
+    static let devicesOfTokens = """
+        SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
+        WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))
+        """
 
     /// Connections that read audiences, one per resolution at a time: a snapshot read page by
     /// page holds its connection across suspension points, so it cannot be the writers' one.
@@ -79,22 +82,28 @@ public final class SQLiteRegistryStore: RegistryStore {
     }
 
     private static func migrate(_ database: SQLiteDatabase) throws(RegistryError) {
-        try database.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        var version = 0
-        try database.prepare("SELECT MAX(version) FROM schema_version").run([]) { row in version = Int(row.integer(0)) }
-        guard version <= schemaVersion else {
-            throw RegistryError(.storeUnavailable, "the registry '\(database.path)' has schema version \(version); this pushworker knows up to \(schemaVersion): upgrade pushworker")
-        }
-        guard version < schemaVersion else { return }
         // Tables are rebuilt by copying them: foreign keys are off meanwhile, or dropping the
         // old `users` would disconnect every device (ON DELETE SET NULL). SQLite ignores the
-        // pragma inside a transaction, so it is set around them.
+        // pragma inside a transaction, so it is set around it.
         try database.execute("PRAGMA foreign_keys = OFF")
         defer { try? database.execute("PRAGMA foreign_keys = ON") }
-        for step in version..<schemaVersion {
-            try database.transaction { () throws(RegistryError) in
+        // The version is read under the write lock: two workers starting on one file migrate
+        // one after the other, the second finding nothing left to do.
+        try database.transaction { () throws(RegistryError) in
+            try database.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            var version = 0
+            try database.prepare("SELECT COALESCE(MAX(version), 0) FROM schema_version").run([]) { row in version = Int(row.integer(0)) }
+            guard version <= schemaVersion else {
+                throw RegistryError(.storeUnavailable, "the registry '\(database.path)' has schema version \(version); this pushworker knows up to \(schemaVersion): upgrade pushworker")
+            }
+            for step in version..<schemaVersion {
                 for statement in Self.migrations[step] { try database.execute(statement) }
                 try database.execute("INSERT INTO schema_version(version) VALUES (\(step + 1))")
+            }
+            var violations = 0
+            try database.prepare("PRAGMA foreign_key_check").run([]) { _ in violations += 1 }
+            guard violations == 0 else {
+                throw RegistryError(.storeUnavailable, "the registry '\(database.path)' has \(violations) rows whose references are broken; nothing was migrated")
             }
         }
     }
