@@ -104,7 +104,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     public struct Registry: Sendable, Decodable, Equatable {
         /// An SQLite file, shared by the workers of one host (relative to the configuration file).
         public var sqlite: String?
-        /// A PostgreSQL URL, for workers on many hosts (not supported yet).
+        /// A PostgreSQL URL, for workers on many hosts.
         public var postgres: String?
 
         public init(sqlite: String? = nil, postgres: String? = nil) {
