@@ -247,20 +247,6 @@ public final class PostgresRegistryStore: RegistryStore {
         """
     }
 
-    public func preferences(of users: Set<String>) async throws(RegistryError) -> [String: NotificationPreferences] {
-        guard !users.isEmpty else { return [:] }
-        let list = Array(users)
-        return try await read { connection in
-            var found: [String: NotificationPreferences] = [:]
-            let rows = try await connection.query(
-                "SELECT id, whitelist, blacklist FROM users WHERE id = ANY(\(list)) AND (whitelist <> '{}' OR blacklist <> '{}')", logger: self.logger)
-            for try await (id, whitelist, blacklist) in rows.decode((String, String, String).self) {
-                found[id] = NotificationPreferences(whitelist: PreferencesDecoder.exceptions(whitelist), blacklist: PreferencesDecoder.exceptions(blacklist))
-            }
-            return found
-        }
-    }
-
     @discardableResult
     public func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async throws(RegistryError) -> Bool {
         let query: PostgresQuery

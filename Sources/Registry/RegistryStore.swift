@@ -36,9 +36,6 @@ public protocol RegistryStore: Sendable {
     /// preferences: one query for a page of a job's explicit tokens, not one per token.
     func devices(app: String, tokens: [String]) async throws(RegistryError) -> [String: RegisteredDevice]
 
-    /// The preferences of those of `users` who set any.
-    func preferences(of users: Set<String>) async throws(RegistryError) -> [String: NotificationPreferences]
-
     /// What APNs said of a device: 410 (`Unregistered`, `ExpiredToken`) removes it unless it was
     /// registered again after `timestamp`; `BadDeviceToken` and `DeviceTokenNotForTopic` mark it
     /// invalid so it is not resolved again. Returns whether the device was removed or marked.

@@ -112,8 +112,7 @@ struct RegistryCommandLine: AsyncParsableCommand {
                     print("    \(device.app) \(device.token)\(device.invalid ? " (invalid: APNs refused it)" : "")")
                 }
                 print("  groups: \(found.groups.isEmpty ? "none" : found.groups.joined(separator: ", "))")
-                print("  whitelist: \(Show.describe(found.preferences.whitelist))")
-                print("  blacklist: \(Show.describe(found.preferences.blacklist))")
+                Show.printPreferences(found.preferences)
             }
         }
 
@@ -129,10 +128,7 @@ struct RegistryCommandLine: AsyncParsableCommand {
                 }
                 print("device \(app) \(device.token)")
                 print("  user: \(device.user ?? "none")")
-                if let preferences = device.preferences {
-                    print("  whitelist: \(Show.describe(preferences.whitelist))")
-                    print("  blacklist: \(Show.describe(preferences.blacklist))")
-                }
+                if let preferences = device.preferences { Show.printPreferences(preferences) }
             }
         }
 
@@ -154,6 +150,11 @@ struct RegistryCommandLine: AsyncParsableCommand {
                     print("  members\(more): \(found.sample.joined(separator: ", "))")
                 }
             }
+        }
+
+        static func printPreferences(_ preferences: NotificationPreferences) {
+            print("  whitelist: \(describe(preferences.whitelist))")
+            print("  blacklist: \(describe(preferences.blacklist))")
         }
 
         static func describe(_ map: [String: [String]]) -> String {

@@ -136,7 +136,7 @@ struct RegistryStoreTests {
         try await store.apply(.setPreferences(user: "u-2", preferences))
         try await store.apply(.unregisterDevice(app: "news", token: Self.token(1)))
         #expect(try await store.device(app: "news", token: Self.token(1)) == nil)
-        #expect(try await store.preferences(of: ["u-2"]) == ["u-2": preferences], "the user stays")
+        #expect(try await store.user("u-2")?.preferences == preferences, "the user stays")
     }
 
     @Test("every command is idempotent", arguments: Kind.allCases)
@@ -150,7 +150,7 @@ struct RegistryStoreTests {
         ]
         for command in commands + commands { try await store.apply(command) }
         #expect(try await Self.all(store, users: ["u-1"], groups: ["g"]).map(\.token) == [Self.token(1), Self.token(2)])
-        #expect(try await store.preferences(of: ["u-1"]) == ["u-1": NotificationPreferences(blacklist: ["t": []])])
+        #expect(try await store.user("u-1")?.preferences == NotificationPreferences(blacklist: ["t": []]))
     }
 
     @Test("add_to_group with create_group false refuses a missing group and changes nothing", arguments: Kind.allCases)
@@ -174,7 +174,7 @@ struct RegistryStoreTests {
         try await store.apply(.deleteUser(user: "u-1"))
         #expect(try await Self.all(store, users: ["u-1"], groups: ["g"]).isEmpty)
         #expect(try await store.device(app: "news", token: Self.token(1)) == RegisteredDevice(token: Self.token(1), user: nil))
-        #expect(try await store.preferences(of: ["u-1"]).isEmpty)
+        #expect(try await store.user("u-1") == nil)
     }
 
     @Test("a 410 removes the device unless it registered again after the 410's timestamp; BadDeviceToken marks it invalid", arguments: Kind.allCases)

@@ -188,7 +188,7 @@ struct RegistryWorkerTests {
         #expect(members.sorted { $0.token < $1.token }.map { [$0.token, $0.user] } == [[Self.token(1), "u-1"], [Self.token(2), "u-2"]])
         #expect(try await store.device(app: "demo", token: Self.token(3))?.user == nil)
         #expect(try await store.device(app: "demo", token: Self.token(4)) == nil)
-        #expect(try await store.preferences(of: ["u-2"]) == ["u-2": NotificationPreferences(blacklist: ["grades": ["final-grade"]])])
+        #expect(try await store.user("u-2")?.preferences == NotificationPreferences(blacklist: ["grades": ["final-grade"]]))
         #expect(try await worker.stop() == 0, "\(worker.log)")
         await dead.close()
         await answers.close()

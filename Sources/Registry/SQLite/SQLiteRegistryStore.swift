@@ -14,7 +14,7 @@ public final class SQLiteRegistryStore: RegistryStore {
     private final class Connection: @unchecked Sendable {
         let database: SQLiteDatabase
         let upsertDevice, deleteDevice, connectDevice, disconnectDevice, ensureUser, ensureGroup, groupExists,
-            addMembership, removeMembership, setPreferences, deleteUser, disconnectUserDevices, preferences,
+            addMembership, removeMembership, setPreferences, deleteUser, disconnectUserDevices,
             removeUnless, markInvalid, findDevice, devicesOfTokens, findUser, userDevices, userGroups, groupMembers,
             groupDevices, groupSample: SQLiteStatement
 
@@ -39,10 +39,6 @@ public final class SQLiteRegistryStore: RegistryStore {
             setPreferences = try database.prepare("UPDATE users SET whitelist = ?2, blacklist = ?3 WHERE id = ?1")
             deleteUser = try database.prepare("DELETE FROM users WHERE id = ?1")
             disconnectUserDevices = try database.prepare("UPDATE devices SET user_id = NULL WHERE user_id = ?1")
-            preferences = try database.prepare("""
-                SELECT id, whitelist, blacklist FROM users
-                WHERE id IN (SELECT value FROM json_each(?1)) AND (whitelist != '{}' OR blacklist != '{}')
-                """)
             removeUnless = try database.prepare("DELETE FROM devices WHERE app = ?1 AND token = ?2 AND registered_at <= ?3")
             markInvalid = try database.prepare("UPDATE devices SET invalid = 1 WHERE app = ?1 AND token = ?2")
             findDevice = try database.prepare("""
@@ -226,19 +222,6 @@ public final class SQLiteRegistryStore: RegistryStore {
                 devices[token] = RegisteredDevice(token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
             }
             return devices
-        }
-    }
-
-    public func preferences(of users: Set<String>) async throws(RegistryError) -> [String: NotificationPreferences] {
-        guard !users.isEmpty else { return [:] }
-        let list = Self.json(Array(users))
-        return try state.withLock { (connection: inout Connection) throws(RegistryError) in
-            var found: [String: NotificationPreferences] = [:]
-            try connection.preferences.run([.text(list)]) { row in
-                found[row.text(0) ?? ""] = NotificationPreferences(
-                    whitelist: PreferencesDecoder.exceptions(row.text(1) ?? "{}"), blacklist: PreferencesDecoder.exceptions(row.text(2) ?? "{}"))
-            }
-            return found
         }
     }
 
