@@ -22,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.35.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
     ],
     targets: [
         // librabbitmq 0.11 (Debian librabbitmq-dev) plus a shim for the variadic login call
@@ -60,7 +62,7 @@ let package = Package(
         ),
         .target(
             name: "APNs",
-            dependencies: ["COpenSSL"]
+            dependencies: ["COpenSSL", .product(name: "CoreMetrics", package: "swift-metrics")]
         ),
         // SQLite 3 (Debian libsqlite3-dev) for the embedded registry.
         .target(
@@ -91,6 +93,20 @@ let package = Package(
                 "APNs",
                 "CCurl",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
+        ),
+        // /metrics, /healthz and /readyz over plain SwiftNIO HTTP/1 (NIO is already in the
+        // worker through postgres-nio; three fixed GET routes need no web framework), and the
+        // Prometheus backend of swift-metrics. The libraries only use the swift-metrics API.
+        .target(
+            name: "OperatorEndpoint",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(
@@ -121,7 +137,9 @@ let package = Package(
                 "JSONStream",
                 "Registry",
                 "PostgresRegistry",
+                "OperatorEndpoint",
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -179,7 +197,10 @@ let package = Package(
         // Runs the built `pushworker` program as a process, the way operators and producers do.
         .testTarget(
             name: "pushworkerTests",
-            dependencies: ["pushworker", "mock-apns", "PushWorker", "Registry", "PostgresRegistry", "AMQP", "APNs", "MockAPNs", "TestSupport"]
+            dependencies: [
+                "pushworker", "mock-apns", "PushWorker", "Registry", "PostgresRegistry", "AMQP", "APNs", "MockAPNs", "TestSupport",
+                .product(name: "Yams", package: "Yams"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -25,6 +25,13 @@ public struct AMQPConfiguration: Sendable {
     /// Publishes sent but not yet confirmed, per connection. Bounds memory and keeps the socket
     /// from filling up with publishes while confirms wait to be read.
     public var maxUnconfirmedPublishes = 1024
+    /// Whether the first connection waits for a broker that cannot be reached yet, retrying with
+    /// `reconnect`'s backoff, instead of failing the start. For a worker started beside its broker
+    /// (a container, a pod) that should come up when the broker does. Refused credentials, TLS
+    /// failures and declarations the broker refuses still fail the start: waiting cannot fix them.
+    public var waitsForBroker = false
+    /// Told of every connection change, on the connection's I/O thread: must return at once.
+    public var onConnectionEvent: (@Sendable (AMQPConnectionEvent) -> Void)?
 
     public init(host: String = "127.0.0.1", port: Int? = nil, vhost: String = "/", user: String = "guest", password: String = "guest", tls: AMQPTLSConfiguration? = nil) {
         self.host = host

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Synchronization
 
@@ -10,6 +11,9 @@ public final class ProviderTokenSource: Sendable {
     private let key: ES256Key
     private let clock: @Sendable () -> Date
     private let state = Mutex<ProviderToken?>(nil)
+    /// Tokens signed: one every 50 minutes per key is healthy; more means APNs keeps calling them
+    /// expired (a clock or key problem).
+    private let signings: CoreMetrics.Counter
 
     public static let reuseInterval: TimeInterval = 50 * 60
     public static let minimumRegenerationInterval: TimeInterval = 20 * 60
@@ -21,6 +25,7 @@ public final class ProviderTokenSource: Sendable {
         self.teamID = teamID
         self.key = key
         self.clock = clock
+        signings = CoreMetrics.Counter(label: "pushworker_provider_token_refreshes_total", dimensions: [("key_id", keyID)])
     }
 
     /// The current token, signing a new one when there is none or it is 50 minutes old.
@@ -56,6 +61,7 @@ public final class ProviderTokenSource: Sendable {
         do {
             let fresh = try ProviderToken.sign(keyID: keyID, teamID: teamID, issuedAt: now, key: key)
             token = fresh
+            signings.increment()
             return .success(fresh)
         } catch {
             return .failure(error)

@@ -1,5 +1,6 @@
 import APNs
 import CCurl
+import CoreMetrics
 import Foundation
 import Logging
 
@@ -17,10 +18,14 @@ public final class APNsClient: Sendable {
     /// take one first (to bound the tasks they start) use `sendAdmitted`.
     public let admission: AsyncSemaphore
     private let logger: Logger
+    /// Each HTTP/2 exchange, from handing it to the connection to its answer (retries are
+    /// exchanges of their own). Made once: a handle per request would cost a registry lookup.
+    private let latency: CoreMetrics.Timer
 
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "pushworker.apns")) {
         self.configuration = configuration
         self.logger = logger
+        self.latency = CoreMetrics.Timer(label: "pushworker_apns_request_duration_seconds", dimensions: [("app", configuration.name)])
         self.pool = APNsConnectionPool(configuration: configuration)
         self.admission = AsyncSemaphore(limit: max(1, configuration.maxInFlight))
     }
@@ -28,6 +33,12 @@ public final class APNsClient: Sendable {
     deinit {
         pool.shutdown()
     }
+
+    /// Requests on the connections now; read when metrics are scraped, not kept per request.
+    public var requestsInFlight: Int { pool.streamsInUse }
+
+    /// Connections with a socket open to APNs (or to the proxy) now.
+    public var openConnections: Int { pool.connections.count { $0.isOpen } }
 
     /// Finishes the requests in flight, then closes the connections.
     public func shutdown() {
@@ -91,12 +102,14 @@ public final class APNsClient: Sendable {
     /// Sends on the connection the pool picks and tells the pool how it went.
     private func perform(url: String, headers: [String], body: [UInt8]) async -> CurlOutcome {
         let index = await pool.acquire()
+        let start = ContinuousClock.now
         let outcome = await withCheckedContinuation { continuation in
             let transfer = CurlTransfer(url: url, headers: headers, body: body, continuation: continuation)
             if !pool.connections[index].submit(transfer) {
                 transfer.finish(.failure(code: UInt32.max, message: "shut down"))
             }
         }
+        latency.recordNanoseconds(Self.nanoseconds(ContinuousClock.now - start))
         // APNs raises a connection's stream limit once it has accepted the credentials; a 403
         // (or no answer at all) leaves the connection at one stream.
         if case .response(let status, _, _, _, _) = outcome, status != 403 {
@@ -105,6 +118,10 @@ public final class APNsClient: Sendable {
             pool.release(index, answered: false)
         }
         return outcome
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
     }
 
     private static func classify(code: UInt32, message: String, url: String) -> APNsClientError {

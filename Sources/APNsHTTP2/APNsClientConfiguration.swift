@@ -17,6 +17,8 @@ public struct APNsClientConfiguration: Sendable {
         case certificate(APNsCertificateIdentity)
     }
 
+    /// The app this client sends for, as its metrics name it.
+    public var name = "apns"
     /// `https://host:port` of the service; see ``init(environment:port:authentication:)``.
     public var baseURL: String
     public var authentication: Authentication

@@ -23,6 +23,17 @@ public enum APNsClientError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The case's name, for a metric's label (the messages vary too much to be one).
+    public var kind: String {
+        switch self {
+        case .invalidRequest: "invalid_request"
+        case .credentials: "credentials"
+        case .timeout: "timeout"
+        case .transport: "transport"
+        case .shutdown: "shutdown"
+        }
+    }
+
     /// Whether sending again later may succeed.
     public var isRetryable: Bool {
         switch self {

@@ -16,6 +16,9 @@ final class APNsConnection: @unchecked Sendable {
     private let configuration: APNsClientConfiguration
     private let multi: UnsafeMutableRawPointer
     private let submitted = Mutex<(transfers: [CurlTransfer], closed: Bool)>(([], false))
+    /// Sockets libcurl holds open for this connection (0 or 1; briefly 2 while it tries two
+    /// addresses), written by C callbacks; freed in deinit, after the thread and libcurl are done.
+    private let sockets: UnsafeMutablePointer<Int>
 
     // I/O thread only.
     private var idleHandles: [UnsafeMutableRawPointer] = []
@@ -24,6 +27,8 @@ final class APNsConnection: @unchecked Sendable {
     init(configuration: APNsClientConfiguration) {
         CurlGlobal.initialize()
         self.configuration = configuration
+        sockets = .allocate(capacity: 1)
+        sockets.initialize(to: 0)
         multi = curl_multi_init()
         _ = pw_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
         _ = pw_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1)
@@ -33,6 +38,13 @@ final class APNsConnection: @unchecked Sendable {
         thread.name = "apns-curl"
         thread.start()
     }
+
+    deinit {
+        sockets.deallocate()
+    }
+
+    /// Whether libcurl holds a socket open to the server (or the proxy) now.
+    var isOpen: Bool { pw_counter_load(sockets) > 0 }
 
     /// Queues a transfer; false when the driver is shutting down. Only the first transfer
     /// queued since the thread last looked wakes it: the wake-up is a write to a socket, and
@@ -107,6 +119,7 @@ final class APNsConnection: @unchecked Sendable {
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 1024)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 16_384)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        pw_curl_count_sockets(easy, sockets)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(configuration.requestTimeout / .milliseconds(1)))
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout / .milliseconds(1)))
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)

@@ -29,6 +29,9 @@ final class APNsConnectionPool: Sendable {
         state = Mutex(State(slots: Array(repeating: Slot(), count: count)))
     }
 
+    /// Streams reserved on all connections now.
+    var streamsInUse: Int { state.withLock { $0.slots.reduce(0) { $0 + $1.inFlight } } }
+
     /// Waits for room on a connection and reserves a stream on it; returns its index.
     func acquire() async -> Int {
         if let index = state.withLock({ reserve(&$0) }) { return index }

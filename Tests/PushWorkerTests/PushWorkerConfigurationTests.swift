@@ -62,6 +62,8 @@ struct PushWorkerConfigurationTests {
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n  - name: a\n    topic: u\n    environment: sandbox\n", "apps[1].name: 'a' is used by another app"),
             ("apps: [", "not valid YAML"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    token: {key_id: k}\n", "apps[0].token.team_id: is missing"),
+            ("metrics_address: 9090\napps: []\n", "metrics_address: '9090' is not HOST:PORT"),
+            ("metrics_address: \"localhost:http\"\napps: []\n", "metrics_address: 'localhost:http' is not HOST:PORT"),
         ])
     func invalid(yaml: String, expected: String) throws {
         let file = try temporaryFile(yaml)
@@ -131,5 +133,13 @@ struct PushWorkerConfigurationTests {
         } catch {
             #expect("\(error)" == "\(file): apps[2].max_in_flight: 0 is not between 1 and 100000")
         }
+    }
+
+    @Test("metrics_address: loopback port 9090 unless set, null turns the endpoint off, [::1]:PORT is IPv6")
+    func metricsAddress() throws {
+        #expect(try PushWorkerConfiguration.parse("apps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("127.0.0.1", 9090))
+        #expect(try PushWorkerConfiguration.parse("metrics_address: null\napps: []", file: "f").worker.metricsEndpoint(file: "f") == nil)
+        #expect(try PushWorkerConfiguration.parse("metrics_address: \"0.0.0.0:9100\"\napps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("0.0.0.0", 9100))
+        #expect(try PushWorkerConfiguration.parse("metrics_address: \"[::1]:9100\"\napps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("::1", 9100))
     }
 }

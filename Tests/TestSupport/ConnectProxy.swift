@@ -43,18 +43,11 @@ public final class ConnectProxy: @unchecked Sendable {
             return
         }
         targets.withLock { $0.append(String(parts[1])) }
-        let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr(String(parts[1][..<colon]))
-        address.sin_port = targetPort.bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
+        let upstream = Self.connect(host: String(parts[1][..<colon]), port: targetPort)
+        let connected: Int32 = upstream >= 0 ? 0 : -1
         guard connected == 0 else {
             _ = "HTTP/1.1 502 Bad Gateway\r\n\r\n".withCString { write(client, $0, strlen($0)) }
             close(client)
-            close(upstream)
             return
         }
         _ = "HTTP/1.1 200 Connection established\r\n\r\n".withCString { write(client, $0, strlen($0)) }
@@ -62,7 +55,24 @@ public final class ConnectProxy: @unchecked Sendable {
         Self.pump(from: client, to: upstream)
     }
 
-    private static func pump(from source: Int32, to destination: Int32) {
+    /// A connected socket to host:port, or -1.
+    static func connect(host: String, port: UInt16) -> Int32 {
+        let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr(host)
+        address.sin_port = port.bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(upstream)
+            return -1
+        }
+        return upstream
+    }
+
+    static func pump(from source: Int32, to destination: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
             let count = read(source, &buffer, buffer.count)

@@ -58,10 +58,13 @@ public struct MockAPNsFixture: Sendable {
         ] + extra.map { "    " + $0 }).joined(separator: "\n")
     }
 
-    /// Writes a configuration file (a new one each call) and returns its path.
+    /// Writes a configuration file (a new one each call) and returns its path. Without a
+    /// `metrics_address` of its own it serves none: workers of tests running at once would all
+    /// want the default port.
     public static func writeConfiguration(_ yaml: String) throws -> URL {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("pushworker-\(UUID().uuidString.prefix(8)).yaml")
-        try Data(yaml.utf8).write(to: file)
+        let text = yaml.contains("metrics_address") ? yaml : "metrics_address: null\n" + yaml
+        try Data(text.utf8).write(to: file)
         return file
     }
 }

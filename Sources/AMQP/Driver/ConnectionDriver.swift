@@ -93,12 +93,17 @@ final class ConnectionDriver: @unchecked Sendable {
                     startup?.resume()
                     startup = nil
                 } catch let error as AMQPError {
+                    configuration.onConnectionEvent?(.attemptFailed(error))
                     if let first = startup {
-                        first.resume(throwing: error)
-                        finish(error)
-                        return
+                        guard configuration.waitsForBroker, Self.brokerNotReachable(error) else {
+                            first.resume(throwing: error)
+                            finish(error)
+                            return
+                        }
+                        logger.warning("the broker cannot be reached yet; retrying", metadata: ["error": "\(error)", "attempt": "\(reconnectAttempt + 1)"])
+                    } else {
+                        logger.warning("AMQP reconnect failed", metadata: ["error": "\(error)"])
                     }
-                    logger.warning("AMQP reconnect failed", metadata: ["error": "\(error)"])
                     backoff()
                     continue
                 } catch {
@@ -113,8 +118,19 @@ final class ConnectionDriver: @unchecked Sendable {
                 preconditionFailure("unexpected error \(error)")
             }
         }
+        // Shut down while still waiting for the broker: the start ends too.
+        startup?.resume(throwing: AMQPError(.closed, "closed before the broker could be reached"))
         drainBeforeClose()
         finish(AMQPError(.closed, "the AMQP connection has been closed"))
+    }
+
+    /// Failures that a broker still starting (or a network not up yet) gives, as opposed to a
+    /// broker that answers and refuses.
+    private static func brokerNotReachable(_ error: AMQPError) -> Bool {
+        switch error.kind {
+        case .connectionFailed, .timeout, .connectionLost: true
+        default: false
+        }
     }
 
     private func connect() throws {
@@ -141,9 +157,10 @@ final class ConnectionDriver: @unchecked Sendable {
         lowestUnconfirmed = 1
         unsettled = UnsettledTags()
         if reconnectAttempt > 0 {
-            logger.notice("AMQP connection re-established", metadata: ["attempts": "\(reconnectAttempt)"])
+            logger.notice("AMQP connection established", metadata: ["attempts": "\(reconnectAttempt + 1)"])
         }
         reconnectAttempt = 0
+        configuration.onConnectionEvent?(.connected(reconnected: generation > 1))
     }
 
     private func declare(_ topology: AMQPTopology, on handle: ConnectionHandle) throws {
@@ -488,6 +505,7 @@ final class ConnectionDriver: @unchecked Sendable {
 
     private func connectionLost(_ error: AMQPError) {
         logger.warning("AMQP connection lost; reconnecting", metadata: ["error": "\(error)", "unconfirmed": "\(unconfirmed.count)"])
+        configuration.onConnectionEvent?(.lost(error))
         let lost = AMQPError(
             .connectionLost,
             "the connection was lost before the broker confirmed the message (\(error)); publish it again",

@@ -36,4 +36,14 @@ static inline CURLcode pw_curl_easy_getinfo_pointer(CURL *handle, CURLINFO info,
   return curl_easy_getinfo(handle, info, value);
 }
 
+/// Counts the connection's sockets in `*counter` (open: +1, closed: -1, atomically), so the
+/// worker can report open APNs connections without a Swift callback on libcurl's thread.
+/// libcurl copies these callbacks into the connection when it opens it, so the close is counted
+/// even when it happens after the easy handle that opened it has gone.
+void pw_curl_count_sockets(CURL *handle, long *counter);
+
+static inline long pw_counter_load(const long *counter) {
+  return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
 #endif

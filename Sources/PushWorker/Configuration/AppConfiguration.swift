@@ -133,6 +133,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
             guard port == 443 || port == 2197 else { throw fail("port", "\(port) is not 443 or 2197, the ports APNs listens on") }
             configuration = APNsClientConfiguration(environment: environment, port: port, authentication: authentication)
         }
+        configuration.name = name
         configuration.caFile = caFile
         configuration.proxy = proxy
         if let requestTimeoutMilliseconds {

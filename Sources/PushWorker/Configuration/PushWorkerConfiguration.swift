@@ -44,6 +44,7 @@ public struct PushWorkerConfiguration: Sendable, Decodable, Equatable {
             }
             guard !app.topic.isEmpty else { throw ConfigurationError(file: file, key: "apps[\(index)].topic", "is empty") }
         }
+        _ = try configuration.worker.metricsEndpoint(file: file)
         return configuration
     }
 

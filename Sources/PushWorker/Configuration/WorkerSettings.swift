@@ -126,6 +126,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     public var retryInitialDelayMilliseconds = 200
     /// Seconds a worker takes to finish what it holds after SIGTERM.
     public var shutdownGraceSeconds = 30
+    /// `host:port` of `/metrics`, `/healthz` and `/readyz`; nil (`null` in the file) serves none.
+    /// Loopback by default: a container or pod sets `0.0.0.0:9090` for its scraper and probes.
+    public var metricsAddress: String? = "127.0.0.1:9090"
 
     enum CodingKeys: String, CodingKey {
         case amqp, queues, registry
@@ -135,6 +138,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         case retryDelaysMilliseconds = "retry_delays_ms"
         case retryInitialDelayMilliseconds = "retry_initial_delay_ms"
         case shutdownGraceSeconds = "shutdown_grace_seconds"
+        case metricsAddress = "metrics_address"
     }
 
     public init() {}
@@ -150,6 +154,21 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         chunkSize = try container.decodeIfPresent(Int.self, forKey: .chunkSize) ?? chunkSize
         retryInitialDelayMilliseconds = try container.decodeIfPresent(Int.self, forKey: .retryInitialDelayMilliseconds) ?? retryInitialDelayMilliseconds
         shutdownGraceSeconds = try container.decodeIfPresent(Int.self, forKey: .shutdownGraceSeconds) ?? shutdownGraceSeconds
+        // Absent: the default; present as null: off.
+        if container.contains(.metricsAddress) {
+            metricsAddress = try container.decodeNil(forKey: .metricsAddress) ? nil : try container.decode(String.self, forKey: .metricsAddress)
+        }
+    }
+
+    /// The host and port `metrics_address` names, or nil when it is off.
+    public func metricsEndpoint(file: String) throws(ConfigurationError) -> (host: String, port: Int)? {
+        guard let address = metricsAddress else { return nil }
+        let refusal = ConfigurationError(file: file, key: "metrics_address", "'\(address)' is not HOST:PORT (e.g. 127.0.0.1:9090, or 0.0.0.0:9090 in a container), or null to serve no metrics")
+        guard let colon = address.lastIndex(of: ":") else { throw refusal }
+        var host = String(address[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, let port = Int(address[address.index(after: colon)...]), (0...65_535).contains(port) else { throw refusal }
+        return (host, port)
     }
 
     /// How devices are retried: all attempts, this worker's share, and the first backoff.

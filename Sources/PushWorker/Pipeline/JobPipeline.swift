@@ -31,11 +31,12 @@ public struct JobPipeline: Sendable {
     private let splitter: JobSplitter
     private let retries: RetryHandOff
     private let refusal: JobRefusal
+    private let metrics: WorkerMetrics
     private let logger: Logger
 
     public init(
         settings: WorkerSettings, apps: [App], publisher: any MessagePublishing, resolver: any AudienceResolver = ExplicitTokenResolver(),
-        feedback: (any DeviceFeedback)? = nil, logger: Logger
+        feedback: (any DeviceFeedback)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         let results = ResultPublisher(publisher: publisher)
         self.settings = settings
@@ -44,15 +45,17 @@ public struct JobPipeline: Sendable {
             apps.map { app in
                 (app.name, JobProcessor(
                     client: app.sender, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
-                    feedback: feedback, logger: logger))
+                    feedback: feedback, metrics: metrics, logger: logger))
             },
             uniquingKeysWith: { first, _ in first })
         self.results = results
         self.replyQueues = ReplyQueues(publisher: publisher)
         self.resolver = resolver
         self.splitter = JobSplitter(publisher: publisher, jobsQueue: settings.queues.jobs, chunkSize: settings.chunkSize, logger: logger)
-        self.retries = RetryHandOff(publisher: publisher, queues: settings.queues, delaysMilliseconds: settings.retryDelaysMilliseconds, logger: logger)
-        self.refusal = JobRefusal(publisher: publisher, results: results, queues: settings.queues, logger: logger)
+        self.retries = RetryHandOff(
+            publisher: publisher, queues: settings.queues, delaysMilliseconds: settings.retryDelaysMilliseconds, metrics: metrics, logger: logger)
+        self.refusal = JobRefusal(publisher: publisher, results: results, queues: settings.queues, metrics: metrics, logger: logger)
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -88,6 +91,7 @@ public struct JobPipeline: Sendable {
                 let explicit = streamed.take().map { ExplicitTokens($0) } ?? ExplicitTokens(job.audience.tokens)
                 job.audience.tokens = []  // held once, in `explicit`
                 guard let whole = try await resolve(job, explicit: explicit, from: delivery, replyTo: replyTo, unresolved: &unresolved) else {
+                    metrics.job(.split)
                     return .acknowledge  // split into chunk jobs, all confirmed
                 }
                 audience = whole
@@ -101,9 +105,11 @@ public struct JobPipeline: Sendable {
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }
+            metrics.job(.done, code: unresolved?.code.rawValue)
             return .acknowledge
         } catch {
             logger.error("job failed; returning it to the queue", metadata: ["job": "\(job.id)", "error": "\(error)"])
+            metrics.job(.requeued)
             return .requeue
         }
     }

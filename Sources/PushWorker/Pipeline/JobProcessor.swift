@@ -20,12 +20,14 @@ public struct JobProcessor: Sendable {
     public var retry: RetryPolicy
     /// Told of devices APNs rejected for good (the registry, when there is one).
     public var feedback: (any DeviceFeedback)?
+    public var metrics: WorkerMetrics
     public var logger: Logger
 
     public init(
         client: any NotificationSending, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
-        feedback: (any DeviceFeedback)? = nil, logger: Logger = Logger(label: "pushworker.job")
+        feedback: (any DeviceFeedback)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger = Logger(label: "pushworker.job")
     ) {
+        self.metrics = metrics
         self.client = client
         self.topic = topic
         self.appName = appName
@@ -85,10 +87,13 @@ public struct JobProcessor: Sendable {
         let start = ContinuousClock.now
         let ends = DeviceEnds()
         if !filtered.isEmpty { ends.record([.filtered: filtered.count]) }
-        for recipient in filtered where job.results != .none {
-            try await publish(
-                PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
-                to: replyTo, ends: ends)
+        for recipient in filtered {
+            if job.results != .none {
+                try await publish(
+                    PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
+                    to: replyTo, ends: ends)
+            }
+            metrics.notification(app: appName, outcome: .filtered, reason: nil)
         }
         // Children report into one tally and are discarded as they finish, so a finished device
         // holds no memory while the rest of the job waits for slots.
@@ -146,6 +151,8 @@ public struct JobProcessor: Sendable {
         let request = APNsRequest(
             deviceToken: recipient.token, topic: job.topic ?? topic, pushType: job.pushType, priority: job.priority,
             expiration: job.expiration, collapseID: job.collapseID, payload: job.payload)
+        // APNs' reason, or the kind of error: a label with few values, unlike `result.reason`.
+        var reasonLabel: String?
         attempts: while true {
             if let expiration = job.expiration, expiration.hasPassed() {
                 result.outcome = .expired
@@ -158,6 +165,7 @@ public struct JobProcessor: Sendable {
                 result.apnsID = response.apnsID
                 result.apnsUniqueID = response.apnsUniqueID
                 result.reason = response.reason?.rawValue
+                reasonLabel = response.reason?.rawValue
                 result.timestamp = response.timestamp.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
                 if response.isDelivered {
                     result.outcome = .delivered
@@ -179,6 +187,7 @@ public struct JobProcessor: Sendable {
                 result.outcome = .failed
                 result.status = nil
                 result.reason = "\(error)"
+                reasonLabel = error.kind
                 if case .invalidRequest = error {
                     result.outcome = .rejected
                     break
@@ -200,6 +209,8 @@ public struct JobProcessor: Sendable {
         if job.results == .all || (job.results == .failures && result.outcome.isFailure) {
             try await publish(result, to: replyTo, ends: ends)
         }
+        // Counted once its result is confirmed, so the counter and the results a producer reads agree.
+        metrics.notification(app: appName, outcome: result.outcome, reason: reasonLabel)
         return .final(result.outcome)
     }
 

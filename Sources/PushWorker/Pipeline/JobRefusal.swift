@@ -7,6 +7,7 @@ struct JobRefusal: Sendable {
     let publisher: any MessagePublishing
     let results: ResultPublisher
     let queues: WorkerSettings.Names
+    let metrics: WorkerMetrics
     let logger: Logger
 
     func refuse(_ delivery: JobDelivery, _ error: JobError) async -> JobSettlement {
@@ -17,6 +18,8 @@ struct JobRefusal: Sendable {
             // dead-letters the original (x-death reason "rejected"); the reason is in the log
             // line above and in the error summary.
             await sendErrorSummary(delivery, jobID: jobID, error)
+            metrics.job(.refused, code: error.code.rawValue)
+            metrics.deadLetter(queue: queues.jobs, code: error.code.rawValue)
             return .reject
         }
         do {
@@ -25,8 +28,11 @@ struct JobRefusal: Sendable {
                 properties: DeadLetter.properties(refusing: delivery.properties, error), mandatory: true))
         } catch {
             logger.error("cannot dead-letter the job; returning it to the queue", metadata: ["job": "\(jobID)", "error": "\(error)"])
+            metrics.job(.requeued)
             return .requeue
         }
+        metrics.job(.refused, code: error.code.rawValue)
+        metrics.deadLetter(queue: queues.jobs, code: error.code.rawValue)
         await sendErrorSummary(delivery, jobID: jobID, error)
         return .acknowledge
     }

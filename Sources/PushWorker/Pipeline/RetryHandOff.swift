@@ -10,6 +10,7 @@ struct RetryHandOff: Sendable {
     let queues: WorkerSettings.Names
     /// Pauses of the successive rounds; the last repeats.
     let delaysMilliseconds: [Int]
+    let metrics: WorkerMetrics
     let logger: Logger
 
     func handOn(_ job: PushJob, _ recipients: [Recipient], from delivery: JobDelivery) async throws {
@@ -25,6 +26,7 @@ struct RetryHandOff: Sendable {
         properties.messageID = "\(job.id)#retry\(round + 1)"
         try await publisher.publish(.toQueue(
             queues.retryQueue(milliseconds: delay), body: try job.chunkBody(devices: recipients), properties: properties))
+        metrics.retriesHandedOn(app: job.app, devices: recipients.count)
         logger.info("devices handed on to a retry job", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "delay_ms": "\(delay)"])
     }
 

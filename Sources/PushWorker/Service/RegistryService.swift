@@ -14,9 +14,13 @@ public final class RegistryService: Service, Sendable {
     private let publisher: AMQPPublisher
     private let store: any RegistryStore
     private let queues: WorkerSettings.Names
+    private let metrics: WorkerMetrics
     private let logger: Logger
 
-    private init(consumer: AMQPConsumer, publisher: AMQPPublisher, store: any RegistryStore, queues: WorkerSettings.Names, logger: Logger) {
+    private init(
+        consumer: AMQPConsumer, publisher: AMQPPublisher, store: any RegistryStore, queues: WorkerSettings.Names, metrics: WorkerMetrics, logger: Logger
+    ) {
+        self.metrics = metrics
         self.consumer = consumer
         self.publisher = publisher
         self.store = store
@@ -27,13 +31,23 @@ public final class RegistryService: Service, Sendable {
     /// Commands taken from the broker at once: applied one after another, in order.
     static let prefetch: UInt16 = 32
 
-    public static func start(settings: WorkerSettings, store: any RegistryStore, file: String, logger: Logger) async throws -> RegistryService {
+    public static func start(
+        settings: WorkerSettings, store: any RegistryStore, file: String, metrics: WorkerMetrics = WorkerMetrics(),
+        health: WorkerHealth = WorkerHealth(), logger: Logger
+    ) async throws -> RegistryService {
         var amqp = try settings.amqpConfiguration(file: file)
-        amqp.connectionName = "pushworker registry"
-        let publisher = try await AMQPPublisher.connect(amqp, logger: logger)
-        let consumer = try await AMQPConsumer.connect(amqp, queue: settings.queues.registry, prefetch: prefetch, logger: logger)
+        amqp.waitsForBroker = true
+        var publishing = amqp
+        publishing.connectionName = "pushworker registry replies"
+        publishing.onConnectionEvent = health.observe(connection: "registry-replies")
+        var consuming = amqp
+        consuming.connectionName = "pushworker registry"
+        consuming.onConnectionEvent = health.observe(connection: "registry")
+        let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
+        let consumer = try await AMQPConsumer.connect(consuming, queue: settings.queues.registry, prefetch: prefetch, logger: logger)
         logger.info("registry commands consumed", metadata: ["queue": "\(settings.queues.registry)"])
-        return RegistryService(consumer: consumer, publisher: publisher, store: store, queues: settings.queues, logger: logger)
+        health.watch(registry: store)
+        return RegistryService(consumer: consumer, publisher: publisher, store: store, queues: settings.queues, metrics: metrics, logger: logger)
     }
 
     /// Applies commands until a graceful shutdown; the command in hand is finished first.
@@ -60,15 +74,20 @@ public final class RegistryService: Service, Sendable {
 
     private func handle(_ delivery: AMQPDelivery) async {
         let id = delivery.properties.messageID ?? "unknown"
+        // The metric's label: the command once parsed, "invalid" before (few values, whatever producers send).
+        var name = "invalid"
         do {
             let command = try RegistryCommand(json: delivery.body)
+            name = command.name
             try await store.apply(command)
             logger.debug("registry command applied", metadata: ["command": "\(command.name)", "id": "\(id)"])
             await reply(to: delivery, #"{"ok":true}"#)
             try? await delivery.ack()
+            metrics.registryCommand(command.name, result: "ok")
         } catch let error where error.code == .storeUnavailable {
             logger.error("registry command not applied; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
             try? await delivery.nack(requeue: true)
+            metrics.registryCommand(name, result: "unavailable")
         } catch {
             logger.warning("registry command refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
             do {
@@ -83,8 +102,11 @@ public final class RegistryService: Service, Sendable {
             }
             await reply(to: delivery, Self.errorReply(error))
             try? await delivery.ack()
+            metrics.registryCommand(name, result: "refused")
+            metrics.deadLetter(queue: queues.registry, code: error.code.rawValue)
         }
     }
+
 
     static func errorReply(_ error: RegistryError) -> String {
         let details: [String: Any] = ["code": error.code.rawValue, "message": error.message, "field": error.field.map { $0 as Any } ?? NSNull()]

@@ -1,5 +1,6 @@
 import AMQP
 import APNsHTTP2
+import CoreMetrics
 import Logging
 import ServiceLifecycle
 
@@ -39,14 +40,19 @@ public final class Worker: Service, Sendable {
 
     /// Connects to the broker (declaring the topology) and builds one APNs client per app.
     /// Throws the first configuration or connection problem, naming it.
-    /// - Parameter registry: resolves users and groups and hears of dead devices; without one,
-    ///   only explicit tokens are reached.
+    /// While the broker cannot be reached, waits for it (`/readyz` says why it is not ready);
+    /// a broker that refuses the credentials or the topology fails the start.
+    /// - Parameters:
+    ///   - registry: resolves users and groups and hears of dead devices; without one, only
+    ///     explicit tokens are reached.
+    ///   - health: told of the connections and the credentials, for `/readyz`.
     public static func start(
-        _ configuration: PushWorkerConfiguration, file: String, registry: RegistryResolver? = nil, logger: Logger
+        _ configuration: PushWorkerConfiguration, file: String, registry: RegistryResolver? = nil,
+        metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> Worker {
         let settings = configuration.worker
-        let amqp = try settings.amqpConfiguration(file: file)
-        let publisher = try await AMQPPublisher.connect(amqp, logger: logger)
+        var amqp = try settings.amqpConfiguration(file: file)
+        amqp.waitsForBroker = true
         var clients: [APNsClient] = []
         var apps: [JobPipeline.App] = []
         for (index, app) in configuration.apps.enumerated() {
@@ -54,10 +60,20 @@ public final class Worker: Service, Sendable {
             clients.append(client)
             apps.append(JobPipeline.App(name: app.name, topic: app.topic, sender: client))
         }
+        health.appsLoaded()
+        sampleGauges(of: clients, into: metrics)
+        var publishing = amqp
+        publishing.connectionName = "pushworker results"
+        publishing.onConnectionEvent = health.observe(connection: "publisher")
+        var consuming = amqp
+        consuming.connectionName = "pushworker jobs"
+        consuming.onConnectionEvent = health.observe(connection: "jobs")
+        let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
         let pipeline = JobPipeline(
-            settings: settings, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(), feedback: registry, logger: logger)
+            settings: settings, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(), feedback: registry,
+            metrics: metrics, logger: logger)
         let consumer = try await AMQPConsumer.connect(
-            amqp, queue: settings.queues.jobs, prefetch: UInt16(settings.amqp.prefetch),
+            consuming, queue: settings.queues.jobs, prefetch: UInt16(settings.amqp.prefetch),
             streaming: AMQPBodyStreaming(threshold: streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
             logger: logger)
         logger.info("worker started", metadata: [
@@ -65,6 +81,21 @@ public final class Worker: Service, Sendable {
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
         ])
         return Worker(consumer: consumer, publisher: publisher, clients: clients, pipeline: pipeline, logger: logger)
+    }
+
+    /// Requests in flight and open connections per app, read at each scrape.
+    private static func sampleGauges(of clients: [APNsClient], into metrics: WorkerMetrics) {
+        let gauges = clients.map { client in
+            let app = [("app", client.configuration.name)]
+            return (client, CoreMetrics.Gauge(label: "pushworker_apns_requests_in_flight", dimensions: app),
+                CoreMetrics.Gauge(label: "pushworker_apns_connections", dimensions: app))
+        }
+        metrics.addGaugeSampler {
+            for (client, inFlight, connections) in gauges {
+                inFlight.record(client.requestsInFlight)
+                connections.record(client.openConnections)
+            }
+        }
     }
 
     /// Processes jobs until `stop()` or a graceful shutdown of the service group (SIGTERM); then

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OperatorEndpoint
 import Registry
 import ServiceLifecycle
 import UnixSignals
@@ -8,13 +9,32 @@ import UnixSignals
 /// SIGINT into a graceful shutdown, plus what ServiceLifecycle leaves to its users: a second
 /// signal exits at once, and a shutdown past its grace period stops waiting. Either way nothing
 /// is lost: jobs not acknowledged are redelivered to another worker.
+///
+/// The metrics endpoint starts first, so `/healthz` answers and `/readyz` says what is missing
+/// while the worker waits for its broker.
 public enum WorkerProcess {
     public static func run(_ configuration: PushWorkerConfiguration, file: String, logger: Logger) async throws {
+        let metrics = WorkerMetrics()
+        let health = WorkerHealth(metrics: metrics)
+        let endpoint = try await startEndpoint(configuration, file: file, metrics: metrics, health: health, logger: logger)
+        do {
+            try await serve(configuration, file: file, metrics: metrics, health: health, logger: logger)
+        } catch {
+            await endpoint?.shutdown()
+            throw error
+        }
+        await endpoint?.shutdown()
+    }
+
+    private static func serve(
+        _ configuration: PushWorkerConfiguration, file: String, metrics: WorkerMetrics, health: WorkerHealth, logger: Logger
+    ) async throws {
         let registry = try await configuration.openRegistryStore(file: file, logger: logger).map { RegistryResolver(store: $0, logger: logger) }
-        let worker = try await Worker.start(configuration, file: file, registry: registry, logger: logger)
+        let worker = try await Worker.start(configuration, file: file, registry: registry, metrics: metrics, health: health, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: worker)]
         if let registry {
-            services.append(.init(service: try await RegistryService.start(settings: configuration.worker, store: registry.store, file: file, logger: logger)))
+            services.append(.init(service: try await RegistryService.start(
+                settings: configuration.worker, store: registry.store, file: file, metrics: metrics, health: health, logger: logger)))
         }
         let grace = configuration.worker.shutdownGraceSeconds
         let watcher = Task { await watchSignals(grace: grace, logger: logger) }
@@ -22,6 +42,24 @@ public enum WorkerProcess {
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         watcher.cancel()
+    }
+
+    /// `/metrics`, `/healthz` and `/readyz` on `metrics_address`, with Prometheus as the
+    /// process's metrics backend; nil when the address is `null`.
+    private static func startEndpoint(
+        _ configuration: PushWorkerConfiguration, file: String, metrics: WorkerMetrics, health: WorkerHealth, logger: Logger
+    ) async throws -> OperatorEndpoint? {
+        guard let (host, port) = try configuration.worker.metricsEndpoint(file: file) else { return nil }
+        let registry = PrometheusExport.bootstrap()
+        let endpoint: OperatorEndpoint
+        do {
+            endpoint = try await OperatorEndpoint.start(
+                host: host, port: port, registry: registry, beforeScrape: { metrics.sampleGauges() }, readiness: { await health.report() })
+        } catch {
+            throw ConfigurationError(file: file, key: "metrics_address", "cannot listen on \(host):\(port): \(error)")
+        }
+        logger.info("serving /metrics, /healthz and /readyz", metadata: ["address": "\(host):\(endpoint.port)"])
+        return endpoint
     }
 
     private static func watchSignals(grace: Int, logger: Logger) async {

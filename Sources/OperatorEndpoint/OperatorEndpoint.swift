@@ -1,0 +1,146 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Prometheus
+
+/// The operator's HTTP endpoint: `GET /metrics` (Prometheus text), `/healthz` (the process
+/// serves) and `/readyz` (what `readiness` reports; 503 until every check passes).
+///
+/// One event-loop thread: a scrape every few seconds and a probe every few more are all it
+/// serves, and it must not take a core from the workers.
+public final class OperatorEndpoint: Sendable {
+    public typealias Readiness = @Sendable () async -> ReadinessReport
+
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+    /// The port bound (useful with port 0).
+    public let port: Int
+
+    private init(group: MultiThreadedEventLoopGroup, channel: any Channel) {
+        self.group = group
+        self.channel = channel
+        self.port = channel.localAddress?.port ?? 0
+    }
+
+    /// Binds `host:port` and serves until `shutdown()`. Throws when the address cannot be bound
+    /// (in use, not local): the worker then fails to start rather than run unobserved.
+    /// - Parameters:
+    ///   - beforeScrape: refreshes gauges that are read rather than kept (requests in flight,
+    ///     open connections), so the hot path pays nothing for them.
+    public static func start(
+        host: String, port: Int, registry: PrometheusCollectorRegistry,
+        beforeScrape: @escaping @Sendable () -> Void = {}, readiness: @escaping Readiness
+    ) async throws -> OperatorEndpoint {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let routes = Routes(registry: registry, beforeScrape: beforeScrape, readiness: readiness)
+        do {
+            let channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try channel.pipeline.syncOperations.addHandler(RequestHandler(routes: routes))
+                    }
+                }
+                .bind(host: host, port: port).get()
+            return OperatorEndpoint(group: group, channel: channel)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    public func shutdown() async {
+        try? await channel.close()
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// What each path answers.
+struct Routes: Sendable {
+    let registry: PrometheusCollectorRegistry
+    let beforeScrape: @Sendable () -> Void
+    let readiness: OperatorEndpoint.Readiness
+
+    struct Response: Sendable {
+        var status: HTTPResponseStatus
+        var contentType: String
+        var body: [UInt8]
+    }
+
+    /// nil: answered later, by `readiness`.
+    func answer(method: HTTPMethod, path: String) -> Response? {
+        guard method == .GET || method == .HEAD else {
+            return Response(status: .methodNotAllowed, contentType: "text/plain", body: Array("GET only\n".utf8))
+        }
+        switch path {
+        case "/metrics":
+            beforeScrape()
+            var body: [UInt8] = []
+            registry.emit(into: &body)
+            return Response(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: body)
+        case "/healthz":
+            return Response(status: .ok, contentType: "text/plain", body: Array("ok\n".utf8))
+        case "/readyz":
+            return nil
+        default:
+            return Response(status: .notFound, contentType: "text/plain", body: Array("not found: /metrics, /healthz, /readyz\n".utf8))
+        }
+    }
+
+    func ready() async -> Response {
+        let report = await readiness()
+        return Response(status: report.isReady ? .ok : .serviceUnavailable, contentType: "application/json", body: Array(report.json.utf8))
+    }
+}
+
+final class RequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let routes: Routes
+    private var request: HTTPRequestHead?
+
+    init(routes: Routes) {
+        self.routes = routes
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            request = head
+        case .body:
+            break
+        case .end:
+            guard let head = request else { return }
+            request = nil
+            let path = String(head.uri.prefix { $0 != "?" })
+            if let response = routes.answer(method: head.method, path: path) {
+                respond(context: context, head: head, response)
+                return
+            }
+            let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            let routes = routes
+            context.eventLoop.makeFutureWithTask { await routes.ready() }.whenSuccess { response in
+                bound.value.handler.respond(context: bound.value.context, head: head, response)
+            }
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, _ response: Routes.Response) {
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: response.contentType)
+        headers.add(name: "content-length", value: "\(response.body.count)")
+        let keepAlive = head.isKeepAlive
+        if !keepAlive { headers.add(name: "connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: response.status, headers: headers))), promise: nil)
+        if head.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        }
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            done.whenComplete { _ in bound.value.close(promise: nil) }
+        }
+    }
+}

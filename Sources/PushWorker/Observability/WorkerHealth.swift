@@ -1,0 +1,111 @@
+import AMQP
+import OperatorEndpoint
+import Registry
+import Synchronization
+
+/// What `/readyz` reports: the broker connections up with the topology declared on them, every
+/// app's credentials loaded, the registry answering. Connections report their own changes (the
+/// AMQP I/O threads call in); the registry is asked when the probe comes.
+public final class WorkerHealth: Sendable {
+    private struct Connection {
+        var name: String
+        /// nil while connected.
+        var problem: String?
+        var declared = false
+    }
+
+    private struct State {
+        var connections: [Connection] = []
+        var appsProblem: String? = "credentials not loaded yet"
+        var registry: (any RegistryStore)?
+    }
+
+    private let state = Mutex(State())
+    private let metrics: WorkerMetrics
+
+    public init(metrics: WorkerMetrics = WorkerMetrics()) {
+        self.metrics = metrics
+    }
+
+    /// Registers a broker connection that must be up to be ready, and returns what its
+    /// configuration's `onConnectionEvent` should be.
+    public func observe(connection name: String) -> @Sendable (AMQPConnectionEvent) -> Void {
+        state.withLock { $0.connections.append(Connection(name: name, problem: "not connected yet")) }
+        return { [self] event in
+            state.withLock { state in
+                guard let index = state.connections.firstIndex(where: { $0.name == name }) else { return }
+                switch event {
+                case .connected:
+                    state.connections[index].problem = nil
+                    state.connections[index].declared = true
+                case .lost(let error):
+                    state.connections[index].problem = "connection lost, reconnecting: \(error)"
+                case .attemptFailed(let error):
+                    state.connections[index].problem = "cannot connect: \(error)"
+                }
+            }
+            if case .connected(reconnected: true) = event { metrics.reconnected(name) }
+        }
+    }
+
+    public func appsLoaded() {
+        state.withLock { $0.appsProblem = nil }
+    }
+
+    public func watch(registry: any RegistryStore) {
+        state.withLock { $0.registry = registry }
+    }
+
+    /// How long the registry may take to answer a probe before it counts as unreachable.
+    static let registryProbeLimit: Duration = .seconds(2)
+
+    public func report() async -> ReadinessReport {
+        let (connections, appsProblem, registry) = state.withLock { ($0.connections, $0.appsProblem, $0.registry) }
+        let down = connections.filter { $0.problem != nil }
+        let undeclared = connections.filter { !$0.declared }
+        var checks = [
+            ReadinessReport.Check("broker", problem: down.isEmpty ? nil : down.map { "\($0.name): \($0.problem!)" }.joined(separator: "; ")),
+            ReadinessReport.Check("topology", problem: connections.isEmpty
+                ? "not declared yet"
+                : undeclared.isEmpty ? nil : "not declared yet on \(undeclared.map(\.name).joined(separator: ", "))"),
+            ReadinessReport.Check("apps", problem: appsProblem),
+        ]
+        if let registry {
+            checks.append(ReadinessReport.Check("registry", problem: await Self.probe(registry)))
+        }
+        return ReadinessReport(checks)
+    }
+
+    /// A primary-key read of the kind jobs make: the store answers, within the limit. The read is
+    /// not awaited past the limit (a store that hangs must not hang the probe too).
+    private static func probe(_ registry: any RegistryStore) async -> String? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+            let answer = FirstAnswer(continuation)
+            Task {
+                do {
+                    _ = try await registry.device(app: "", token: "")
+                    answer.give(nil)
+                } catch {
+                    answer.give("not answering: \((error as? RegistryError)?.message ?? "\(error)")")
+                }
+            }
+            Task {
+                try? await Task.sleep(for: registryProbeLimit)
+                answer.give("no answer within \(registryProbeLimit)")
+            }
+        }
+    }
+}
+
+/// Resumes a continuation with the first answer given; later ones are dropped.
+private final class FirstAnswer: Sendable {
+    private let waiting: Mutex<CheckedContinuation<String?, Never>?>
+
+    init(_ continuation: CheckedContinuation<String?, Never>) {
+        waiting = Mutex(continuation)
+    }
+
+    func give(_ problem: String?) {
+        waiting.withLock { $0.take() }?.resume(returning: problem)
+    }
+}

@@ -1,0 +1,84 @@
+import CoreMetrics
+import Synchronization
+
+/// What the worker counts, by the names `/metrics` shows (docs/operations.md lists them). Counted
+/// where the thing is confirmed, so the figures match what producers receive: a result when the
+/// broker has confirmed it, a dead letter once it is in the dead-letter queue.
+///
+/// Without a metrics backend (tests, `metrics_address: null`) every handle is swift-metrics'
+/// no-op one.
+public final class WorkerMetrics: Sendable {
+    /// How a job left the worker.
+    public enum JobOutcome: String, Sendable {
+        /// Sent, its results and summary published.
+        case done
+        /// Republished as chunk jobs, which are counted as jobs of their own.
+        case split
+        /// Invalid: dead-lettered with its error code.
+        case refused
+        /// Could not be finished (results or hand-ons not confirmed): returned to the queue.
+        case requeued
+    }
+
+    struct NotificationKey: Hashable, Sendable {
+        var app: String
+        var outcome: Outcome
+        var reason: String?
+    }
+
+    struct JobKey: Hashable, Sendable {
+        var outcome: JobOutcome
+        var code: String?
+    }
+
+    private let notifications = CounterFamily<NotificationKey>("pushworker_notifications_total") {
+        [("app", $0.app), ("outcome", $0.outcome.rawValue), ("reason", $0.reason ?? "")]
+    }
+    private let jobs = CounterFamily<JobKey>("pushworker_jobs_total") { [("outcome", $0.outcome.rawValue), ("code", $0.code ?? "")] }
+    private let retries = CounterFamily<String>("pushworker_retries_handed_on_total") { [("app", $0)] }
+    private let deadLetters = CounterFamily<[String]>("pushworker_dead_letters_total") { [("queue", $0[0]), ("code", $0[1])] }
+    private let registryCommands = CounterFamily<[String]>("pushworker_registry_commands_total") { [("command", $0[0]), ("result", $0[1])] }
+    private let reconnects = CounterFamily<String>("pushworker_amqp_reconnects_total") { [("connection", $0)] }
+
+    /// Gauges read when metrics are scraped rather than kept on the hot path.
+    private let samplers = Mutex<[@Sendable () -> Void]>([])
+
+    public init() {}
+
+    func addGaugeSampler(_ sample: @escaping @Sendable () -> Void) {
+        samplers.withLock { $0.append(sample) }
+    }
+
+    /// Brings the sampled gauges up to date; the metrics endpoint calls it before each scrape.
+    public func sampleGauges() {
+        for sample in samplers.withLock({ $0 }) { sample() }
+    }
+
+    /// A result published (and confirmed) for one device.
+    func notification(app: String, outcome: Outcome, reason: String?) {
+        notifications.increment(NotificationKey(app: app, outcome: outcome, reason: reason))
+    }
+
+    func job(_ outcome: JobOutcome, code: String? = nil) {
+        jobs.increment(JobKey(outcome: outcome, code: code))
+    }
+
+    /// Devices handed on to a delayed retry queue.
+    func retriesHandedOn(app: String, devices: Int) {
+        retries.increment(app, by: devices)
+    }
+
+    /// A message this worker dead-lettered (the broker's own dead-lettering, at the delivery
+    /// limit, is seen in the dead-letter queue's depth instead).
+    func deadLetter(queue: String, code: String) {
+        deadLetters.increment([queue, code])
+    }
+
+    func registryCommand(_ command: String, result: String) {
+        registryCommands.increment([command, result])
+    }
+
+    func reconnected(_ connection: String) {
+        reconnects.increment(connection)
+    }
+}

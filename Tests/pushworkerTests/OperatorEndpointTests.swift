@@ -1,0 +1,172 @@
+import AMQP
+import APNs
+import Foundation
+import MockAPNs
+import PushWorker
+import TestSupport
+import Testing
+
+@Suite("metrics and health endpoints of pushworker run", .usesBroker)
+struct OperatorEndpointTests {
+    static func token(_ index: Int) -> String { String(format: "%064x", 0xE000 + index) }
+
+    /// Polls `path` until `accept` takes the answer; a deadline on an endpoint that stops
+    /// changing, not on the whole wait.
+    static func poll(port: Int, _ path: String, within limit: Duration = .seconds(60), until accept: (HTTPProbe.Answer) -> Bool) async throws -> HTTPProbe.Answer {
+        let deadline = ContinuousClock.now + limit
+        var last: HTTPProbe.Answer?
+        while true {
+            if let answer = await HTTPProbe.get(port: port, path) {
+                last = answer
+                if accept(answer) { return answer }
+            }
+            guard ContinuousClock.now < deadline else {
+                throw TestFailure("\(path) did not give the expected answer within \(limit); last: \(last.map { "\($0.status) \($0.body)" } ?? "nothing")")
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+    }
+
+    @Test("counters scraped during and after a job equal the results published, by app, outcome and reason")
+    func countersMatchResults() async throws {
+        let fixture = try await MockAPNsFixture.start {
+            $0.faults = [
+                MockAPNsFault(.reject(.badDeviceToken), tokens: [Self.token(2)]),
+                MockAPNsFault(.reject(.unregistered), tokens: [Self.token(5)]),
+            ]
+        }
+        let mock = fixture.server
+        defer { Task { try? await mock.shutdown() } }
+        let prefix = TestBroker.uniqueName("metrics")
+        let metricsPort = try TestPorts.free()
+        let config = try MockAPNsFixture.writeConfiguration("""
+            metrics_address: 127.0.0.1:\(metricsPort)
+            amqp: {url: "\(TestBroker.url)"}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
+            apps:
+            \(fixture.appYAML(extra: ["connections: 2"]))
+            """)
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        try await worker.waitForLog("worker started")
+        _ = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
+
+        let results = try await TestBroker.consumer(queue: "\(prefix).results")
+        let publisher = try await TestBroker.publisher()
+        let count = 40
+        let tokens = (1...count).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(
+            #"{"id": "metrics-1", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)))
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array("not json".utf8), properties: AMQPProperties(messageID: "broken")))
+
+        var outcomes: [Outcome: Int] = [:]
+        var reasons: [String: Int] = [:]
+        var summary: JobSummary?
+        var scrapedDuring: [HTTPProbe.Sample]?
+        while summary == nil {
+            let delivery = try await results.next(within: .seconds(20))
+            try await delivery.ack()
+            let reply = try Reply(delivery)
+            summary = reply.summary
+            if let result = reply.result {
+                outcomes[result.outcome, default: 0] += 1
+                if let reason = result.reason { reasons[reason, default: 0] += 1 }
+                if scrapedDuring == nil, let page = await HTTPProbe.get(port: metricsPort, "/metrics") {
+                    scrapedDuring = HTTPProbe.samples(page.body)
+                }
+            }
+        }
+        #expect(summary?.devices == count)
+        #expect(outcomes == [.delivered: count - 2, .rejected: 2])
+        let during = try #require(scrapedDuring, "no scrape succeeded during the job")
+        #expect(during.sum("pushworker_notifications_total") <= Double(count))
+
+        // The job is counted once its summary is out; poll for it, then compare.
+        let page = try await Self.poll(port: metricsPort, "/metrics") {
+            HTTPProbe.samples($0.body).sum("pushworker_jobs_total", ["outcome": "done"]) == 1
+                && HTTPProbe.samples($0.body).sum("pushworker_jobs_total", ["outcome": "refused"]) == 1
+        }
+        let samples = HTTPProbe.samples(page.body)
+        for outcome in Outcome.allCases {
+            #expect(samples.sum("pushworker_notifications_total", ["app": "demo", "outcome": outcome.rawValue]) == Double(outcomes[outcome] ?? 0), "\(outcome)")
+        }
+        #expect(samples.sum("pushworker_notifications_total", ["outcome": "rejected", "reason": "BadDeviceToken"]) == 1)
+        #expect(samples.sum("pushworker_notifications_total", ["outcome": "rejected", "reason": "Unregistered"]) == 1)
+        #expect(samples.sum("pushworker_notifications_total", ["outcome": "delivered", "reason": ""]) == Double(count - 2))
+        #expect(reasons == ["BadDeviceToken": 1, "Unregistered": 1])
+        // One HTTP/2 exchange per device: no retries here.
+        #expect(samples.sum("pushworker_apns_request_duration_seconds_count", ["app": "demo"]) == Double(count))
+        #expect(samples.sum("pushworker_apns_request_duration_seconds_bucket", ["app": "demo", "le": "+Inf"]) == Double(count))
+        #expect(samples.sum("pushworker_jobs_total", ["outcome": "refused", "code": "invalid_json"]) == 1)
+        #expect(samples.sum("pushworker_dead_letters_total", ["queue": "\(prefix).jobs", "code": "invalid_json"]) == 1)
+        #expect(samples.sum("pushworker_apns_requests_in_flight", ["app": "demo"]) == 0)
+        // A new connection carries one stream until APNs has accepted a request, so 40 devices
+        // at once open both.
+        #expect(samples.sum("pushworker_apns_connections", ["app": "demo"]) == 2)
+        #expect(samples.sum("pushworker_provider_token_refreshes_total", ["key_id": MockAPNsFixture.keyID]) == 1)
+        #expect(samples.sum("pushworker_retries_handed_on_total") == 0)
+        #expect(samples.sum("pushworker_amqp_reconnects_total") == 0)
+        #expect(mock.requestCount == count)
+
+        #expect(await HTTPProbe.get(port: metricsPort, "/healthz")?.status == 200)
+        #expect(await HTTPProbe.get(port: metricsPort, "/nothing")?.status == 404)
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+    }
+
+    @Test("/readyz answers 503 naming the broker while it cannot be reached, and 200 once it can; /healthz answers throughout")
+    func readinessFollowsTheBroker() async throws {
+        let fixture = try await MockAPNsFixture.start()
+        let mock = fixture.server
+        defer { Task { try? await mock.shutdown() } }
+        let broker = try AMQPConfiguration(url: TestBroker.url)
+        // The worker is pointed at a port where nothing listens yet; a relay to the real broker
+        // opens there later, as a broker starting after its workers would.
+        let brokerPort = try TestPorts.free()
+        let metricsPort = try TestPorts.free()
+        let prefix = TestBroker.uniqueName("ready")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(prefix)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = try MockAPNsFixture.writeConfiguration("""
+            metrics_address: 127.0.0.1:\(metricsPort)
+            amqp: {url: "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(brokerPort)/"}
+            registry: {sqlite: \(directory.appendingPathComponent("registry.db").path)}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
+            apps:
+            \(fixture.appYAML())
+            """)
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        try await worker.waitForLog("the broker cannot be reached yet")
+
+        #expect(try await Self.poll(port: metricsPort, "/healthz") { _ in true }.status == 200)
+        let notReady = try await Self.poll(port: metricsPort, "/readyz") { _ in true }
+        #expect(notReady.status == 503)
+        #expect(notReady.body.contains(#""ready":false"#))
+        #expect(notReady.body.contains(#""broker":"publisher: cannot connect"#), "\(notReady.body)")
+        #expect(notReady.body.contains(#""apps":"ok""#))
+        #expect(worker.process.isRunning)
+
+        let relay = try TCPRelay(port: brokerPort, targetHost: broker.host, targetPort: broker.port)
+        defer { relay.stop() }
+        let ready = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
+        #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
+        #expect(worker.log.contains("worker started"))
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+    }
+
+    @Test("a metrics_address already in use fails the start, naming the key")
+    func addressInUse() async throws {
+        let taken = try SilentListener()
+        let config = try MockAPNsFixture.writeConfiguration("""
+            metrics_address: 127.0.0.1:\(taken.port)
+            amqp: {url: "\(TestBroker.url)"}
+            apps:
+              - {name: demo, topic: com.example.app, environment: sandbox, url: "https://127.0.0.1:1", token: {key_file: \(MockAPNsFixture.path("key.p8")), key_id: \(MockAPNsFixture.keyID), team_id: \(MockAPNsFixture.teamID)}}
+            """)
+        let run = try Program.run(["run", "--config", config.path])
+        #expect(run.status != 0)
+        #expect(run.standardError.contains("metrics_address"), "\(run.standardError)")
+        #expect(run.standardError.contains("cannot listen on 127.0.0.1:\(taken.port)"), "\(run.standardError)")
+    }
+}
