@@ -6,7 +6,8 @@
 #   deploy/local/bench.sh e2e  [COUNT] [CONNECTIONS] [STREAMS]   broker → worker → APNs → results
 #                                   (the worker's max_in_flight: $MAX_IN_FLIGHT, else its default;
 #                                   GROUP=1: also the same devices as a registry group job;
-#                                   GROUP_FIRST=1: the group job first)
+#                                   GROUP_FIRST=1: the group job first;
+#                                   COMPARE_METRICS=N: N runs with metrics off and N on, compared)
 #   deploy/local/bench.sh resolve [MEMBERS] [sqlite|postgres]   a group job's resolution and
 #                                   filtering into chunk jobs, no broker or APNs
 set -euo pipefail
@@ -87,8 +88,9 @@ else
   echo "== pushworker bench e2e --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
   "$bin/pushworker" bench e2e --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
     --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
-    --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} | tee "$work/ours.txt"
+    --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} ${COMPARE_METRICS:+--compare-metrics "$COMPARE_METRICS"} | tee "$work/ours.txt"
   rate_pattern="= [0-9]* devices/s from publish"
+  [ -n "${COMPARE_METRICS:-}" ] && rate_pattern="= [0-9]* devices/s"
 fi
 
 jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)

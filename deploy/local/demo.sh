@@ -43,6 +43,7 @@ apns_url=$(grep -o 'https://[0-9.:]*' "$work/mock.log" | head -1)
 echo "   $apns_url"
 
 cat > "$work/pushworker.yaml" <<YAML
+metrics_address: 127.0.0.1:0   # any free port: the worker logs the one it took
 amqp:
   url: $url
 registry: {sqlite: registry.db}
@@ -103,6 +104,11 @@ echo "== APNs answered 410 for ada's dead device, so the registry dropped it:"
 echo "== what an operator sees: pushworker registry show user ada, show group class-b"
 "$bin/pushworker" registry show user --config "$work/pushworker.yaml" ada | sed 's/^/   /'
 "$bin/pushworker" registry show group --config "$work/pushworker.yaml" class-b | sed 's/^/   /'
+
+metrics=$(grep -o 'address=127.0.0.1:[0-9]*' "$work/worker.log" | head -1 | cut -d= -f2)
+echo "== the worker's operator endpoint on $metrics: /readyz, and the counters of what it did (/metrics)"
+echo "   $(curl -s "http://$metrics/readyz")"
+curl -s "http://$metrics/metrics" | grep -E '^pushworker_(jobs|notifications|dead_letters|registry_commands)_total' | sed 's/^/   /'
 
 echo "== stopping the worker with SIGTERM"
 kill -TERM "$worker_pid"; wait "$worker_pid"; echo "   exit status $?"; worker_pid=""

@@ -1,6 +1,9 @@
 import AMQP
 import ArgumentParser
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Logging
 import PushWorker
 import Registry
@@ -29,6 +32,8 @@ struct E2EBenchCommand: AsyncParsableCommand {
     var group = false
     @Flag(name: .customLong("group-first"), help: "With --group: time the group job before the explicit one (the second job of a run meets a busier broker).")
     var groupFirst = false
+    @Option(name: .customLong("compare-metrics"), help: "Instead: time the job this many times with metrics off and as many with metrics on (a new worker each, in the order off, on, on, off, …), and compare.")
+    var compareMetrics: Int?
 
     func run() async throws {
         let prefix = "pushworker.bench.\(UUID().uuidString.prefix(8).lowercased())"
@@ -46,8 +51,11 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 try? FileManager.default.removeItem(at: FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).\(suffix)"))
             }
         }
-        try Data("""
+        let metricsPort = 19_000 + Int.random(in: 0..<1000)
+        /// The worker's configuration, with or without its metrics endpoint.
+        func configurationText(metrics: Bool) -> String { """
             \(registryLine)
+            metrics_address: \(metrics ? "127.0.0.1:\(metricsPort)" : "null")
             amqp: {url: "\(rawURL)"}
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
             apps:
@@ -59,15 +67,22 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 connections: \(connections)
                 max_in_flight: \(maxInFlight ?? AppConfiguration.defaultMaxInFlight)
                 token: {key_file: \(keyFile), key_id: \(keyID), team_id: \(teamID)}
-            """.utf8).write(to: file)
+            """
+        }
+        try Data(configurationText(metrics: false).utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let configuration = try PushWorkerConfiguration.load(file: file.path)
-        let worker = Process()
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        worker.executableURL = URL(fileURLWithPath: "/bin/sh")
-        // PUSHWORKER_BENCH_WRAPPER (a profiler, e.g. "heaptrack -o /tmp/worker") runs in front of the worker.
-        worker.arguments = ["-c", "exec ${PUSHWORKER_BENCH_WRAPPER:-} \"$0\" run --config \"$1\" --log-level warning", executable, file.path]
-        try worker.run()
+        /// A `pushworker run` child on the configuration file as it is now.
+        func startWorker() throws -> Process {
+            let worker = Process()
+            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+            worker.executableURL = URL(fileURLWithPath: "/bin/sh")
+            // PUSHWORKER_BENCH_WRAPPER (a profiler, e.g. "heaptrack -o /tmp/worker") runs in front of the worker.
+            worker.arguments = ["-c", "exec ${PUSHWORKER_BENCH_WRAPPER:-} \"$0\" run --config \"$1\" --log-level warning", executable, file.path]
+            try worker.run()
+            return worker
+        }
+        var worker = try startWorker()
         defer { if worker.isRunning { worker.terminate() } }
 
         var amqpConfiguration = try configuration.worker.amqpConfiguration(file: file.path)
@@ -107,6 +122,45 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 }
             }
             return ((ContinuousClock.now - start) / .seconds(1), delivered)
+        }
+
+        if let rounds = compareMetrics {
+            // Each round a fresh worker: off, on, on, off, … so neither setting always meets the
+            // broker busier with the previous run's results.
+            var seconds: [Bool: [Double]] = [false: [], true: []]
+            var cpu: [Bool: Double] = [false: 0, true: 0]
+            for round in 0..<(2 * rounds) {
+                let metrics = round % 4 == 1 || round % 4 == 2
+                worker.terminate()
+                worker.waitUntilExit()
+                try Data(configurationText(metrics: metrics).utf8).write(to: file)
+                worker = try startWorker()
+                try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(Self.oneDeviceJob(id: "warm-up-\(round)", index: 0).utf8)))
+                guard let warm = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
+                try await warm.ack()
+                let cpuBefore = CPUTime.of(worker.processIdentifier)
+                let run = try await measure(Array(body.utf8))
+                let used = CPUTime.of(worker.processIdentifier) - cpuBefore
+                seconds[metrics]!.append(run.seconds)
+                cpu[metrics]! += used
+                var scraped = ""
+                if metrics {
+                    let (data, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(metricsPort)/metrics")!)
+                    let page = String(decoding: data, as: UTF8.self)
+                    let delivered = page.split(separator: "\n").first { $0.hasPrefix(#"pushworker_notifications_total{app="bench",outcome="delivered""#) }
+                    scraped = "; /metrics: " + (delivered.map(String.init) ?? "no delivered counter")
+                }
+                print(String(format: "metrics %@: %d devices in %.2f s = %.0f devices/s (%d delivered; worker CPU %.1f µs per device)%@",
+                    metrics ? "on " : "off", count, run.seconds, Double(count) / run.seconds, run.delivered, used / Double(count) * 1e6, scraped))
+            }
+            let off = seconds[false]!.reduce(0, +), on = seconds[true]!.reduce(0, +)
+            print(String(format: "metrics on / off, devices/s over %d runs each: %.3f (target >= 0.97); CPU per device on / off: %.3f",
+                rounds, off / on, cpu[true]! / cpu[false]!))
+            worker.terminate()
+            worker.waitUntilExit()
+            await results.close()
+            await publisher.close()
+            return
         }
 
         func explicitJob() async throws -> Double {
