@@ -25,6 +25,47 @@ extension BrokerTests {
             #expect(ContinuousClock.now - start < .seconds(6))
         }
 
+        @Test("waitsForBroker: failed attempts are reported and the start completes when the broker appears; refused credentials still fail it")
+        func waitsForBroker() async throws {
+            let broker = try TestBroker.configuration()
+            var configuration = broker
+            // Nothing listens here until the relay to the real broker opens.
+            configuration.port = try TestPorts.free()
+            configuration.waitsForBroker = true
+            configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200))
+            let events = Locked<[String]>([])
+            configuration.onConnectionEvent = { event in
+                let name = switch event {
+                case .attemptFailed(let error): "failed \(error.kind)"
+                case .connected(let reconnected): reconnected ? "reconnected" : "connected"
+                case .lost: "lost"
+                }
+                events.withLock { $0.append(name) }
+            }
+            let starting = Task { [configuration] in try await AMQPPublisher.connect(configuration) }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while events.value.count < 3 {
+                guard ContinuousClock.now < deadline else { throw TestFailure("fewer than 3 attempts reported: \(events.value)") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let relay = try TCPRelay(port: configuration.port, targetHost: broker.host, targetPort: broker.port)
+            defer { relay.stop() }
+            let publisher = try await withTimeout(.seconds(30), "the start after the broker appeared") { try await starting.value }
+            let seen = events.value
+            #expect(seen.last == "connected")
+            #expect(seen.dropLast().allSatisfy { $0 == "failed connectionFailed" }, "\(seen)")
+            await publisher.close()
+
+            var refused = configuration
+            refused.password = "definitely-wrong"
+            do {
+                _ = try await AMQPPublisher.connect(refused)
+                Issue.record("connected with a wrong password")
+            } catch let error as AMQPError {
+                #expect(error.kind == .accessRefused)
+            }
+        }
+
         @Test("a closed port fails with a clear connection error, within the timeout")
         func closedPort() async throws {
             var configuration = try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:1/")
