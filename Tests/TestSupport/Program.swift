@@ -15,9 +15,15 @@ public struct Program {
     }
 
     /// Runs the program to completion with `input` on its standard input.
-    public static func run(_ arguments: [String], input: Data = Data(), environment: [String: String] = [:]) throws -> Result {
+    /// - Parameters:
+    ///   - program: another program to run the same way (a producer example, a compiler).
+    ///   - killAfter: kills a program that has not finished by then (one that waits forever would
+    ///     otherwise hang the test run).
+    public static func run(
+        _ arguments: [String], input: Data = Data(), environment: [String: String] = [:], program: URL? = nil, killAfter: Duration? = nil
+    ) throws -> Result {
         let process = Process()
-        process.executableURL = executable
+        process.executableURL = program ?? executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
@@ -31,6 +37,12 @@ public struct Program {
         let errorData = Locked(Data())
         let errorReader = Thread { errorData.withLock { $0 = stderr.fileHandleForReading.readDataToEndOfFile() } }
         errorReader.start()
+        if let killAfter {
+            let pid = process.processIdentifier
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(killAfter / .milliseconds(1)))) {
+                if process.isRunning && process.processIdentifier == pid { kill(pid, SIGKILL) }
+            }
+        }
         let output = stdout.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         while errorReader.isExecuting || !errorReader.isFinished { usleep(1000) }

@@ -1,0 +1,120 @@
+import APNs
+import Foundation
+import MockAPNs
+import PushWorker
+import TestSupport
+import Testing
+
+/// The producers under docs/clients, run as a team's backend would run them: against the real
+/// broker and a `pushworker run` worker, reading their results back by `correlation_id`.
+@Suite("producer examples in docs/clients, against the broker and a worker", .usesBroker)
+struct ClientExampleTests {
+    enum Language: String, Sendable, CaseIterable {
+        case python, go, ruby, php, node
+    }
+
+    static let clients = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("docs/clients")
+
+    static func token(_ index: Int) -> String { String(format: "%064x", 0xC11E_0000 + index) }
+
+    /// amqplib comes from the npm registry, which this project's machines cannot reach; with
+    /// `npm ci` run in docs/clients/node, the Node.js example runs like the others.
+    static let nodeAmqplibInstalled: Bool = (try? Program.run(
+        ["node", "-e", "require('amqplib')"], environment: ["NODE_PATH": clients.appendingPathComponent("node/node_modules").path],
+        program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(30)
+    ).status) == 0
+
+    @Test("each producer publishes a job confirmed and mandatory, and reads its three results and the summary", arguments: [Language.python, .go, .ruby, .php])
+    func producer(_ language: Language) async throws {
+        try await Self.run(language)
+    }
+
+    @Test("the Node.js producer too", .enabled(if: nodeAmqplibInstalled, "amqplib is not installed: run npm ci in docs/clients/node (the npm registry is not reachable here)"))
+    func nodeProducer() async throws {
+        try await Self.run(.node)
+    }
+
+    /// The command that runs `language`'s producer, built first when it must be. Fails naming the
+    /// Debian package when the language's runtime or AMQP library is missing.
+    static func command(_ language: Language, scratch: URL) throws -> [String] {
+        let file = clients.appendingPathComponent(language.rawValue)
+        func require(_ check: [String], _ package: String) throws {
+            let result = try Program.run(check, program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(60))
+            guard result.status == 0 else {
+                throw TestFailure("the \(language) producer cannot run: `\(check.joined(separator: " "))` failed (install the Debian package \(package); deploy/local/install-deps.sh does): \(result.standardError)")
+            }
+        }
+        switch language {
+        case .python:
+            // Debian's interpreter, which has python3-pika, even when another python3 comes first on PATH.
+            let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
+            try require([python, "-c", "import pika"], "python3-pika")
+            return [python, file.appendingPathComponent("producer.py").path]
+        case .go:
+            // Offline: amqp091-go from Debian's GOPATH, not from a module proxy.
+            let binary = scratch.appendingPathComponent("producer").path
+            try require([
+                "GO111MODULE=off", "GOPATH=/usr/share/gocode", "GOCACHE=\(scratch.appendingPathComponent("cache").path)",
+                "go", "build", "-o", binary, file.appendingPathComponent("producer.go").path,
+            ], "golang-go and golang-github-rabbitmq-amqp091-go-dev")
+            return [binary]
+        case .ruby:
+            try require(["ruby", "-e", "require 'bunny'"], "ruby-bunny")
+            return ["ruby", file.appendingPathComponent("producer.rb").path]
+        case .php:
+            try require(["php", "-r", "require '/usr/share/php/PhpAmqpLib/autoload.php';"], "php-cli and php-amqplib")
+            return ["php", file.appendingPathComponent("producer.php").path]
+        case .node:
+            return ["NODE_PATH=\(file.appendingPathComponent("node_modules").path)", "node", file.appendingPathComponent("producer.js").path]
+        }
+    }
+
+    static func run(_ language: Language) async throws {
+        let dead = Self.token(3)
+        let fixture = try await MockAPNsFixture.start { $0.unregisteredTokens = [dead: Date(timeIntervalSince1970: 1_700_000_000)] }
+        let mock = fixture.server
+        defer { Task { try? await mock.shutdown() } }
+        let prefix = TestBroker.uniqueName("client-\(language)")
+        let config = try MockAPNsFixture.writeConfiguration("""
+            amqp: {url: "\(TestBroker.url)"}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
+            apps:
+            \(fixture.appYAML())
+            """)
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        try await worker.waitForLog("worker started")
+
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(prefix)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let command = try Self.command(language, scratch: scratch)
+        let tokens = [Self.token(1), Self.token(2), dead]
+        let run = try Program.run(
+            command + tokens, environment: ["AMQP_URL": TestBroker.url, "PUSHWORKER_EXCHANGE": "\(prefix).push"],
+            program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
+        #expect(run.status == 0, "\(language) producer: \(run.standardError)\n\(worker.log)")
+
+        // One JSON object per line: three results, then the summary.
+        let lines = run.standardOutput.split(separator: "\n").map(String.init)
+        let objects = try lines.map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not a JSON object: \(line)")
+        }
+        let results = objects.filter { $0["token"] != nil }
+        let summary = try #require(objects.last, "no output:\n\(run.standardError)")
+        #expect(results.count == 3, "\(lines)")
+        #expect(Set(results.compactMap { $0["token"] as? String }) == Set(tokens))
+        #expect(Set(results.compactMap { $0["job_id"] as? String }).count == 1)
+        for result in results {
+            let expected = (result["token"] as? String) == dead ? "rejected" : "delivered"
+            #expect(result["outcome"] as? String == expected, "\(result)")
+        }
+        #expect(results.first { ($0["token"] as? String) == dead }?["reason"] as? String == "Unregistered")
+        #expect(summary["devices"] as? Int == 3)
+        #expect(summary["job_id"] as? String == results.first?["job_id"] as? String)
+        #expect((summary["outcomes"] as? [String: Int])?["delivered"] == 2)
+        #expect(mock.requestCount == 3)
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+    }
+}

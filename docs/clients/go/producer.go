@@ -1,0 +1,109 @@
+// Publishes one push job to pushworker and prints its results, one JSON object per line.
+//
+//	AMQP_URL=amqp://user:password@host:5672/ go run producer.go TOKEN...
+//
+// Needs github.com/rabbitmq/amqp091-go (Debian: golang-github-rabbitmq-amqp091-go-dev). Exits 1
+// if the broker refuses the job, no queue takes it, or no summary comes within a minute.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+func main() {
+	log.SetFlags(0)
+	url := getenv("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	exchange := getenv("PUSHWORKER_EXCHANGE", "push")
+	tokens := os.Args[1:]
+	if len(tokens) == 0 {
+		log.Fatal("usage: producer TOKEN...")
+	}
+
+	conn, err := amqp.Dial(url)
+	check(err, "connect")
+	defer conn.Close()
+	ch, err := conn.Channel()
+	check(err, "open a channel")
+	// The reply queue must exist before the job is taken. Not exclusive: the worker checks it
+	// exists from its own connection. It expires 10 minutes after its last use.
+	reply, err := ch.QueueDeclare("", false, true, false, false, amqp.Table{"x-expires": int32(600000)})
+	check(err, "declare the reply queue")
+	check(ch.Confirm(false), "enable publisher confirms")
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1))
+	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+
+	jobID := uuid()
+	body, _ := json.Marshal(map[string]any{
+		"id":       jobID,
+		"audience": map[string]any{"tokens": tokens},
+		"payload":  map[string]any{"aps": map[string]any{"alert": "Hello from Go"}},
+		"reply_to": reply.Name,
+	})
+	err = ch.PublishWithContext(context.Background(), exchange, "jobs", true, false, amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: jobID, ReplyTo: reply.Name, Body: body,
+	})
+	check(err, "publish")
+	// The broker sends a return before the confirm of an unroutable mandatory message.
+	select {
+	case confirm, open := <-confirms:
+		if !open {
+			log.Fatal("the broker closed the channel (does the exchange exist?)")
+		}
+		select {
+		case <-returns:
+			log.Fatalf("no queue is bound to exchange '%s' with routing key 'jobs': is a worker running?", exchange)
+		default:
+		}
+		if !confirm.Ack {
+			log.Fatal("the broker refused the job")
+		}
+	case <-time.After(30 * time.Second):
+		log.Fatal("no confirm within 30 s")
+	}
+
+	deliveries, err := ch.Consume(reply.Name, "", false, false, false, false, nil)
+	check(err, "consume the reply queue")
+	for {
+		select {
+		case d := <-deliveries:
+			d.Ack(false)
+			if d.CorrelationId != jobID {
+				continue
+			}
+			fmt.Println(string(d.Body))
+			if d.Type == "summary" {
+				return
+			}
+		case <-time.After(60 * time.Second):
+			log.Fatal("no summary within 60 s")
+		}
+	}
+}
+
+func getenv(name, fallback string) string {
+	if value := os.Getenv(name); value != "" {
+		return value
+	}
+	return fallback
+}
+
+func check(err error, what string) {
+	if err != nil {
+		log.Fatalf("cannot %s: %v", what, err)
+	}
+}
+
+func uuid() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

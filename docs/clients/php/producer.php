@@ -1,0 +1,62 @@
+<?php
+// Publishes one push job to pushworker and prints its results, one JSON object per line.
+//
+//   AMQP_URL=amqp://user:password@host:5672/ php producer.php TOKEN...
+//
+// Needs php-amqplib (Debian: php-amqplib; Composer: php-amqplib/php-amqplib). Exits 1 if the
+// broker refuses the job, no queue takes it, or no summary comes within a minute.
+require_once getenv('PHP_AMQPLIB_AUTOLOAD') ?: (file_exists(__DIR__ . '/vendor/autoload.php')
+    ? __DIR__ . '/vendor/autoload.php' : '/usr/share/php/PhpAmqpLib/autoload.php');
+
+use PhpAmqpLib\Connection\AMQPStreamConnection;
+use PhpAmqpLib\Message\AMQPMessage;
+use PhpAmqpLib\Wire\AMQPTable;
+
+function fail(string $message): never { fwrite(STDERR, $message . "\n"); exit(1); }
+
+$url = parse_url(getenv('AMQP_URL') ?: 'amqp://guest:guest@127.0.0.1:5672/');
+$exchange = getenv('PUSHWORKER_EXCHANGE') ?: 'push';
+$tokens = array_slice($argv, 1);
+if (!$tokens) fail('usage: producer.php TOKEN...');
+
+$vhost = isset($url['path']) && strlen($url['path']) > 1 ? rawurldecode(substr($url['path'], 1)) : '/';
+$connection = new AMQPStreamConnection($url['host'], $url['port'] ?? 5672,
+    rawurldecode($url['user'] ?? 'guest'), rawurldecode($url['pass'] ?? 'guest'), $vhost);
+$channel = $connection->channel();
+// The reply queue must exist before the job is taken. Not exclusive: the worker checks it exists
+// from its own connection. It expires 10 minutes after its last use.
+[$replyTo] = $channel->queue_declare('', false, false, false, true, false, new AMQPTable(['x-expires' => 600000]));
+$channel->confirm_select();
+$acked = null;
+$returned = false;
+$channel->set_ack_handler(function () use (&$acked) { $acked ??= true; });
+$channel->set_nack_handler(function () use (&$acked) { $acked = false; });
+$channel->set_return_listener(function () use (&$returned) { $returned = true; });
+
+$jobId = vsprintf('%s%s-%s-%s-%s-%s%s%s', str_split(bin2hex(random_bytes(16)), 4));
+$job = ['id' => $jobId, 'audience' => ['tokens' => $tokens],
+    'payload' => ['aps' => ['alert' => 'Hello from PHP']], 'reply_to' => $replyTo];
+$message = new AMQPMessage(json_encode($job), [
+    'content_type' => 'application/json', 'delivery_mode' => AMQPMessage::DELIVERY_MODE_PERSISTENT,
+    'message_id' => $jobId, 'reply_to' => $replyTo,
+]);
+$channel->basic_publish($message, $exchange, 'jobs', true);
+$channel->wait_for_pending_acks_returns(30);
+// The broker sends a return before the confirm of an unroutable mandatory message.
+if ($returned) fail("no queue is bound to exchange '$exchange' with routing key 'jobs': is a worker running?");
+if ($acked !== true) fail('the broker refused the job');
+
+$done = false;
+$channel->basic_consume($replyTo, '', false, false, false, false, function (AMQPMessage $reply) use ($jobId, &$done) {
+    $reply->ack();
+    if ($reply->get('correlation_id') !== $jobId) return;
+    echo $reply->getBody(), "\n";
+    if ($reply->has('type') && $reply->get('type') === 'summary') $done = true;
+});
+try {
+    while (!$done) $channel->wait(null, false, 60);
+} catch (PhpAmqpLib\Exception\AMQPTimeoutException) {
+    fail('no summary within 60 s');
+}
+$channel->close();
+$connection->close();

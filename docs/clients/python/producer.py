@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Publishes one push job to pushworker and prints its results, one JSON object per line.
+
+    AMQP_URL=amqp://user:password@host:5672/ python3 producer.py TOKEN...
+
+Needs pika (Debian: python3-pika; pip: pika). Exits 1 if the broker refuses the job, no queue
+takes it, or no summary comes within a minute.
+"""
+import json
+import os
+import sys
+import uuid
+
+import pika
+
+url = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+exchange = os.environ.get("PUSHWORKER_EXCHANGE", "push")
+tokens = sys.argv[1:]
+if not tokens:
+    sys.exit("usage: producer.py TOKEN...")
+
+connection = pika.BlockingConnection(pika.URLParameters(url))
+channel = connection.channel()
+# The reply queue must exist before the job is taken. Not exclusive: the worker checks it exists
+# from its own connection. It expires 10 minutes after its last use.
+reply_to = channel.queue_declare("", auto_delete=True, arguments={"x-expires": 600_000}).method.queue
+channel.confirm_delivery()
+
+job_id = str(uuid.uuid4())
+job = {
+    "id": job_id,
+    "audience": {"tokens": tokens},
+    "payload": {"aps": {"alert": "Hello from Python"}},
+    "reply_to": reply_to,
+}
+properties = pika.BasicProperties(
+    content_type="application/json", delivery_mode=2, message_id=job_id, reply_to=reply_to)
+try:
+    # Returns once the broker has confirmed the job; raises if it refused or routed it nowhere.
+    channel.basic_publish(exchange, "jobs", json.dumps(job).encode(), properties, mandatory=True)
+except pika.exceptions.UnroutableError:
+    sys.exit(f"no queue is bound to exchange '{exchange}' with routing key 'jobs': is a worker running?")
+except pika.exceptions.NackError:
+    sys.exit("the broker refused the job")
+
+for method, props, body in channel.consume(reply_to, inactivity_timeout=60):
+    if method is None:
+        sys.exit("no summary within 60 s")
+    channel.basic_ack(method.delivery_tag)
+    if props.correlation_id != job_id:
+        continue
+    print(body.decode(), flush=True)
+    if props.type == "summary":
+        break
+channel.cancel()
+connection.close()
