@@ -32,9 +32,8 @@ func main() {
 	defer conn.Close()
 	ch, err := conn.Channel()
 	check(err, "open a channel")
-	// The reply queue must exist before the job is taken. Not exclusive: the worker checks it
-	// exists from its own connection. It expires 10 minutes after its last use.
-	reply, err := ch.QueueDeclare("", false, true, false, false, amqp.Table{"x-expires": int32(600000)})
+	// The reply queue must exist before the job is taken: a server-named one, private to this connection.
+	reply, err := ch.QueueDeclare("", false, true, true, false, nil)
 	check(err, "declare the reply queue")
 	check(ch.Confirm(false), "enable publisher confirms")
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1))

@@ -17,9 +17,8 @@ async function main() {
 
   const connection = await amqp.connect(url);
   const channel = await connection.createConfirmChannel();
-  // The reply queue must exist before the job is taken. Not exclusive: the worker checks it
-  // exists from its own connection. It expires 10 minutes after its last use.
-  const { queue: replyTo } = await channel.assertQueue('', { autoDelete: true, arguments: { 'x-expires': 600000 } });
+  // The reply queue must exist before the job is taken: a server-named one, private to this connection.
+  const { queue: replyTo } = await channel.assertQueue('', { exclusive: true });
   let returned = false;
   channel.on('return', () => { returned = true; });
 

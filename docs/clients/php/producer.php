@@ -10,7 +10,6 @@ require_once getenv('PHP_AMQPLIB_AUTOLOAD') ?: (file_exists(__DIR__ . '/vendor/a
 
 use PhpAmqpLib\Connection\AMQPStreamConnection;
 use PhpAmqpLib\Message\AMQPMessage;
-use PhpAmqpLib\Wire\AMQPTable;
 
 function fail(string $message): never { fwrite(STDERR, $message . "\n"); exit(1); }
 
@@ -23,9 +22,8 @@ $vhost = isset($url['path']) && strlen($url['path']) > 1 ? rawurldecode(substr($
 $connection = new AMQPStreamConnection($url['host'], $url['port'] ?? 5672,
     rawurldecode($url['user'] ?? 'guest'), rawurldecode($url['pass'] ?? 'guest'), $vhost);
 $channel = $connection->channel();
-// The reply queue must exist before the job is taken. Not exclusive: the worker checks it exists
-// from its own connection. It expires 10 minutes after its last use.
-[$replyTo] = $channel->queue_declare('', false, false, false, true, false, new AMQPTable(['x-expires' => 600000]));
+// The reply queue must exist before the job is taken: a server-named one, private to this connection.
+[$replyTo] = $channel->queue_declare('', false, false, true, true);
 $channel->confirm_select();
 $acked = null;
 $returned = false;

@@ -21,9 +21,8 @@ if not tokens:
 
 connection = pika.BlockingConnection(pika.URLParameters(url))
 channel = connection.channel()
-# The reply queue must exist before the job is taken. Not exclusive: the worker checks it exists
-# from its own connection. It expires 10 minutes after its last use.
-reply_to = channel.queue_declare("", auto_delete=True, arguments={"x-expires": 600_000}).method.queue
+# The reply queue must exist before the job is taken: a server-named one, private to this connection.
+reply_to = channel.queue_declare("", exclusive=True).method.queue
 channel.confirm_delivery()
 
 job_id = str(uuid.uuid4())

@@ -21,9 +21,8 @@ abort "usage: producer.rb TOKEN..." if tokens.empty?
 connection = Bunny.new(url, logger: Logger.new(IO::NULL))
 connection.start
 channel = connection.create_channel
-# The reply queue must exist before the job is taken. Not exclusive: the worker checks it exists
-# from its own connection. It expires 10 minutes after its last use.
-reply = channel.queue("", auto_delete: true, arguments: { "x-expires" => 600_000 })
+# The reply queue must exist before the job is taken: a server-named one, private to this connection.
+reply = channel.queue("", exclusive: true)
 channel.confirm_select
 exchange = channel.exchange(exchange_name, passive: true)
 returned = false
