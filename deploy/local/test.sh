@@ -45,4 +45,8 @@ started_at=$SECONDS
 status=0
 swift test "$@" || status=$?
 echo "== swift test exited $status after $((SECONDS - started_at)) s (build included)"
+# The deployment manifests against Kubernetes' schemas (offline); only on a full run.
+if [ $# -eq 0 ]; then
+  deploy/check.sh || status=$?
+fi
 exit $status

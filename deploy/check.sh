@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Checks the deployment files offline (no cluster, no container engine):
+# - the Kubernetes manifests of built-in kinds against Kubernetes' JSON schemas, strictly (unknown
+#   fields are errors), with kubernetes-validate (PyPI), installed when missing;
+# - the kustomization builds (kubectl kustomize), when kubectl is installed;
+# - the KEDA objects and the compose file parse, and name what they must.
+# The Swift test DeployManifestTests checks that the files agree with the worker's configuration.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+k8s=deploy/kubernetes
+
+command -v kubernetes-validate >/dev/null || python3 -m pip install -q kubernetes-validate
+echo "== kubernetes-validate --strict (Kubernetes 1.30 schemas)"
+kubernetes-validate -k 1.30.0 --strict "$k8s/namespace.yaml" "$k8s/configmap.yaml" "$k8s/secret.example.yaml" \
+  "$k8s/deployment.yaml" "$k8s/pdb.yaml"
+
+if command -v kubectl >/dev/null; then
+  echo "== kubectl kustomize $k8s"
+  kubectl kustomize "$k8s" > /dev/null && echo "builds: $(kubectl kustomize "$k8s" | grep -c '^kind:') objects"
+else
+  echo "== kubectl not installed: kustomization not built"
+fi
+
+echo "== KEDA objects and compose file"
+python3 - "$k8s/keda-scaledobject.yaml" deploy/docker/compose.yaml <<'PY'
+import sys, yaml
+keda = list(yaml.safe_load_all(open(sys.argv[1])))
+kinds = {d["kind"]: d for d in keda}
+assert set(kinds) == {"TriggerAuthentication", "ScaledObject"}, kinds.keys()
+assert all(d["apiVersion"] == "keda.sh/v1alpha1" for d in keda)
+trigger = kinds["ScaledObject"]["spec"]["triggers"][0]
+assert trigger["type"] == "rabbitmq" and trigger["metadata"]["queueName"] == "push.jobs", trigger
+assert trigger["authenticationRef"]["name"] == kinds["TriggerAuthentication"]["metadata"]["name"]
+compose = yaml.safe_load(open(sys.argv[2]))
+assert compose["services"]["worker"]["deploy"]["replicas"] == 3
+print("KEDA: ScaledObject on push.jobs with its TriggerAuthentication; compose: services", ", ".join(compose["services"]))
+PY
+echo "== all checks passed"
