@@ -47,7 +47,8 @@ final class ConnectionDriver: @unchecked Sendable {
 
     /// Starts the I/O thread and returns once the first connection is up and the topology is
     /// declared, or throws the reason it could not be: a misconfigured worker should fail at
-    /// start-up, not retry forever in silence.
+    /// start-up, not retry forever in silence. With `waitsForBroker`, a broker not reachable yet
+    /// is retried (each attempt logged and reported); one that answers and refuses still throws.
     func start() async throws {
         try await withCheckedThrowingContinuation { (startup: CheckedContinuation<Void, Error>) in
             let thread = Thread { [self] in self.run(startup: startup) }
