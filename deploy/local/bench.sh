@@ -66,14 +66,34 @@ trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_her
 deploy/local/make-pki.sh "$work"
 printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushworker"},"sound":"default"}}' > "$work/payload.json"
 
-"$bin/mock-apns" --port 0 --cert "$work/server.pem" --key "$work/server.key" \
+# MOCK_THREADS: the mock's event-loop threads (default 2, the machine's cores here). Its CPU use is
+# printed beside each client's, so a mock that saturates first (and so sets both rates) shows.
+mock_threads="${MOCK_THREADS:-2}"
+"$bin/mock-apns" --port 0 --threads "$mock_threads" --cert "$work/server.pem" --key "$work/server.key" \
   --provider-key "BENCHKEY01:BENCHTEAM1:$work/key.pub" --topic com.example.app > "$work/mock.log" 2>&1 &
 mock_pid=$!
 for _ in $(seq 100); do grep -q listening "$work/mock.log" && break; sleep 0.1; done
 url=$(grep -o 'https://[0-9.:]*' "$work/mock.log" | head -1)
 token_hex=$(printf '0a%.0s' $(seq 32))
-echo "== mock APNs at $url (release build, 1 event loop thread)"
+echo "== mock APNs at $url (release build, $mock_threads event loop threads)"
+ticks=$(getconf CLK_TCK)
+cores=$(nproc)
+# CPU seconds (user + system) a process has used so far.
+cpu_of() { awk -v t="$ticks" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; }
+now() { date +%s.%N; }
+# Prints the mock's share of the CPU it could use between two readings (its threads, the cores, and
+# one thread per connection), and whether it saturated.
+mock_load() {
+  python3 -c "
+cpu, wall, threads, cores, connections = $2 - $1, $4 - $3, $mock_threads, $cores, $connections
+# SwiftNIO serves each connection on one event loop: a connection's streams use one thread at most.
+usable = min(threads, cores, connections)
+share = cpu / wall / usable
+verdict = 'the server was the bottleneck' if share > 0.9 else 'the server was not the bottleneck'
+print(f'   mock APNs: {cpu:.1f} CPU-s in {wall:.1f} s = {cpu / wall * 100:.0f}% of one core, {share * 100:.0f}% of the {usable} it can use: {verdict}')"
+}
 
+mock_cpu_0=$(cpu_of $mock_pid); wall_0=$(now)
 if [ "$mode" = apns ]; then
   echo "== pushworker bench apns --count $count --connections $connections --streams $streams"
   "$bin/pushworker" bench apns --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" \
@@ -93,14 +113,26 @@ else
   [ -n "${COMPARE_METRICS:-}" ] && rate_pattern="= [0-9]* devices/s"
 fi
 
+mock_cpu_1=$(cpu_of $mock_pid); wall_1=$(now)
+mock_load "$mock_cpu_0" "$mock_cpu_1" "$wall_0" "$wall_1"
+
 jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)
 echo "== h2load -n $count -c $connections -m $streams -d payload.json $url/3/device/<token>"
-h2load -n "$count" -c "$connections" -m "$streams" -d "$work/payload.json" \
+TIMEFORMAT='%U %S'
+{ time h2load -n "$count" -c "$connections" -m "$streams" -d "$work/payload.json" \
   -H "authorization: bearer $jwt" -H "apns-topic: com.example.app" -H "apns-push-type: alert" \
-  "$url/3/device/$token_hex" > "$work/h2load.txt"
+  "$url/3/device/$token_hex" > "$work/h2load.txt" ; } 2> "$work/h2load.time"
+mock_cpu_2=$(cpu_of $mock_pid); wall_2=$(now)
 grep -E 'finished in|requests:|status codes:' "$work/h2load.txt"
+h2load_cpu=$(awk '{ print $1 + $2 }' "$work/h2load.time")
+echo "   h2load CPU (user + system) $h2load_cpu s = $(python3 -c "print(f'{$h2load_cpu / $count * 1e6:.1f}')") µs per request"
+mock_load "$mock_cpu_1" "$mock_cpu_2" "$wall_1" "$wall_2"
 
 ours=$(grep -o "$rate_pattern" "$work/ours.txt" | head -1 | grep -o "[0-9]*")
 theirs=$(grep -o 'finished in [^,]*, [0-9.]* req/s' "$work/h2load.txt" | grep -o '[0-9.]* req/s' | grep -o '[0-9.]*')
 target=$([ "$mode" = apns ] && echo 0.6 || echo 0.4)
 echo "== ratio pushworker/h2load: $(python3 -c "print(f'{$ours/$theirs:.2f}')") (target >= $target)"
+if [ "$mode" = apns ]; then
+  client_us=$(grep -o '[0-9.]* µs per notification' "$work/ours.txt" | grep -o '^[0-9.]*')
+  echo "== client CPU per notification, pushworker/h2load: $(python3 -c "print(f'{$client_us / ($h2load_cpu / $count * 1e6):.2f}')")"
+fi

@@ -40,6 +40,7 @@ struct APNsBenchCommand: AsyncParsableCommand {
         let histogram = LatencyHistogram()
         let workers = min(connections * streams, count)
         let start = ContinuousClock.now
+        let cpuBefore = CPUTime.now
         let failures = try await withThrowingTaskGroup(of: Int.self) { group in
             for worker in 0..<workers {
                 group.addTask {
@@ -56,9 +57,12 @@ struct APNsBenchCommand: AsyncParsableCommand {
             return try await group.reduce(0, +)
         }
         let seconds = (ContinuousClock.now - start) / .seconds(1)
+        // This process's user + system time: what the client spent, whatever the server's speed.
+        let cpu = CPUTime.now - cpuBefore
         client.shutdown()
         print(String(format: "pushworker bench apns: %d notifications in %.2f s = %.0f notifications/s (%d connection(s), %d streams, %d not 200)",
             count, seconds, Double(count) / seconds, connections, streams, failures))
+        print(String(format: "client CPU (user + system) %.2f s = %.1f µs per notification", cpu, cpu / Double(count) * 1e6))
         print(String(format: "latency p50 %.2f ms, p99 %.2f ms; peak memory (VmHWM) %.1f MiB",
             histogram.percentile(0.5), histogram.percentile(0.99), Double(PeakMemory.kibibytes) / 1024))
     }
