@@ -29,7 +29,7 @@ public final class WorkerHealth: Sendable {
 
     /// Registers a broker connection that must be up to be ready, and returns what its
     /// configuration's `onConnectionEvent` should be.
-    public func observe(connection name: String) -> @Sendable (AMQPConnectionEvent) -> Void {
+    func observe(connection name: String) -> @Sendable (AMQPConnectionEvent) -> Void {
         state.withLock { $0.connections.append(Connection(name: name, problem: "not connected yet")) }
         return { [self] event in
             state.withLock { state in
@@ -46,6 +46,16 @@ public final class WorkerHealth: Sendable {
             }
             if case .connected(reconnected: true) = event { metrics.reconnected(name) }
         }
+    }
+
+    /// `amqp` for one of the worker's connections: named `name` in the broker's UI, waiting for a
+    /// broker not reachable yet, and observed as `label` for readiness and the reconnect counter.
+    public func observed(_ amqp: AMQPConfiguration, name: String, as label: String) -> AMQPConfiguration {
+        var configuration = amqp
+        configuration.connectionName = name
+        configuration.waitsForBroker = true
+        configuration.onConnectionEvent = observe(connection: label)
+        return configuration
     }
 
     public func appsLoaded() {

@@ -35,14 +35,9 @@ public final class RegistryService: Service, Sendable {
         settings: WorkerSettings, store: any RegistryStore, file: String, metrics: WorkerMetrics = WorkerMetrics(),
         health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> RegistryService {
-        var amqp = try settings.amqpConfiguration(file: file)
-        amqp.waitsForBroker = true
-        var publishing = amqp
-        publishing.connectionName = "pushworker registry replies"
-        publishing.onConnectionEvent = health.observe(connection: "registry-replies")
-        var consuming = amqp
-        consuming.connectionName = "pushworker registry"
-        consuming.onConnectionEvent = health.observe(connection: "registry")
+        let amqp = try settings.amqpConfiguration(file: file)
+        let publishing = health.observed(amqp, name: "pushworker registry replies", as: "registry-replies")
+        let consuming = health.observed(amqp, name: "pushworker registry", as: "registry")
         let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
         let consumer = try await AMQPConsumer.connect(consuming, queue: settings.queues.registry, prefetch: prefetch, logger: logger)
         logger.info("registry commands consumed", metadata: ["queue": "\(settings.queues.registry)"])

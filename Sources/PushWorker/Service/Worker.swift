@@ -51,8 +51,7 @@ public final class Worker: Service, Sendable {
         metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> Worker {
         let settings = configuration.worker
-        var amqp = try settings.amqpConfiguration(file: file)
-        amqp.waitsForBroker = true
+        let amqp = try settings.amqpConfiguration(file: file)
         var clients: [APNsClient] = []
         var apps: [JobPipeline.App] = []
         for (index, app) in configuration.apps.enumerated() {
@@ -62,12 +61,8 @@ public final class Worker: Service, Sendable {
         }
         health.appsLoaded()
         sampleGauges(of: clients, into: metrics)
-        var publishing = amqp
-        publishing.connectionName = "pushworker results"
-        publishing.onConnectionEvent = health.observe(connection: "publisher")
-        var consuming = amqp
-        consuming.connectionName = "pushworker jobs"
-        consuming.onConnectionEvent = health.observe(connection: "jobs")
+        let publishing = health.observed(amqp, name: "pushworker results", as: "publisher")
+        let consuming = health.observed(amqp, name: "pushworker jobs", as: "jobs")
         let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
         let pipeline = JobPipeline(
             settings: settings, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(), feedback: registry,
