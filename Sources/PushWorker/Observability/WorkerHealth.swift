@@ -18,6 +18,8 @@ public final class WorkerHealth: Sendable {
         var connections: [Connection] = []
         var appsProblem: String? = "credentials not loaded yet"
         var registry: (any RegistryStore)?
+        /// A registry is configured but not open yet (PostgreSQL may take its connect timeout).
+        var registryOpening = false
     }
 
     private let state = Mutex(State())
@@ -62,19 +64,30 @@ public final class WorkerHealth: Sendable {
         state.withLock { $0.appsProblem = nil }
     }
 
+    public func registryOpening() {
+        state.withLock { $0.registryOpening = true }
+    }
+
     public func watch(registry: any RegistryStore) {
-        state.withLock { $0.registry = registry }
+        state.withLock {
+            $0.registry = registry
+            $0.registryOpening = false
+        }
     }
 
     /// How long the registry may take to answer a probe before it counts as unreachable.
     static let registryProbeLimit: Duration = .seconds(2)
 
     public func report() async -> ReadinessReport {
-        let (connections, appsProblem, registry) = state.withLock { ($0.connections, $0.appsProblem, $0.registry) }
+        let (connections, appsProblem, registry, registryOpening) = state.withLock {
+            ($0.connections, $0.appsProblem, $0.registry, $0.registryOpening)
+        }
         let down = connections.filter { $0.problem != nil }
         let undeclared = connections.filter { !$0.declared }
         var checks = [
-            ReadinessReport.Check("broker", problem: down.isEmpty ? nil : down.map { "\($0.name): \($0.problem!)" }.joined(separator: "; ")),
+            ReadinessReport.Check("broker", problem: connections.isEmpty
+                ? "not connected yet"
+                : down.isEmpty ? nil : down.map { "\($0.name): \($0.problem!)" }.joined(separator: "; ")),
             ReadinessReport.Check("topology", problem: connections.isEmpty
                 ? "not declared yet"
                 : undeclared.isEmpty ? nil : "not declared yet on \(undeclared.map(\.name).joined(separator: ", "))"),
@@ -82,6 +95,8 @@ public final class WorkerHealth: Sendable {
         ]
         if let registry {
             checks.append(ReadinessReport.Check("registry", problem: await Self.probe(registry)))
+        } else if registryOpening {
+            checks.append(ReadinessReport.Check("registry", problem: "opening the store"))
         }
         return ReadinessReport(checks)
     }

@@ -41,7 +41,6 @@ public final class RegistryService: Service, Sendable {
         let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
         let consumer = try await AMQPConsumer.connect(consuming, queue: settings.queues.registry, prefetch: prefetch, logger: logger)
         logger.info("registry commands consumed", metadata: ["queue": "\(settings.queues.registry)"])
-        health.watch(registry: store)
         return RegistryService(consumer: consumer, publisher: publisher, store: store, queues: settings.queues, metrics: metrics, logger: logger)
     }
 

@@ -29,7 +29,9 @@ public enum WorkerProcess {
     private static func serve(
         _ configuration: PushWorkerConfiguration, file: String, metrics: WorkerMetrics, health: WorkerHealth, logger: Logger
     ) async throws {
+        if configuration.worker.registry != nil { health.registryOpening() }
         let registry = try await configuration.openRegistryStore(file: file, logger: logger).map { RegistryResolver(store: $0, logger: logger) }
+        if let registry { health.watch(registry: registry.store) }
         let worker = try await Worker.start(configuration, file: file, registry: registry, metrics: metrics, health: health, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: worker)]
         if let registry {
