@@ -93,7 +93,7 @@ let package = Package(
                 "APNs",
                 "CCurl",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // /metrics, /healthz and /readyz over plain SwiftNIO HTTP/1 (NIO is already in the

@@ -1,6 +1,6 @@
 import APNs
 import CCurl
-import CoreMetrics
+import Metrics
 import Foundation
 import Logging
 
@@ -109,7 +109,7 @@ public final class APNsClient: Sendable {
                 transfer.finish(.failure(code: UInt32.max, message: "shut down"))
             }
         }
-        latency.recordNanoseconds(Self.nanoseconds(ContinuousClock.now - start))
+        latency.record(duration: ContinuousClock.now - start)
         // APNs raises a connection's stream limit once it has accepted the credentials; a 403
         // (or no answer at all) leaves the connection at one stream.
         if case .response(let status, _, _, _, _) = outcome, status != 403 {
@@ -118,10 +118,6 @@ public final class APNsClient: Sendable {
             pool.release(index, answered: false)
         }
         return outcome
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
     }
 
     private static func classify(code: UInt32, message: String, url: String) -> APNsClientError {

@@ -44,8 +44,7 @@ public final class ConnectProxy: @unchecked Sendable {
         }
         targets.withLock { $0.append(String(parts[1])) }
         let upstream = Self.connect(host: String(parts[1][..<colon]), port: targetPort)
-        let connected: Int32 = upstream >= 0 ? 0 : -1
-        guard connected == 0 else {
+        guard upstream >= 0 else {
             _ = "HTTP/1.1 502 Bad Gateway\r\n\r\n".withCString { write(client, $0, strlen($0)) }
             close(client)
             return
