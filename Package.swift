@@ -50,6 +50,12 @@ let package = Package(
             name: "CCurl",
             linkerSettings: [.linkedLibrary("curl")]
         ),
+        // libnghttp2 over OpenSSL: the default APNs transport's connection engine, in C so that
+        // nghttp2's per-frame callbacks never cross into Swift (one completion per request does).
+        .target(
+            name: "CNGHTTP2",
+            linkerSettings: [.linkedLibrary("nghttp2"), .linkedLibrary("ssl"), .linkedLibrary("crypto")]
+        ),
         // APNs requests, responses, reasons and provider tokens: no transport, so the mock
         // server can validate with the very types the client sends.
         .target(
@@ -86,12 +92,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The HTTP/2 client and connection pool over libcurl's multi interface.
+        // The HTTP/2 client and its connection pool, on either transport: libnghttp2 (default)
+        // or libcurl's multi interface.
         .target(
             name: "APNsHTTP2",
             dependencies: [
                 "APNs",
                 "CCurl",
+                "CNGHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]

@@ -1,5 +1,4 @@
 import APNs
-import CCurl
 import Metrics
 import Foundation
 import Logging
@@ -40,6 +39,15 @@ public final class APNsClient: Sendable {
     /// Connections with a socket open to APNs (or to the proxy) now.
     public var openConnections: Int { pool.connections.count { $0.isOpen } }
 
+    /// PINGs sent on quiet connections and the answers received since the start (nghttp2
+    /// transport; the curl transport sends none).
+    public var keepalivePings: (sent: UInt64, answered: UInt64) {
+        pool.connections.reduce((sent: 0, answered: 0)) { total, connection in
+            guard let pings = (connection as? NGHTTP2Connection)?.pings else { return total }
+            return (total.sent + pings.sent, total.answered + pings.answered)
+        }
+    }
+
     /// Finishes the requests in flight, then closes the connections.
     public func shutdown() {
         pool.shutdown()
@@ -59,19 +67,15 @@ public final class APNsClient: Sendable {
         var refreshedToken = false
         var transportAttempts = 0
         while true {
-            var headers = request.headers.map { "\($0.name): \($0.value)" }
+            var headers = request.headers
             if case .token(let source) = configuration.authentication {
                 if token == nil {
                     do { token = try source.current() } catch { throw .credentials(error.description) }
                 }
-                headers.append("authorization: bearer \(token!.jwt)")
+                headers.append(("authorization", "bearer \(token!.jwt)"))
             }
-            let outcome = await perform(url: configuration.baseURL + request.path, headers: headers, body: request.payload)
-            switch outcome {
-            case .response(let status, let version, let apnsID, let uniqueID, let body):
-                guard version == Int(CURL_HTTP_VERSION_2_0) else {
-                    throw .transport("\(configuration.baseURL) did not negotiate HTTP/2 (ALPN h2)")
-                }
+            switch await perform(path: request.path, headers: headers, body: request.payload) {
+            case .response(let status, let apnsID, let uniqueID, let body):
                 let response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
                 switch response.reason?.disposition {
                 case .retryWithNewProviderToken where !refreshedToken:
@@ -88,50 +92,27 @@ public final class APNsClient: Sendable {
                 default:
                     return response
                 }
-            case .failure(let code, let message):
-                let error = Self.classify(code: code, message: message, url: configuration.baseURL)
-                guard error.isRetryable, case .transport = error, transportAttempts < configuration.transportRetries else {
-                    throw error
-                }
+            case .failure(let error, let retry):
+                guard retry, transportAttempts < configuration.transportRetries else { throw error }
                 transportAttempts += 1
-                logger.debug("retrying after a transport error", metadata: ["error": "\(message)", "attempt": "\(transportAttempts)"])
+                logger.debug("retrying after a transport error", metadata: ["error": "\(error)", "attempt": "\(transportAttempts)"])
             }
         }
     }
 
     /// Sends on the connection the pool picks and tells the pool how it went.
-    private func perform(url: String, headers: [String], body: [UInt8]) async -> CurlOutcome {
+    private func perform(path: String, headers: [(name: String, value: String)], body: [UInt8]) async -> APNsExchangeOutcome {
         let index = await pool.acquire()
         let start = ContinuousClock.now
-        let outcome = await withCheckedContinuation { continuation in
-            let transfer = CurlTransfer(url: url, headers: headers, body: body, continuation: continuation)
-            if !pool.connections[index].submit(transfer) {
-                transfer.finish(.failure(code: UInt32.max, message: "shut down"))
-            }
-        }
+        let outcome = await pool.connections[index].exchange(path: path, headers: headers, body: body)
         latency.record(duration: ContinuousClock.now - start)
         // APNs raises a connection's stream limit once it has accepted the credentials; a 403
         // (or no answer at all) leaves the connection at one stream.
-        if case .response(let status, _, _, _, _) = outcome, status != 403 {
+        if case .response(let status, _, _, _) = outcome, status != 403 {
             pool.release(index, answered: true)
         } else {
             pool.release(index, answered: false)
         }
         return outcome
-    }
-
-    private static func classify(code: UInt32, message: String, url: String) -> APNsClientError {
-        switch code {
-        case UInt32.max:
-            return .shutdown
-        case CURLE_OPERATION_TIMEDOUT.rawValue:
-            return .timeout("no answer from \(url): \(message)")
-        case CURLE_SSL_CERTPROBLEM.rawValue, CURLE_SSL_CIPHER.rawValue, CURLE_BAD_FUNCTION_ARGUMENT.rawValue:
-            return .credentials("\(message)")
-        case CURLE_PEER_FAILED_VERIFICATION.rawValue, CURLE_SSL_CACERT_BADFILE.rawValue:
-            return .transport("TLS verification of \(url) failed: \(message)")
-        default:
-            return .transport("\(url): \(message)")
-        }
     }
 }

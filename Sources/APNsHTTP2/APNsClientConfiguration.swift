@@ -19,6 +19,8 @@ public struct APNsClientConfiguration: Sendable {
 
     /// The app this client sends for, as its metrics name it.
     public var name = "apns"
+    /// The HTTP/2 engine.
+    public var transport: APNsTransport = .nghttp2
     /// `https://host:port` of the service; see ``init(environment:port:authentication:)``.
     public var baseURL: String
     public var authentication: Authentication
@@ -35,6 +37,12 @@ public struct APNsClientConfiguration: Sendable {
     public var caFile: String?
     /// `http://proxy:port` or `https://proxy:port`; APNs traffic goes through a CONNECT tunnel.
     public var proxy: String?
+    /// nghttp2 transport: a PING goes out after this long without a frame from the server, so
+    /// an idle connection stays open through NATs and APNs' idle timeout, and a dead one is found
+    /// before a notification waits on it. nil sends none (the curl transport never does).
+    public var pingInterval: Duration? = .seconds(60)
+    /// A PING unanswered this long marks the connection dead: its requests are retried on a new one.
+    public var pingTimeout: Duration = .seconds(10)
     /// Sends after a GOAWAY, a refused stream or a dropped connection are retried on a fresh
     /// connection this many times before the error reaches the caller.
     public var transportRetries = 3

@@ -18,13 +18,18 @@ final class APNsConnectionPool: Sendable {
         var closed = false
     }
 
-    let connections: [APNsConnection]
+    let connections: [any APNsConnection]
     private let maxStreams: Int
     private let state: Mutex<State>
 
     init(configuration: APNsClientConfiguration) {
         let count = max(1, configuration.connections)
-        connections = (0..<count).map { _ in APNsConnection(configuration: configuration) }
+        connections = (0..<count).map { _ -> any APNsConnection in
+            switch configuration.transport {
+            case .nghttp2: NGHTTP2Connection(configuration: configuration)
+            case .curl: CurlConnection(configuration: configuration)
+            }
+        }
         maxStreams = max(1, configuration.maxConcurrentStreams)
         state = Mutex(State(slots: Array(repeating: Slot(), count: count)))
     }

@@ -7,11 +7,11 @@ import Testing
 
 @Suite("APNs client against the mock, over TLS and HTTP/2")
 struct APNsClientTests {
-    @Test("a token-authenticated notification arrives with every header and the payload as sent")
-    func tokenAuth() async throws {
+    @Test("a token-authenticated notification arrives with every header and the payload as sent", arguments: APNsTransport.allCases)
+    func tokenAuth(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client()
+        let client = fixture.client(transport: transport)
         let id = UUID()
         let request = MockFixture.request {
             $0.priority = .conservePower
@@ -36,18 +36,18 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("certificate auth with a .p12 and its password, and with PEM certificate and key")
-    func certificateAuth() async throws {
+    @Test("certificate auth with a .p12 and its password, and with PEM certificate and key", arguments: APNsTransport.allCases)
+    func certificateAuth(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
-        let p12 = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.p12"), format: .p12, password: "test")))
+        let p12 = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.p12"), format: .p12, password: "test")), transport: transport)
         #expect(try await p12.send(MockFixture.request(1)).status == 200)
-        let pem = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.pem"), format: .pem, keyFile: fixture.path("client.key"))))
+        let pem = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.pem"), format: .pem, keyFile: fixture.path("client.key"))), transport: transport)
         #expect(try await pem.send(MockFixture.request(2)).status == 200)
         // No authorization header was sent: the certificate alone authenticated.
         #expect(fixture.server.recorded.allSatisfy { $0.headers["authorization"] == nil })
 
-        let wrongPassword = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.p12"), format: .p12, password: "nope")))
+        let wrongPassword = fixture.client(.certificate(APNsCertificateIdentity(certificateFile: fixture.path("client.p12"), format: .p12, password: "nope")), transport: transport)
         do {
             _ = try await wrongPassword.send(MockFixture.request(3))
             Issue.record("sent with a wrong .p12 password")
@@ -58,11 +58,11 @@ struct APNsClientTests {
         p12.shutdown(); pem.shutdown(); wrongPassword.shutdown()
     }
 
-    @Test("a server certificate from an unknown CA is refused")
-    func verifiesServer() async throws {
+    @Test("a server certificate from an unknown CA is refused", arguments: APNsTransport.allCases)
+    func verifiesServer(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client { $0.caFile = nil }
+        let client = fixture.client(transport: transport) { $0.caFile = nil }
         do {
             _ = try await client.send(MockFixture.request())
             Issue.record("trusted a certificate from an unknown CA")
@@ -73,11 +73,11 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("an invalid request is refused before it is sent")
-    func invalidNotSent() async throws {
+    @Test("an invalid request is refused before it is sent", arguments: APNsTransport.allCases)
+    func invalidNotSent(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client()
+        let client = fixture.client(transport: transport)
         do {
             _ = try await client.send(MockFixture.request { $0.collapseID = String(repeating: "x", count: 65) })
             Issue.record("sent an invalid request")
@@ -91,13 +91,13 @@ struct APNsClientTests {
 
     @Test(
         "each injected APNs error comes back with its status and reason",
-        arguments: [APNsErrorReason.badDeviceToken, .deviceTokenNotForTopic, .topicDisallowed, .badCertificate, .forbidden,
+        arguments: APNsTransport.allCases, [APNsErrorReason.badDeviceToken, .deviceTokenNotForTopic, .topicDisallowed, .badCertificate, .forbidden,
             .invalidProviderToken, .badEnvironmentKeyInToken, .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates,
             .tooManyRequests, .internalServerError, .serviceUnavailable])
-    func injectedErrors(reason: APNsErrorReason) async throws {
+    func injectedErrors(transport: APNsTransport, reason: APNsErrorReason) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.reject(reason), tokens: [MockFixture.deviceToken(7)])] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client()
+        let client = fixture.client(transport: transport)
         // A first, accepted request, as a connection's first one must be for the token to be trusted.
         #expect(try await client.send(MockFixture.request(1)).status == 200)
         let response = try await client.send(MockFixture.request(7))
@@ -106,12 +106,12 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("an unregistered device answers 410 with the millisecond timestamp")
-    func unregistered() async throws {
+    @Test("an unregistered device answers 410 with the millisecond timestamp", arguments: APNsTransport.allCases)
+    func unregistered(transport: APNsTransport) async throws {
         let since = Date(timeIntervalSince1970: 1_700_000_000.250)
         let fixture = try await MockFixture.start { $0.unregisteredTokens = [MockFixture.deviceToken(3): since] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client()
+        let client = fixture.client(transport: transport)
         let response = try await client.send(MockFixture.request(3))
         #expect(response.status == 410)
         #expect(response.reason == .unregistered)
@@ -119,13 +119,13 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("one provider token serves every request; ExpiredProviderToken gets a new one and a single retry")
-    func tokenRefresh() async throws {
+    @Test("one provider token serves every request; ExpiredProviderToken gets a new one and a single retry", arguments: APNsTransport.allCases)
+    func tokenRefresh(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
         let clock = Locked(Date())
         let source = fixture.tokenSource(clock: { clock.value })
-        let client = fixture.client(.token(source))
+        let client = fixture.client(.token(source), transport: transport)
         for index in 0..<20 { #expect(try await client.send(MockFixture.request(index)).status == 200) }
         let tokens = Set(fixture.server.recorded.compactMap { $0.headers["authorization"] })
         #expect(tokens.count == 1)
@@ -147,14 +147,14 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("a new connection carries one stream until a request is accepted, then up to the server's limit")
-    func streamLimit() async throws {
+    @Test("a new connection carries one stream until a request is accepted, then up to the server's limit", arguments: APNsTransport.allCases)
+    func streamLimit(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start {
             $0.maxConcurrentStreams = 8
             $0.faults = [MockAPNsFault(.latency(.milliseconds(30)))]
         }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client()
+        let client = fixture.client(transport: transport)
         try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<60 { group.addTask { try await client.send(MockFixture.request(index)).status } }
             for try await status in group { #expect(status == 200) }
@@ -167,11 +167,11 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("a request past the timeout fails as a timeout, and the client goes on working")
-    func timeout() async throws {
+    @Test("a request past the timeout fails as a timeout, and the client goes on working", arguments: APNsTransport.allCases)
+    func timeout(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.seconds(3)), tokens: [MockFixture.deviceToken(9)])] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client { $0.requestTimeout = .milliseconds(500) }
+        let client = fixture.client(transport: transport) { $0.requestTimeout = .milliseconds(500) }
         do {
             _ = try await client.send(MockFixture.request(9))
             Issue.record("no timeout")
@@ -182,13 +182,13 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("through an HTTP CONNECT proxy, the TLS session still ends at APNs")
-    func proxy() async throws {
+    @Test("through an HTTP CONNECT proxy, the TLS session still ends at APNs", arguments: APNsTransport.allCases)
+    func proxy(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
         let proxy = try ConnectProxy()
         defer { proxy.stop() }
-        let client = fixture.client { $0.proxy = "http://127.0.0.1:\(proxy.port)" }
+        let client = fixture.client(transport: transport) { $0.proxy = "http://127.0.0.1:\(proxy.port)" }
         #expect(try await client.send(MockFixture.request(1)).status == 200)
         #expect(try await client.send(MockFixture.request(2)).status == 200)
         #expect(proxy.requestedTargets == ["127.0.0.1:\(fixture.server.port)"])
@@ -196,11 +196,11 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("the number of requests in flight never exceeds maxInFlight")
-    func boundedInFlight() async throws {
+    @Test("the number of requests in flight never exceeds maxInFlight", arguments: APNsTransport.allCases)
+    func boundedInFlight(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.milliseconds(20)))] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client { $0.maxInFlight = 5; $0.connections = 2 }
+        let client = fixture.client(transport: transport) { $0.maxInFlight = 5; $0.connections = 2 }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<100 { group.addTask { _ = try await client.send(MockFixture.request(index)) } }
             try await group.waitForAll()

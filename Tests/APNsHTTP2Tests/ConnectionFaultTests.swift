@@ -19,11 +19,11 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test("GOAWAY mid-burst: every notification is answered once and delivered once")
-    func goAway() async throws {
+    @Test("GOAWAY mid-burst: every notification is answered once and delivered once", arguments: APNsTransport.allCases)
+    func goAway(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.goAway(afterRequests: 150), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
         let statuses = try await burst(client, count: 1000)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         let counts = fixture.server.deliveryCounts
@@ -32,11 +32,11 @@ struct ConnectionFaultTests {
         client.shutdown()
     }
 
-    @Test("connection resets mid-burst: every notification is still answered exactly once")
-    func reset() async throws {
+    @Test("connection resets mid-burst: every notification is still answered exactly once", arguments: APNsTransport.allCases)
+    func reset(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.resetConnection(afterRequests: 200), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
         let statuses = try await burst(client, count: 1000)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         #expect(Set(fixture.server.recorded.map(\.token)).count == 1000)
@@ -44,13 +44,13 @@ struct ConnectionFaultTests {
         client.shutdown()
     }
 
-    @Test("10,000 notifications over 2 connections: none lost, none duplicated")
-    func tenThousand() async throws {
+    @Test("10,000 notifications over 2 connections: none lost, none duplicated", arguments: APNsTransport.allCases)
+    func tenThousand(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
         // 100 streams a connection: the mock runs unoptimised in debug test builds, and a deeper
         // queue would only make requests wait past their timeout on a busy CI machine.
-        let client = fixture.client { $0.connections = 2; $0.maxConcurrentStreams = 100; $0.maxInFlight = 200; $0.requestTimeout = .seconds(30) }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 100; $0.maxInFlight = 200; $0.requestTimeout = .seconds(30) }
         let statuses = try await burst(client, count: 10_000)
         #expect(fixture.server.connectionErrors.isEmpty, "\(fixture.server.connectionErrors.prefix(5))")
         #expect(statuses.count == 10_000 && statuses.values.allSatisfy { $0 == 200 })

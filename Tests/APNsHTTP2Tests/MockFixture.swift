@@ -24,8 +24,12 @@ struct MockFixture {
         ProviderTokenSource(keyID: Self.keyID, teamID: Self.teamID, key: signingKey, clock: clock)
     }
 
-    func configuration(_ authentication: APNsClientConfiguration.Authentication? = nil, change: (inout APNsClientConfiguration) -> Void = { _ in }) -> APNsClientConfiguration {
+    func configuration(
+        _ authentication: APNsClientConfiguration.Authentication? = nil, transport: APNsTransport,
+        change: (inout APNsClientConfiguration) -> Void = { _ in }
+    ) -> APNsClientConfiguration {
         var configuration = APNsClientConfiguration(baseURL: server.url, authentication: authentication ?? .token(tokenSource()))
+        configuration.transport = transport
         configuration.caFile = path("ca.pem")
         configuration.connections = 1
         configuration.requestTimeout = .seconds(10)
@@ -33,8 +37,12 @@ struct MockFixture {
         return configuration
     }
 
-    func client(_ authentication: APNsClientConfiguration.Authentication? = nil, change: (inout APNsClientConfiguration) -> Void = { _ in }) -> APNsClient {
-        APNsClient(configuration: configuration(authentication, change: change))
+    /// A client on `transport`: every client test runs on both, so neither is the one left untested.
+    func client(
+        _ authentication: APNsClientConfiguration.Authentication? = nil, transport: APNsTransport,
+        change: (inout APNsClientConfiguration) -> Void = { _ in }
+    ) -> APNsClient {
+        APNsClient(configuration: configuration(authentication, transport: transport, change: change))
     }
 
     static func deviceToken(_ index: Int) -> String {

@@ -53,12 +53,45 @@ struct PushWorkerConfigurationTests {
         #expect(configuration.app(named: nil) == nil)
     }
 
+    @Test("the transport is nghttp2 unless an app asks for curl; a proxy nghttp2 cannot tunnel through is refused naming the key")
+    func transport() throws {
+        let keyFile = try temporaryFile(try TestKeys.newP8())
+        func app(_ extra: String) -> String {
+            "  - name: a\(UUID().uuidString.prefix(4))\n    topic: t\n    environment: sandbox\n    token: {key_file: \(keyFile), key_id: k, team_id: t}\n\(extra)"
+        }
+        let yaml = "apps:\n" + app("") + app("    transport: curl\n    proxy: socks5://10.0.0.1:1080\n")
+            + app("    ping_interval_seconds: 0\n    proxy: http://user:secret@10.0.0.1:3128\n") + app("    proxy: https://10.0.0.1:3128\n")
+            + app("    ping_interval_seconds: 7200\n")
+        let file = try temporaryFile(yaml)
+        let configuration = try PushWorkerConfiguration.load(file: file)
+        let plain = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:])
+        #expect(plain.transport == .nghttp2)
+        #expect(plain.pingInterval == .seconds(60))
+        let curl = try configuration.apps[1].clientConfiguration(file: file, index: 1, environment: [:])
+        #expect(curl.transport == .curl && curl.proxy == "socks5://10.0.0.1:1080")
+        let noPing = try configuration.apps[2].clientConfiguration(file: file, index: 2, environment: [:])
+        #expect(noPing.pingInterval == nil && noPing.transport == .nghttp2)
+        #expect(throws: ConfigurationError.self) { try configuration.apps[3].clientConfiguration(file: file, index: 3, environment: [:]) }
+        do {
+            _ = try configuration.apps[3].clientConfiguration(file: file, index: 3, environment: [:])
+        } catch {
+            #expect("\(error)".contains("apps[3].proxy: a https:// proxy needs transport: curl"), "\(error)")
+        }
+        do {
+            _ = try configuration.apps[4].clientConfiguration(file: file, index: 4, environment: [:])
+            Issue.record("accepted a 2-hour PING interval")
+        } catch {
+            #expect("\(error)".contains("apps[4].ping_interval_seconds"), "\(error)")
+        }
+    }
+
     @Test(
         "a bad configuration names the file and the key",
         arguments: [
             ("apps:\n  - name: a\n    environment: sandbox\n    token: {key_file: x, key_id: k, team_id: t}\n", "apps[0].topic: is missing"),
             ("apps:\n  - name: a\n    topic: t\n    environment: staging\n    token: {key_file: x, key_id: k, team_id: t}\n", "apps[0].environment"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    connections: many\n", "apps[0].connections: should be a whole number"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    transport: quic\n", "apps[0].transport"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n  - name: a\n    topic: u\n    environment: sandbox\n", "apps[1].name: 'a' is used by another app"),
             ("apps: [", "not valid YAML"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    token: {key_id: k}\n", "apps[0].token.team_id: is missing"),

@@ -6,6 +6,7 @@ public final class ConnectProxy: @unchecked Sendable {
     public private(set) var port = 0
     private let listener: Int32
     private let targets = Locked<[String]>([])
+    private let frozen = Locked(false)
 
     public var requestedTargets: [String] { targets.value }
 
@@ -15,6 +16,12 @@ public final class ConnectProxy: @unchecked Sendable {
         guard listen(listener, 16) == 0 else { throw TestFailure("proxy listen failed") }
         let thread = Thread { [self] in self.acceptLoop() }
         thread.start()
+    }
+
+    /// From now on bytes are swallowed both ways and connections stay open: a peer that has
+    /// vanished without closing anything, as behind a dead NAT.
+    public func freeze(_ on: Bool = true) {
+        frozen.withLock { $0 = on }
     }
 
     public func stop() {
@@ -50,8 +57,9 @@ public final class ConnectProxy: @unchecked Sendable {
             return
         }
         _ = "HTTP/1.1 200 Connection established\r\n\r\n".withCString { write(client, $0, strlen($0)) }
-        Thread { Self.pump(from: upstream, to: client) }.start()
-        Self.pump(from: client, to: upstream)
+        let frozen = self.frozen
+        Thread { Self.pump(from: upstream, to: client, dropping: { frozen.value }) }.start()
+        Self.pump(from: client, to: upstream, dropping: { frozen.value })
     }
 
     /// A connected socket to host:port, or -1.
@@ -71,11 +79,12 @@ public final class ConnectProxy: @unchecked Sendable {
         return upstream
     }
 
-    static func pump(from source: Int32, to destination: Int32) {
+    static func pump(from source: Int32, to destination: Int32, dropping: @Sendable () -> Bool = { false }) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
             let count = read(source, &buffer, buffer.count)
             if count <= 0 { break }
+            if dropping() { continue }
             var offset = 0
             while offset < count {
                 let written = buffer[offset..<count].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }

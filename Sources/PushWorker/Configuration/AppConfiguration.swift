@@ -21,14 +21,21 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     public var maxInFlight: Int?
     /// Per-request timeout, milliseconds (default 15000).
     public var requestTimeoutMilliseconds: Int?
+    /// `http://host:port` (either transport) or `https://…`/`socks5://…` (curl only): APNs
+    /// traffic goes through a CONNECT tunnel.
     public var proxy: String?
+    /// The HTTP/2 engine: `nghttp2` (default) or `curl`.
+    public var transport: APNsTransport?
+    /// nghttp2: PING after this many seconds without a frame from APNs (default 60; 0 for none).
+    public var pingIntervalSeconds: Int?
     public var token: TokenCredentials?
     public var certificate: CertificateCredentials?
 
     public static let defaultMaxInFlight = 256
 
     enum CodingKeys: String, CodingKey {
-        case name, topic, environment, port, url, connections, proxy, token, certificate
+        case name, topic, environment, port, url, connections, proxy, transport, token, certificate
+        case pingIntervalSeconds = "ping_interval_seconds"
         case caFile = "ca_file"
         case requestTimeoutMilliseconds = "request_timeout_ms"
         case maxInFlight = "max_in_flight"
@@ -136,6 +143,22 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         configuration.name = name
         configuration.caFile = caFile
         configuration.proxy = proxy
+        configuration.transport = transport ?? .nghttp2
+        if let proxy {
+            let scheme = proxy.prefix { $0 != ":" }.lowercased()
+            guard ["http", "https", "socks5", "socks5h", "socks4", "socks4a"].contains(scheme), proxy.contains("://") else {
+                throw fail("proxy", "'\(scheme)' is not an http://, https:// or socks5:// proxy URL")
+            }
+            guard scheme == "http" || configuration.transport == .curl else {
+                throw fail("proxy", "a \(scheme):// proxy needs transport: curl (the nghttp2 transport tunnels through http:// proxies)")
+            }
+        }
+        if let pingIntervalSeconds {
+            guard (0...3600).contains(pingIntervalSeconds) else {
+                throw fail("ping_interval_seconds", "\(pingIntervalSeconds) is not between 0 (no PING) and 3600")
+            }
+            configuration.pingInterval = pingIntervalSeconds == 0 ? nil : .seconds(pingIntervalSeconds)
+        }
         if let requestTimeoutMilliseconds {
             guard requestTimeoutMilliseconds > 0 else { throw fail("request_timeout_ms", "must be positive") }
             configuration.requestTimeout = .milliseconds(requestTimeoutMilliseconds)
