@@ -15,6 +15,7 @@ struct APNsBenchCommand: AsyncParsableCommand {
     @Option(help: "Notifications to send.") var count = 100_000
     @Option(help: "HTTP/2 connections.") var connections = 1
     @Option(help: "Concurrent streams per connection.") var streams = 1000
+    @Option(help: "HTTP/2 transport: nghttp2 or curl.") var transport: APNsTransport = .nghttp2
     @Option(name: .customLong("key-file"), help: "Provider token key (.p8).") var keyFile: String
     @Option(name: .customLong("key-id"), help: "The key's id (10 characters), as the server knows it.") var keyID: String
     @Option(name: .customLong("team-id"), help: "The team id (10 characters) the provider tokens name.") var teamID: String
@@ -28,6 +29,7 @@ struct APNsBenchCommand: AsyncParsableCommand {
             baseURL: url, authentication: .token(ProviderTokenSource(keyID: keyID, teamID: teamID, key: key)))
         configuration.caFile = caFile
         configuration.connections = connections
+        configuration.transport = transport
         configuration.maxConcurrentStreams = streams
         configuration.maxInFlight = connections * streams
         let client = APNsClient(configuration: configuration)
@@ -61,7 +63,7 @@ struct APNsBenchCommand: AsyncParsableCommand {
         let cpu = CPUTime.now - cpuBefore
         client.shutdown()
         print(String(format: "pushworker bench apns: %d notifications in %.2f s = %.0f notifications/s (%d connection(s), %d streams, %d not 200)",
-            count, seconds, Double(count) / seconds, connections, streams, failures))
+            count, seconds, Double(count) / seconds, connections, streams, failures) + ", \(transport) transport")
         print(String(format: "client CPU (user + system) %.2f s = %.1f µs per notification", cpu, cpu / Double(count) * 1e6))
         print(String(format: "latency p50 %.2f ms, p99 %.2f ms; peak memory (VmHWM) %.1f MiB",
             histogram.percentile(0.5), histogram.percentile(0.99), Double(PeakMemory.kibibytes) / 1024))

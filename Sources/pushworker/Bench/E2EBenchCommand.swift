@@ -1,4 +1,5 @@
 import AMQP
+import APNsHTTP2
 import ArgumentParser
 import Foundation
 #if canImport(FoundationNetworking)
@@ -27,6 +28,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(help: "Devices in the large job.") var count = 100_000
     @Option(help: "One-device jobs timed one after another.") var jobs = 1000
     @Option(help: "APNs connections.") var connections = 1
+    @Option(help: "The app's HTTP/2 transport: nghttp2 or curl.") var transport: APNsTransport = .nghttp2
     @Option(name: .customLong("max-in-flight"), help: "The app's max_in_flight (devices in flight at once; default the worker's).") var maxInFlight: Int?
     @Flag(help: "Give the worker an SQLite registry of the same devices (N users in group 'all') and time the job again as a group job, in the same run.")
     var group = false
@@ -65,6 +67,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 url: \(url)
                 ca_file: \(caFile)
                 connections: \(connections)
+                transport: \(transport)
                 max_in_flight: \(maxInFlight ?? AppConfiguration.defaultMaxInFlight)
                 token: {key_file: \(keyFile), key_id: \(keyID), team_id: \(teamID)}
             """
