@@ -68,11 +68,12 @@ public struct APNsRequest: Sendable, Hashable {
 
     /// The APNs headers, in the order sent. Authorization is the connection's business.
     public var headers: [(name: String, value: String)] {
-        var headers: [(String, String)] = [
-            ("apns-topic", topic),
-            ("apns-push-type", pushType.rawValue),
-            ("apns-priority", String(effectivePriority.rawValue)),
-        ]
+        var headers: [(String, String)] = []
+        // Room for every header and the authorization the client adds: one allocation per request.
+        headers.reserveCapacity(7)
+        headers.append(("apns-topic", topic))
+        headers.append(("apns-push-type", pushType.rawValue))
+        headers.append(("apns-priority", effectivePriority == .immediate ? "10" : String(effectivePriority.rawValue)))
         if let expiration { headers.append(("apns-expiration", expiration.headerValue)) }
         if let collapseID { headers.append(("apns-collapse-id", collapseID)) }
         if let apnsID { headers.append(("apns-id", apnsID.uuidString.lowercased())) }

@@ -7,6 +7,16 @@ public struct ProviderToken: Sendable, Hashable {
     public let keyID: String
     public let teamID: String
     public let issuedAt: Date
+    /// `bearer <jwt>`, made once: every request of the next 50 minutes sends it.
+    public let authorization: String
+
+    public init(jwt: String, keyID: String, teamID: String, issuedAt: Date) {
+        self.jwt = jwt
+        self.keyID = keyID
+        self.teamID = teamID
+        self.issuedAt = issuedAt
+        self.authorization = "bearer " + jwt
+    }
 
     /// Signs a new token. `iat` is whole seconds, as APNs expects.
     public static func sign(keyID: String, teamID: String, issuedAt: Date, key: ES256Key) throws(APNsCredentialError) -> ProviderToken {

@@ -72,7 +72,7 @@ public final class APNsClient: Sendable {
                 if token == nil {
                     do { token = try source.current() } catch { throw .credentials(error.description) }
                 }
-                headers.append(("authorization", "bearer \(token!.jwt)"))
+                headers.append(("authorization", token!.authorization))
             }
             switch await perform(path: request.path, headers: headers, body: request.payload) {
             case .response(let status, let apnsID, let uniqueID, let body):

@@ -15,9 +15,9 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     /// Extra CA to trust (for a mock).
     public var caFile: String?
     public var connections: Int?
-    /// Devices of this app in flight at once (default 256). Each costs ~30 KiB, most of it
-    /// libcurl's buffers, so this bounds the worker's memory; 256 at 50 ms per answer is ~5,000
-    /// notifications/s, about what one worker's CPU gives. Raise it for a slower network path.
+    /// Devices of this app in flight at once (default 256). Each costs ~8–12 KiB with the
+    /// nghttp2 transport (~23 KiB with curl), so this bounds the worker's memory; 256 at 30 ms per
+    /// answer is ~8,500 notifications/s. Raise it for a slower network path.
     public var maxInFlight: Int?
     /// Per-request timeout, milliseconds (default 15000).
     public var requestTimeoutMilliseconds: Int?
