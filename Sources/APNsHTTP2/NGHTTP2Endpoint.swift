@@ -65,7 +65,7 @@ struct NGHTTP2Endpoint {
             return UnsafePointer(copy)
         }
         func milliseconds(_ duration: Duration) -> Int32 {
-            Int32(clamping: duration / .milliseconds(1) > Double(Int32.max) ? Int(Int32.max) : Int(duration / .milliseconds(1)))
+            Int32(min(duration / .milliseconds(1), Double(Int32.max)))
         }
         var config = pw_h2_config()
         config.host = text(host)
