@@ -43,7 +43,7 @@ public final class APNsClient: Sendable {
     /// transport; the curl transport sends none).
     public var keepalivePings: (sent: UInt64, answered: UInt64) {
         pool.connections.reduce((sent: 0, answered: 0)) { total, connection in
-            guard let pings = (connection as? NGHTTP2Connection)?.pings else { return total }
+            let pings = connection.keepalivePings
             return (total.sent + pings.sent, total.answered + pings.answered)
         }
     }

@@ -18,4 +18,6 @@ protocol APNsConnection: AnyObject, Sendable {
     func exchange(path: String, headers: [(name: String, value: String)], body: [UInt8]) async -> APNsExchangeOutcome
     /// Refuses new exchanges; those in flight finish, then the connection closes.
     func shutdown()
+    /// HTTP/2 PINGs sent on this connection while quiet, and their answers.
+    var keepalivePings: (sent: UInt64, answered: UInt64) { get }
 }

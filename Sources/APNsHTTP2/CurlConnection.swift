@@ -46,6 +46,9 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
     /// Whether libcurl holds a socket open to the server (or the proxy) now.
     var isOpen: Bool { pw_counter_load(sockets) > 0 }
 
+    /// libcurl 7.88's multi interface sends no PINGs.
+    var keepalivePings: (sent: UInt64, answered: UInt64) { (0, 0) }
+
     func exchange(path: String, headers: [(name: String, value: String)], body: [UInt8]) async -> APNsExchangeOutcome {
         let url = configuration.baseURL + path
         let outcome = await withCheckedContinuation { continuation in

@@ -32,8 +32,7 @@ final class NGHTTP2Connection: APNsConnection, @unchecked Sendable {
 
     var isOpen: Bool { handle.map { pw_h2_is_open($0) != 0 } ?? false }
 
-    /// PINGs sent on idle connections and their answers, since the start.
-    var pings: (sent: UInt64, answered: UInt64) {
+    var keepalivePings: (sent: UInt64, answered: UInt64) {
         guard let handle else { return (0, 0) }
         return (pw_h2_pings_sent(handle), pw_h2_pings_answered(handle))
     }

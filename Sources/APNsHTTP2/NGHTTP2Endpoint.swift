@@ -20,7 +20,7 @@ struct NGHTTP2Endpoint {
         authority = String(base.dropFirst(8).prefix { $0 != "/" })
         (host, port) = try Self.split(authority, defaultPort: 443, what: base)
         if let proxy = configuration.proxy {
-            guard proxy.lowercased().hasPrefix("http://") else {
+            guard APNsTransport.nghttp2.supports(proxy: proxy) else {
                 throw .transport("the nghttp2 transport tunnels through http:// proxies only; use transport curl for this proxy")
             }
             var hostPort = String(proxy.dropFirst(7).prefix { $0 != "/" })

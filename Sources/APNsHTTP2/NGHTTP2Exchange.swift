@@ -29,7 +29,6 @@ final class NGHTTP2Exchange: Sendable {
         case PW_H2_ERR_TIMEOUT: error = .timeout("no answer from \(baseURL): \(message)")
         case PW_H2_ERR_CREDENTIALS: error = .credentials(message)
         case PW_H2_ERR_VERIFY: error = .transport("TLS verification of \(baseURL) failed: \(message)")
-        case PW_H2_ERR_SHUTDOWN: error = .shutdown
         default: error = .transport("\(baseURL): \(message)")
         }
         finish(.failure(error, retry: result.retry != 0))

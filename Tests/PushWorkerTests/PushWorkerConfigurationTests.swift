@@ -61,7 +61,7 @@ struct PushWorkerConfigurationTests {
         }
         let yaml = "apps:\n" + app("") + app("    transport: curl\n    proxy: socks5://10.0.0.1:1080\n")
             + app("    ping_interval_seconds: 0\n    proxy: http://user:secret@10.0.0.1:3128\n") + app("    proxy: https://10.0.0.1:3128\n")
-            + app("    ping_interval_seconds: 7200\n")
+            + app("    ping_interval_seconds: 7200\n") + app("    transport: curl\n    proxy: ftp://10.0.0.1:21\n")
         let file = try temporaryFile(yaml)
         let configuration = try PushWorkerConfiguration.load(file: file)
         let plain = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:])
@@ -82,6 +82,12 @@ struct PushWorkerConfigurationTests {
             Issue.record("accepted a 2-hour PING interval")
         } catch {
             #expect("\(error)".contains("apps[4].ping_interval_seconds"), "\(error)")
+        }
+        do {
+            _ = try configuration.apps[5].clientConfiguration(file: file, index: 5, environment: [:])
+            Issue.record("accepted an ftp:// proxy")
+        } catch {
+            #expect("\(error)".contains("apps[5].proxy: 'ftp' is not an http://"), "\(error)")
         }
     }
 

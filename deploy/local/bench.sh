@@ -12,9 +12,10 @@
 #                                   filtering into chunk jobs, no broker or APNs
 #
 # TRANSPORT=nghttp2 (default) or curl: the APNs transport measured (apns and e2e).
-# SERVER=mock (default) or go: the HTTP/2 server both clients talk to. The mock checks every
-# request as APNs does, but serves a connection on one thread; go is a neutral net/http2 server
-# on all cores (deploy/local/h2server), which does not saturate first at one connection.
+# SERVER=go (default) or mock: the HTTP/2 server both clients talk to. go is a neutral net/http2
+# server on all cores (deploy/local/h2server), which does not saturate first at one connection;
+# the mock checks every request as APNs does, but serves a connection on one thread and is the
+# bottleneck there (the output says so).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source deploy/local/swift-path.sh
@@ -74,7 +75,7 @@ printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushworker"},"so
 # MOCK_THREADS: the mock's event-loop threads (default 2, the machine's cores here). Its CPU use is
 # printed beside each client's, so a mock that saturates first (and so sets both rates) shows.
 mock_threads="${MOCK_THREADS:-2}"
-server="${SERVER:-mock}"
+server="${SERVER:-go}"
 server_name=$([ "$server" = go ] && echo "Go server" || echo "mock APNs")
 transport="${TRANSPORT:-nghttp2}"
 if [ "$server" = go ]; then

@@ -36,8 +36,6 @@ typedef enum {
   PW_H2_ERR_STREAM = 8,
   /// The connection failed mid-exchange: closed, broken, a PING left unanswered, a protocol error.
   PW_H2_ERR_CONNECTION = 9,
-  /// The connection was shut down before the request was sent.
-  PW_H2_ERR_SHUTDOWN = 10,
 } pw_h2_error;
 
 /// What came back for one request. Pointers are valid only during the completion call.

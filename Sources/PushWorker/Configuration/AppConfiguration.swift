@@ -144,14 +144,12 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         configuration.caFile = caFile
         configuration.proxy = proxy
         configuration.transport = transport ?? .nghttp2
-        if let proxy {
+        if let proxy, !configuration.transport.supports(proxy: proxy) {
             let scheme = proxy.prefix { $0 != ":" }.lowercased()
-            guard ["http", "https", "socks5", "socks5h", "socks4", "socks4a"].contains(scheme), proxy.contains("://") else {
+            guard APNsTransport.curl.supports(proxy: proxy) else {
                 throw fail("proxy", "'\(scheme)' is not an http://, https:// or socks5:// proxy URL")
             }
-            guard scheme == "http" || configuration.transport == .curl else {
-                throw fail("proxy", "a \(scheme):// proxy needs transport: curl (the nghttp2 transport tunnels through http:// proxies)")
-            }
+            throw fail("proxy", "a \(scheme):// proxy needs transport: curl (the nghttp2 transport tunnels through http:// proxies)")
         }
         if let pingIntervalSeconds {
             guard (0...3600).contains(pingIntervalSeconds) else {
