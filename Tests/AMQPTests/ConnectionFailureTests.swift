@@ -6,12 +6,13 @@ import Testing
 extension BrokerTests {
     @Suite("Connection failures")
     struct ConnectionFailureTests {
-        @Test("wrong credentials are refused with the broker's reason, within the timeout")
+        // The kind of each error shows which path ended the attempt: a refusal or a failed connect is
+        // not a timeout. None of these tests bounds the total time: on a loaded 2-core machine the
+        // test's own task may wait seconds for a thread.
+        @Test("wrong credentials are refused with the broker's reason, not left to the handshake timeout")
         func wrongCredentials() async throws {
             var configuration = try TestBroker.configuration()
             configuration.password = "definitely-wrong"
-            configuration.handshakeTimeout = .seconds(5)
-            let start = ContinuousClock.now
             do {
                 _ = try await AMQPPublisher.connect(configuration)
                 Issue.record("connected with a wrong password")
@@ -22,7 +23,6 @@ extension BrokerTests {
                 #expect(!error.description.contains("definitely-wrong"))
                 #expect(error.description.contains("as 'guest'"))
             }
-            #expect(ContinuousClock.now - start < .seconds(6))
         }
 
         @Test("waitsForBroker: failed attempts are reported and the start completes when the broker appears; refused credentials still fail it")
@@ -66,11 +66,9 @@ extension BrokerTests {
             }
         }
 
-        @Test("a closed port fails with a clear connection error, within the timeout")
+        @Test("a closed port fails with a clear connection error, not a timeout")
         func closedPort() async throws {
-            var configuration = try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:1/")
-            configuration.connectTimeout = .seconds(2)
-            let start = ContinuousClock.now
+            let configuration = try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:1/")
             do {
                 _ = try await AMQPPublisher.connect(configuration)
                 Issue.record("connected to a closed port")
@@ -79,7 +77,6 @@ extension BrokerTests {
                 #expect(error.message.contains("connecting to amqp://guest:***@127.0.0.1:1/"))
                 #expect(error.message.contains("no broker accepted a connection at 127.0.0.1:1"), "\(error.message)")
             }
-            #expect(ContinuousClock.now - start < .seconds(3))
         }
 
         @Test("a peer that accepts TCP but never speaks AMQP times out at the handshake timeout")
@@ -94,9 +91,11 @@ extension BrokerTests {
             } catch let error as AMQPError {
                 #expect(error.kind == .timeout, "\(error)")
                 #expect(error.message.contains("logging in to"), "\(error)")
+                // The configured timeout acted, not the 10 s default.
+                #expect(error.message.contains("after 800 ms"), "\(error)")
             }
-            let elapsed = ContinuousClock.now - start
-            #expect(elapsed >= .milliseconds(700) && elapsed < .seconds(3), "\(elapsed)")
+            // Load can only lengthen the wait; it must not end early.
+            #expect(ContinuousClock.now - start >= .milliseconds(700))
         }
 
         @Test("a declaration the broker rejects fails start-up with its reply")
