@@ -50,7 +50,7 @@ final class NGHTTP2Connection: APNsConnection, @unchecked Sendable {
             block.append(0)
         }
         var path = path
-        return await withCheckedContinuation { continuation in
+        return await withUnsafeContinuation { continuation in
             let exchange = Unmanaged.passRetained(NGHTTP2Exchange(baseURL: baseURL, continuation: continuation)).toOpaque()
             let queued = path.withUTF8 { path in
                 block.withUnsafeBufferPointer { headers in

@@ -2,11 +2,13 @@ import CNGHTTP2
 
 /// One request handed to the nghttp2 engine: the caller's continuation, resumed by the engine's
 /// completion with Swift copies of what the C result points to (valid only during the call).
+/// The continuation is unchecked: the engine completes each request exactly once (its tests
+/// count every answer), and a checked one costs an allocation per notification.
 final class NGHTTP2Exchange: Sendable {
     private let baseURL: String
-    private let continuation: CheckedContinuation<APNsExchangeOutcome, Never>
+    private let continuation: UnsafeContinuation<APNsExchangeOutcome, Never>
 
-    init(baseURL: String, continuation: CheckedContinuation<APNsExchangeOutcome, Never>) {
+    init(baseURL: String, continuation: UnsafeContinuation<APNsExchangeOutcome, Never>) {
         self.baseURL = baseURL
         self.continuation = continuation
     }
