@@ -24,6 +24,9 @@ struct JobProcessorTests {
             let source = ProviderTokenSource(keyID: MockAPNsFixture.keyID, teamID: MockAPNsFixture.teamID, key: try MockAPNsFixture.signingKey())
             var clientConfiguration = APNsClientConfiguration(baseURL: server.url, authentication: .token(source))
             clientConfiguration.caFile = MockAPNsFixture.path("ca.pem")
+            if let transport = MockAPNsFixture.transport {
+                clientConfiguration.transport = try #require(APNsTransport(rawValue: transport), "PUSHWORKER_TEST_TRANSPORT=\(transport)")
+            }
             let client = APNsClient(configuration: clientConfiguration)
             let queue = TestBroker.uniqueName("results")
             let topology = AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)])

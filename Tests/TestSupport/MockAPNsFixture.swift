@@ -46,6 +46,11 @@ public struct MockAPNsFixture: Sendable {
 
     public static func signingKey() throws -> ES256Key { try ES256Key.privateKey(pem: credentials.p8) }
 
+    /// The APNs transport the worker-level tests configure: `PUSHWORKER_TEST_TRANSPORT`
+    /// (`nghttp2` or `curl`), nil for the default. The test command runs those suites a second
+    /// time with `curl`, so both transports carry every worker behaviour, not only the client's.
+    public static let transport: String? = ProcessInfo.processInfo.environment["PUSHWORKER_TEST_TRANSPORT"].flatMap { $0.isEmpty ? nil : $0 }
+
     /// A `pushworker` configuration's `apps:` entry named `name` that sends to this mock.
     public func appYAML(name: String = "demo", extra: [String] = []) -> String {
         ([
@@ -55,7 +60,7 @@ public struct MockAPNsFixture: Sendable {
             "    url: \(server.url)",
             "    ca_file: \(Self.path("ca.pem"))",
             "    token: {key_file: \(Self.path("key.p8")), key_id: \(Self.keyID), team_id: \(Self.teamID)}",
-        ] + extra.map { "    " + $0 }).joined(separator: "\n")
+        ] + (Self.transport.map { ["    transport: \($0)"] } ?? []) + extra.map { "    " + $0 }).joined(separator: "\n")
     }
 
     /// Writes a configuration file (a new one each call) and returns its path. Without a

@@ -45,6 +45,16 @@ started_at=$SECONDS
 status=0
 swift test "$@" || status=$?
 echo "== swift test exited $status after $((SECONDS - started_at)) s (build included)"
+# The worker-level suites again on the second APNs transport (libcurl): the first pass ran them on
+# the default (nghttp2), and the client's own tests already run on both. The SIGKILL, broker-restart
+# and registry-concurrency suites are left out: what they exercise does not depend on the transport.
+if [ $# -eq 0 ] && [ $status -eq 0 ]; then
+  curl_started_at=$SECONDS
+  PUSHWORKER_TEST_TRANSPORT=curl swift test --skip-build \
+    --filter 'WorkerProcessTests|JobContractTests|InvalidJobCorpusTests|OperatorEndpointTests|RegistryWorkerTests|SendCommandTests|JobProcessorTests|WorkerVolumeTests' \
+    || status=$?
+  echo "== worker suites on the curl transport: swift test exited $status after $((SECONDS - curl_started_at)) s"
+fi
 # The deployment manifests against Kubernetes' schemas (offline); only on a full run.
 if [ $# -eq 0 ]; then
   deploy/check.sh || status=$?
