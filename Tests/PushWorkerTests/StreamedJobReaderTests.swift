@@ -1,5 +1,5 @@
 import Foundation
-import PushWorker
+@testable import PushWorker
 import Testing
 
 @Suite("Large jobs read as they arrive")
@@ -77,23 +77,61 @@ struct StreamedJobReaderTests {
 
 @Suite("Device tokens as bytes")
 struct DeviceTokenListTests {
-    @Test("tokens of any valid length come back as lowercase hex; sorting keeps one of each")
+    @Test("tokens of any valid length come back as lowercase hex, in order within a length; sorting keeps one of each")
     func roundTrip() {
         let tokens = ["0123456789ABCDEF", String(repeating: "ab", count: 32), String(repeating: "f0", count: 200), "0123456789abcdef", "00000000000000ff"]
         var list = DeviceTokenList()
         list.reserve(forBodyOf: 1000)
         for token in tokens { list.append(hex: token.utf8) }
-        #expect(list.hex(0..<list.count) == tokens.map { $0.lowercased() })
+        #expect(list.count == 5)
+        // Grouped by length, shortest first; the order they came within each length.
+        #expect(list.hex(0..<list.count) == ["0123456789abcdef", "0123456789abcdef", "00000000000000ff", String(repeating: "ab", count: 32), String(repeating: "f0", count: 200)])
         list.sortAndRemoveDuplicates()
-        #expect(list.hex(0..<list.count) == Set(tokens.map { $0.lowercased() }).sorted(by: Self.byBytes))
-        #expect(list.count == 4)
+        #expect(list.hex(0..<list.count) == ["00000000000000ff", "0123456789abcdef", String(repeating: "ab", count: 32), String(repeating: "f0", count: 200)])
+        #expect(list.containsSorted(hex: "0123456789ABCDEF"))
+        #expect(list.containsSorted(hex: String(repeating: "F0", count: 200)))
+        #expect(!list.containsSorted(hex: "0123456789abcdee"))
+        #expect(!list.containsSorted(hex: String(repeating: "ab", count: 31)))
+        #expect(!list.containsSorted(hex: "not hex!"))
     }
 
-    /// The order of the tokens' bytes: shorter first where one is a prefix of the other.
-    static func byBytes(_ a: String, _ b: String) -> Bool {
-        func bytes(_ hex: String) -> [UInt8] {
-            stride(from: 0, to: hex.count, by: 2).map { UInt8(hex.dropFirst($0).prefix(2), radix: 16)! }
+    /// Arrangements a quicksort meets badly: sorted, reversed, one token repeated, few distinct
+    /// values, an organ pipe, and random tokens with duplicates.
+    static let arrangements: [(String, [Int])] = {
+        var generator = SystemRandomNumberGenerator()
+        let count = 5000
+        return [
+            ("sorted", Array(0..<count)),
+            ("reversed", Array((0..<count).reversed())),
+            ("one value", Array(repeating: 7, count: count)),
+            ("three values", (0..<count).map { $0 % 3 }),
+            ("organ pipe", (0..<count).map { min($0, count - $0) }),
+            ("random with duplicates", (0..<count).map { _ in Int.random(in: 0..<(count / 2), using: &generator) }),
+        ]
+    }()
+
+    @Test("sorting in place matches the standard library's order and removes exactly the duplicates", arguments: 0..<6)
+    func sortsLikeTheStandardLibrary(arrangement: Int) {
+        let (name, values) = Self.arrangements[arrangement]
+        // Values spread over all 32 bytes, so records differ in more than their last byte.
+        let tokens = values.map { value in (0..<8).map { String(format: "%08x", UInt32(truncatingIfNeeded: value &* (2_654_435_761 &+ $0))) }.joined() }
+        var list = DeviceTokenList()
+        for token in tokens { list.append(hex: token.utf8) }
+        list.sortAndRemoveDuplicates()
+        let expected = Set(tokens).sorted()
+        #expect(list.count == expected.count, "\(name)")
+        #expect(list.hex(0..<list.count) == expected, "\(name)")
+        #expect(tokens.prefix(50).allSatisfy { list.containsSorted(hex: $0) }, "\(name)")
+    }
+
+    @Test("the heapsort that bounds a quicksort gone deep sorts as well", arguments: [0, 1, 3])
+    func heapsortFallback(depthLimit: Int) {
+        let values = (0..<3000).map { ($0 &* 7919) % 1013 }
+        var bytes = values.flatMap { value in withUnsafeBytes(of: UInt32(value).bigEndian) { Array($0) } + [UInt8(value % 5)] }
+        bytes.withUnsafeMutableBytes { raw in
+            FixedWidthRecords(base: raw.baseAddress!, width: 5, count: values.count).sort(depthLimit: depthLimit)
         }
-        return bytes(a).lexicographicallyPrecedes(bytes(b))
+        let records = stride(from: 0, to: bytes.count, by: 5).map { Array(bytes[$0..<($0 + 5)]) }
+        #expect(records == values.sorted().map { value in withUnsafeBytes(of: UInt32(value).bigEndian) { Array($0) } + [UInt8(value % 5)] })
     }
 }

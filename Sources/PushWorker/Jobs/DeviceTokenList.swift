@@ -1,54 +1,60 @@
-/// Device tokens held as bytes, not hex strings: a million 32-byte tokens take ~37 MB here
+/// Device tokens held as bytes, not hex strings, and without a per-token offset or length: tokens
+/// of one length are fixed-width records back to back. A million 32-byte tokens take 32 MB here
 /// against ~120 MB as `[String]`, which is what lets a worker take a million-device job.
+///
+/// Tokens keep the order they came in among those of their length (APNs tokens are all 32 bytes
+/// today, so in practice one order) until `sortAndRemoveDuplicates`.
 public struct DeviceTokenList: Sendable {
-    /// Each token as a length byte, then its bytes.
-    private var storage: [UInt8] = []
-    /// Where each token starts in `storage`, in the order they came (until `sortAndRemoveDuplicates`).
-    private var starts: [UInt32] = []
+    /// The tokens of one byte length.
+    private struct Run: Sendable {
+        let width: Int
+        var bytes: [UInt8] = []
+        var count: Int { bytes.count / width }
+    }
+
+    /// By width, shortest first.
+    private var runs: [Run] = []
+    /// Bytes to reserve for the first run: one allocation the size of the job's tokens, not a
+    /// series of doublings each copying the last.
+    private var reservation = 0
 
     public init() {}
 
-    /// Room for the tokens of a JSON body of `bodySize` bytes: a token's bytes plus its length
-    /// byte are never more than half its quoted hex and separator.
+    /// Room for the tokens of a JSON body of `bodySize` bytes: a token's bytes are never more
+    /// than half its quoted hex. Untouched, the reservation costs address space, not memory.
     public mutating func reserve(forBodyOf bodySize: Int) {
-        storage.reserveCapacity(bodySize / 2 + 1)
-        starts.reserveCapacity(bodySize / 19 + 1)
+        reservation = bodySize / 2 + 1
     }
 
-    public var count: Int { starts.count }
-    public var isEmpty: Bool { starts.isEmpty }
+    public var count: Int { runs.reduce(0) { $0 + $1.count } }
+    public var isEmpty: Bool { runs.isEmpty }
 
     /// Appends a token given as hex (upper or lower case), already validated as even-length hex
     /// of at most 400 digits.
     public mutating func append(hex: some Collection<UInt8>) {
-        precondition(hex.count % 2 == 0 && hex.count <= 510, "validate tokens before storing them")
-        starts.append(UInt32(storage.count))
-        storage.append(UInt8(hex.count / 2))
+        precondition(hex.count % 2 == 0 && hex.count > 0 && hex.count <= 510, "validate tokens before storing them")
+        let width = hex.count / 2
+        let index = runIndex(width)
         var high: UInt8?
         for digit in hex {
             let value = Self.value(of: digit)
             if let first = high {
-                storage.append(first << 4 | value)
+                runs[index].bytes.append(first << 4 | value)
                 high = nil
             } else {
                 high = value
             }
         }
-        precondition(storage.count <= UInt32.max, "more than 4 GiB of tokens")
     }
 
     /// The token at `index` as lowercase hex, as APNs and the results spell it.
     public subscript(index: Int) -> String {
-        let start = Int(starts[index])
-        let length = Int(storage[start])
-        return String(unsafeUninitializedCapacity: length * 2) { buffer in
-            for offset in 0..<length {
-                let byte = storage[start + 1 + offset]
-                buffer[offset * 2] = Self.digits[Int(byte >> 4)]
-                buffer[offset * 2 + 1] = Self.digits[Int(byte & 0x0F)]
-            }
-            return length * 2
+        var index = index
+        for run in runs {
+            guard index >= run.count else { return Self.hex(of: run, at: index) }
+            index -= run.count
         }
+        preconditionFailure("token index out of range")
     }
 
     /// The tokens of `range`, as hex.
@@ -56,44 +62,56 @@ public struct DeviceTokenList: Sendable {
         range.map { self[$0] }
     }
 
-    /// Orders the tokens by their bytes and keeps one of each, in place: a job sends each
-    /// device once however often it names it, with no set of every token beside the list.
+    /// Orders the tokens (by length, then by their bytes) and keeps one of each, in place: a job
+    /// sends each device once however often it names it, with no set of every token beside the
+    /// list and no scratch copy of it.
     public mutating func sortAndRemoveDuplicates() {
-        storage.withUnsafeBufferPointer { bytes in
-            func token(_ start: UInt32) -> UnsafeBufferPointer<UInt8> {
-                let start = Int(start)
-                return UnsafeBufferPointer(rebasing: bytes[(start + 1)..<(start + 1 + Int(bytes[start]))])
+        for index in runs.indices {
+            let width = runs[index].width
+            let kept = runs[index].bytes.withUnsafeMutableBytes { bytes in
+                let records = FixedWidthRecords(base: bytes.baseAddress!, width: width, count: bytes.count / width)
+                records.sort()
+                return records.removeAdjacentDuplicates()
             }
-            starts.sort { token($0).lexicographicallyPrecedes(token($1)) }
-            var kept = 0
-            for index in starts.indices {
-                if kept > 0 && token(starts[kept - 1]).elementsEqual(token(starts[index])) { continue }
-                starts[kept] = starts[index]
-                kept += 1
-            }
-            starts.removeLast(starts.count - kept)
+            runs[index].bytes.removeLast(runs[index].bytes.count - kept * width)
         }
     }
 
     /// Whether `hex` is in the list, by binary search: only after `sortAndRemoveDuplicates`.
     public func containsSorted(hex: String) -> Bool {
-        var wanted = DeviceTokenList()
         let utf8 = Array(hex.utf8)
-        guard utf8.count % 2 == 0, utf8.count <= 510, utf8.allSatisfy({ $0.isHexDigit }) else { return false }
-        wanted.append(hex: utf8)
-        return storage.withUnsafeBufferPointer { bytes in
-            wanted.storage.withUnsafeBufferPointer { target in
-                let key = UnsafeBufferPointer(rebasing: target[1...])
-                var low = 0, high = starts.count
-                while low < high {
-                    let middle = (low + high) / 2
-                    let start = Int(starts[middle])
-                    let token = UnsafeBufferPointer(rebasing: bytes[(start + 1)..<(start + 1 + Int(bytes[start]))])
-                    if token.elementsEqual(key) { return true }
-                    if token.lexicographicallyPrecedes(key) { low = middle + 1 } else { high = middle }
-                }
-                return false
+        guard !utf8.isEmpty, utf8.count % 2 == 0, utf8.count <= 510, utf8.allSatisfy({ $0.isHexDigit }),
+            let run = runs.first(where: { $0.width == utf8.count / 2 })
+        else { return false }
+        let key = stride(from: 0, to: utf8.count, by: 2).map { Self.value(of: utf8[$0]) << 4 | Self.value(of: utf8[$0 + 1]) }
+        return run.bytes.withUnsafeBytes { bytes in
+            key.withUnsafeBytes { key in
+                // Only read: the search writes nothing through the pointer.
+                FixedWidthRecords(base: UnsafeMutableRawPointer(mutating: bytes.baseAddress!), width: run.width, count: run.count)
+                    .containsSorted(key.baseAddress!)
             }
+        }
+    }
+
+    /// The run of tokens `width` bytes long, made on first use.
+    private mutating func runIndex(_ width: Int) -> Int {
+        if let index = runs.firstIndex(where: { $0.width >= width }), runs[index].width == width { return index }
+        var run = Run(width: width)
+        if runs.isEmpty { run.bytes.reserveCapacity(reservation) }
+        let index = runs.firstIndex(where: { $0.width > width }) ?? runs.endIndex
+        runs.insert(run, at: index)
+        return index
+    }
+
+    private static func hex(of run: Run, at index: Int) -> String {
+        let start = index * run.width
+        return String(unsafeUninitializedCapacity: run.width * 2) { buffer in
+            for offset in 0..<run.width {
+                let byte = run.bytes[start + offset]
+                buffer[offset * 2] = digits[Int(byte >> 4)]
+                buffer[offset * 2 + 1] = digits[Int(byte & 0x0F)]
+            }
+            return run.width * 2
         }
     }
 
