@@ -2,7 +2,7 @@ import APNs
 
 /// Where and how to reach APNs, and how hard to push.
 public struct APNsClientConfiguration: Sendable {
-    public enum Environment: String, Sendable, Hashable, Codable {
+    public enum Environment: String, Sendable, Hashable, CaseIterable, Codable {
         case production, sandbox
 
         public var host: String {

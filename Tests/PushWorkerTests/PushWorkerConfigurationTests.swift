@@ -95,9 +95,9 @@ struct PushWorkerConfigurationTests {
         "a bad configuration names the file and the key",
         arguments: [
             ("apps:\n  - name: a\n    environment: sandbox\n    token: {key_file: x, key_id: k, team_id: t}\n", "apps[0].topic: is missing"),
-            ("apps:\n  - name: a\n    topic: t\n    environment: staging\n    token: {key_file: x, key_id: k, team_id: t}\n", "apps[0].environment"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: staging\n    token: {key_file: x, key_id: k, team_id: t}\n", "apps[0].environment: 'staging' is not one of production, sandbox"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    connections: many\n", "apps[0].connections: should be a whole number"),
-            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    transport: quic\n", "apps[0].transport"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    transport: quic\n", "apps[0].transport: 'quic' is not one of nghttp2, curl"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n  - name: a\n    topic: u\n    environment: sandbox\n", "apps[1].name: 'a' is used by another app"),
             ("apps: [", "not valid YAML"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    token: {key_id: k}\n", "apps[0].token.team_id: is missing"),

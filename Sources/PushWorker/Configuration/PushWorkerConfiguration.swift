@@ -1,3 +1,4 @@
+import APNsHTTP2
 import Foundation
 import Yams
 
@@ -72,10 +73,24 @@ public struct PushWorkerConfiguration: Sendable, Decodable, Equatable {
         case .valueNotFound(let type, let context):
             return ConfigurationError(file: file, key: path(context.codingPath), "should be \(Self.name(of: type)), found nothing")
         case .dataCorrupted(let context):
-            return ConfigurationError(file: file, key: path(context.codingPath), context.debugDescription)
+            return ConfigurationError(file: file, key: path(context.codingPath), Self.choiceMessage(context.debugDescription) ?? context.debugDescription)
         @unknown default:
             return ConfigurationError(file: file, key: "", "\(error)")
         }
+    }
+
+    /// The keys with a fixed set of values, by the type Codable names in its message.
+    private static let choices: [String: [String]] = [
+        "APNsTransport": APNsTransport.allCases.map(\.rawValue),
+        "Environment": APNsClientConfiguration.Environment.allCases.map(\.rawValue),
+    ]
+
+    /// Codable's "Cannot initialize APNsTransport from invalid String value quic" as an operator
+    /// reads it: the value, and what the key accepts.
+    private static func choiceMessage(_ description: String) -> String? {
+        let pattern = /Cannot initialize (\w+) from invalid \w+ value (.*)/
+        guard let match = description.wholeMatch(of: pattern), let accepted = choices[String(match.1)] else { return nil }
+        return "'\(match.2)' is not one of \(accepted.joined(separator: ", "))"
     }
 
     private static func name(of type: Any.Type) -> String {
