@@ -13,7 +13,7 @@ struct JobSplitter: Sendable {
     let logger: Logger
 
     /// Chunks published and not yet confirmed, at most: bounds the bodies in memory.
-    static let chunksInFlight = 32
+    static let chunksInFlight = 8
 
     func split(_ job: PushJob, _ audience: any AudienceStream, from delivery: JobDelivery) async throws {
         let size = max(1, chunkSize)
