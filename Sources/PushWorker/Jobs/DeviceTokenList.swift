@@ -35,15 +35,17 @@ public struct DeviceTokenList: Sendable {
         precondition(hex.count % 2 == 0 && hex.count > 0 && hex.count <= 510, "validate tokens before storing them")
         let width = hex.count / 2
         let index = runIndex(width)
-        var high: UInt8?
-        for digit in hex {
-            let value = Self.value(of: digit)
-            if let first = high {
-                runs[index].bytes.append(first << 4 | value)
-                high = nil
-            } else {
-                high = value
+        // Decoded on the stack, then appended at once: one check of the run's storage per token,
+        // not one per byte.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: width) { bytes in
+            var position = hex.startIndex
+            for offset in 0..<width {
+                let high = Self.value(of: hex[position])
+                position = hex.index(after: position)
+                bytes[offset] = high << 4 | Self.value(of: hex[position])
+                position = hex.index(after: position)
             }
+            runs[index].bytes.append(contentsOf: bytes)
         }
     }
 
