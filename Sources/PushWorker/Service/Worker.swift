@@ -118,12 +118,13 @@ public final class Worker: Service, Sendable {
             }
             eventSink.yield(.stop)
         }
-        await withTaskGroup(of: Void.self) { jobs in
+        // Discarding: a plain task group keeps every finished child until `next()` collects it,
+        // which this loop never calls; a worker then held a few KiB per job it had ever taken.
+        await withDiscardingTaskGroup { jobs in
             for await event in events {
                 guard case .delivery(let delivery) = event else { break }
                 jobs.addTask { await self.settle(delivery, as: await self.pipeline.run(JobDelivery(delivery))) }
             }
-            await jobs.waitForAll()
         }
         // Deliveries received but not started go back to the queue when the connection closes.
         await consumer.close()
