@@ -62,57 +62,127 @@ public final class APNsClient: Sendable {
 
     /// `send` for a caller that already holds an `admission` slot.
     public func sendAdmitted(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse {
-        do { try request.validate() } catch { throw .invalidRequest(error) }
-        var token: ProviderToken?
-        var refreshedToken = false
-        var transportAttempts = 0
-        while true {
-            var headers = request.headers
-            if case .token(let source) = configuration.authentication {
-                if token == nil {
-                    do { token = try source.current() } catch { throw .credentials(error.description) }
-                }
-                headers.append(("authorization", token!.authorization))
-            }
-            switch await perform(path: request.path, headers: headers, body: request.payload) {
-            case .response(let status, let apnsID, let uniqueID, let body):
-                let response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
-                switch response.reason?.disposition {
-                case .retryWithNewProviderToken where !refreshedToken:
-                    if case .token(let source) = configuration.authentication, let rejected = token {
-                        refreshedToken = true
-                        do { token = try source.replace(rejected) } catch { throw .credentials(error.description) }
-                        logger.notice("APNs called the provider token expired; retrying with a new one", metadata: ["key_id": "\(source.keyID)"])
-                        continue
-                    }
-                    return response
-                case .retryOnNewConnection where transportAttempts < configuration.transportRetries:
-                    transportAttempts += 1
-                    continue
-                default:
-                    return response
-                }
-            case .failure(let error, let retry):
-                guard retry, transportAttempts < configuration.transportRetries else { throw error }
-                transportAttempts += 1
-                logger.debug("retrying after a transport error", metadata: ["error": "\(error)", "attempt": "\(transportAttempts)"])
-            }
-        }
+        try await sendAdmitted([request])[0].get()
     }
 
-    /// Sends on the connection the pool picks and tells the pool how it went.
-    private func perform(path: String, headers: [(name: String, value: String)], body: [UInt8]) async -> APNsExchangeOutcome {
-        let index = await pool.acquire()
-        let start = ContinuousClock.now
-        let outcome = await pool.connections[index].exchange(path: path, headers: headers, body: body)
-        latency.record(duration: ContinuousClock.now - start)
-        // APNs raises a connection's stream limit once it has accepted the credentials; a 403
-        // (or no answer at all) leaves the connection at one stream.
-        if case .response(let status, _, _, _) = outcome, status != 403 {
-            pool.release(index, answered: true)
-        } else {
-            pool.release(index, answered: false)
+    /// Sends many notifications at once, taking `admission` slots for up to `maxInFlight` of
+    /// them at a time; each one's answer, or why there is none, in the order given.
+    public func send(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>] {
+        let limit = max(1, configuration.maxInFlight)
+        var results: [Result<APNsResponse, APNsClientError>] = []
+        results.reserveCapacity(requests.count)
+        for start in stride(from: 0, to: requests.count, by: limit) {
+            let slice = Array(requests[start..<min(start + limit, requests.count)])
+            for _ in slice { await admission.acquire() }
+            results += await sendAdmitted(slice)
+            for _ in slice { admission.release() }
         }
-        return outcome
+        return results
+    }
+
+    /// The batch `send` for a caller that holds an `admission` slot per request: a job's
+    /// fan-out. Requests that differ only in their device token (one notification for many
+    /// devices) share one encoding of their headers and payload, and the batch is handed to the
+    /// connections at once and awaited once, so a notification costs no task switch of its own.
+    /// Retries are per request, as with `send`: a stale provider token is replaced once and the
+    /// requests APNs refused for it are sent again; connection-level failures are sent again on
+    /// a fresh connection within `transportRetries`.
+    public func sendAdmitted(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>] {
+        var results = [Result<APNsResponse, APNsClientError>?](repeating: nil, count: requests.count)
+        var pending: [Int] = []
+        pending.reserveCapacity(requests.count)
+        for index in requests.indices {
+            do {
+                try requests[index].validate()
+                pending.append(index)
+            } catch {
+                results[index] = .failure(.invalidRequest(error))
+            }
+        }
+        var token: ProviderToken?
+        /// Only the requests that were sent again have an entry.
+        var retries: [Int: (transport: Int, refreshedToken: Bool)] = [:]
+        while !pending.isEmpty {
+            if case .token(let source) = configuration.authentication, token == nil {
+                do { token = try source.current() } catch {
+                    for index in pending { results[index] = .failure(.credentials(error.description)) }
+                    break
+                }
+            }
+            let outcomes = await exchange(pending.map { requests[$0] }, token: token)
+            var again: [Int] = []
+            var tokenRejected = false
+            for (slot, index) in pending.enumerated() {
+                switch outcomes[slot] {
+                case .response(let status, let apnsID, let uniqueID, let body):
+                    let response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
+                    switch response.reason?.disposition {
+                    case .retryWithNewProviderToken where token != nil && retries[index]?.refreshedToken != true:
+                        retries[index, default: (0, false)].refreshedToken = true
+                        tokenRejected = true
+                        again.append(index)
+                    case .retryOnNewConnection where (retries[index]?.transport ?? 0) < configuration.transportRetries:
+                        retries[index, default: (0, false)].transport += 1
+                        again.append(index)
+                    default:
+                        results[index] = .success(response)
+                    }
+                case .failure(let error, let retry):
+                    let attempts = retries[index]?.transport ?? 0
+                    if retry, attempts < configuration.transportRetries {
+                        retries[index, default: (0, false)].transport = attempts + 1
+                        again.append(index)
+                        logger.debug("retrying after a transport error", metadata: ["error": "\(error)", "attempt": "\(attempts + 1)"])
+                    } else {
+                        results[index] = .failure(error)
+                    }
+                }
+            }
+            if tokenRejected, case .token(let source) = configuration.authentication, let rejected = token {
+                do { token = try source.replace(rejected) } catch {
+                    for index in again { results[index] = .failure(.credentials(error.description)) }
+                    break
+                }
+                logger.notice("APNs called the provider token expired; retrying with a new one", metadata: ["key_id": "\(source.keyID)"])
+            }
+            pending = again
+        }
+        return results.map { $0! }
+    }
+
+    /// One round: hands the requests to the connections the pool picks, as many at a time as
+    /// they have room for, and waits for every answer.
+    private func exchange(_ requests: [APNsRequest], token: ProviderToken?) async -> [APNsExchangeOutcome] {
+        let round = APNsExchangeRound(count: requests.count, pool: pool, latency: latency, baseURL: configuration.baseURL)
+        var start = 0
+        while start < requests.count {
+            let (connection, count) = await pool.acquire(upTo: requests.count - start)
+            let slots = start..<(start + count)
+            round.assign(slots, to: connection)
+            var batch: APNsExchangeBatch?
+            var template = requests[start]
+            for slot in slots {
+                let request = requests[slot]
+                if batch == nil || !request.sharesHeaders(with: template) {
+                    if let batch { pool.connections[connection].start(batch, round: round) }
+                    template = request
+                    var headers = request.headers
+                    if let token { headers.append(("authorization", token.authorization)) }
+                    batch = APNsExchangeBatch(headers: headers, body: request.payload, capacity: slots.upperBound - slot)
+                }
+                batch!.append(deviceToken: request.deviceToken, tag: slot)
+            }
+            if let batch { pool.connections[connection].start(batch, round: round) }
+            start += count
+        }
+        return await round.outcomes()
+    }
+}
+
+extension APNsRequest {
+    /// Whether the two go out with the same headers and payload, their device tokens aside.
+    func sharesHeaders(with other: APNsRequest) -> Bool {
+        topic == other.topic && pushType == other.pushType && priority == other.priority && expiration == other.expiration
+            && collapseID == other.collapseID && apnsID == other.apnsID && payload == other.payload
     }
 }

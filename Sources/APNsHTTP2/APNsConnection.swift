@@ -13,9 +13,10 @@ enum APNsExchangeOutcome: Sendable {
 protocol APNsConnection: AnyObject, Sendable {
     /// Whether a socket to the server (or the proxy) is open now.
     var isOpen: Bool { get }
-    /// POSTs `body` to `path` (e.g. `/3/device/…`) with these headers (lowercase names) and
-    /// returns the answer; connects first when the connection is closed.
-    func exchange(path: String, headers: [(name: String, value: String)], body: [UInt8]) async -> APNsExchangeOutcome
+    /// Starts one POST per path of `batch`, connecting first when the connection is closed.
+    /// Each answer goes to `round.complete(tag, …)` as it comes, from any thread, exactly once,
+    /// also when the connection cannot take the batch.
+    func start(_ batch: APNsExchangeBatch, round: APNsExchangeRound)
     /// Refuses new exchanges; those in flight finish, then the connection closes.
     func shutdown()
     /// HTTP/2 PINGs sent on this connection while quiet, and their answers.

@@ -4,17 +4,22 @@ import Synchronization
 /// The connections of one client, and the rule for choosing among them: a connection that has
 /// not yet had a request accepted carries one stream at a time (APNs advertises a limit of 1
 /// until then, and a client that sends more before reading that SETTINGS frame would exceed it);
-/// a warm one carries up to `maxConcurrentStreams`. Each request goes to the usable connection
-/// with the fewest streams; when none has room, the request waits its turn.
+/// a warm one carries up to `maxConcurrentStreams`. A batch goes to the usable connections with
+/// the fewest streams, spread over them; when none has room, it waits its turn.
 final class APNsConnectionPool: Sendable {
     private struct Slot {
         var inFlight = 0
         var warm = false
     }
 
+    private struct Waiter {
+        var wanted: Int
+        var continuation: CheckedContinuation<(index: Int, count: Int), Never>
+    }
+
     private struct State {
         var slots: [Slot]
-        var waiters: [CheckedContinuation<Int, Never>] = []
+        var waiters: [Waiter] = []
         var closed = false
     }
 
@@ -37,45 +42,54 @@ final class APNsConnectionPool: Sendable {
     /// Streams reserved on all connections now.
     var streamsInUse: Int { state.withLock { $0.slots.reduce(0) { $0 + $1.inFlight } } }
 
-    /// Waits for room on a connection and reserves a stream on it; returns its index.
-    func acquire() async -> Int {
-        if let index = state.withLock({ reserve(&$0) }) { return index }
+    /// Waits for room on a connection and reserves between 1 and `wanted` streams on it (no more
+    /// than its share when several connections have room); returns its index and how many.
+    func acquire(upTo wanted: Int) async -> (index: Int, count: Int) {
+        if let reserved = state.withLock({ reserve(&$0, upTo: wanted) }) { return reserved }
         return await withCheckedContinuation { continuation in
-            let index = state.withLock { state -> Int? in
-                if let index = reserve(&state) { return index }
-                state.waiters.append(continuation)
+            let reserved = state.withLock { state -> (index: Int, count: Int)? in
+                if let reserved = reserve(&state, upTo: wanted) { return reserved }
+                state.waiters.append(Waiter(wanted: wanted, continuation: continuation))
                 return nil
             }
-            if let index { continuation.resume(returning: index) }
+            if let reserved { continuation.resume(returning: reserved) }
         }
     }
 
-    /// Frees the stream. `answered`: APNs answered with the credentials accepted, so the
+    /// Frees a stream. `answered`: APNs answered with the credentials accepted, so the
     /// connection takes many streams; false after a refusal or a transport failure, so the
     /// connection (or its replacement) starts again at one stream.
     func release(_ index: Int, answered: Bool) {
-        let woken = state.withLock { state -> [(CheckedContinuation<Int, Never>, Int)] in
+        let woken = state.withLock { state -> [(CheckedContinuation<(index: Int, count: Int), Never>, (index: Int, count: Int))] in
             state.slots[index].inFlight -= 1
             state.slots[index].warm = answered
-            var woken: [(CheckedContinuation<Int, Never>, Int)] = []
-            while !state.waiters.isEmpty, let next = reserve(&state) {
-                woken.append((state.waiters.removeFirst(), next))
+            guard !state.waiters.isEmpty else { return [] }
+            var woken: [(CheckedContinuation<(index: Int, count: Int), Never>, (index: Int, count: Int))] = []
+            while let first = state.waiters.first, let reserved = reserve(&state, upTo: first.wanted) {
+                woken.append((state.waiters.removeFirst().continuation, reserved))
             }
             return woken
         }
-        for (continuation, index) in woken { continuation.resume(returning: index) }
+        for (continuation, reserved) in woken { continuation.resume(returning: reserved) }
     }
 
-    private func reserve(_ state: inout State) -> Int? {
+    private func reserve(_ state: inout State, upTo wanted: Int) -> (index: Int, count: Int)? {
         var best: Int?
+        var usable = 0
         for index in state.slots.indices {
             let slot = state.slots[index]
             let capacity = slot.warm ? maxStreams : 1
             guard slot.inFlight < capacity else { continue }
+            usable += 1
             if best == nil || slot.inFlight < state.slots[best!].inFlight { best = index }
         }
-        if let best { state.slots[best].inFlight += 1 }
-        return best
+        guard let best else { return nil }
+        let slot = state.slots[best]
+        let room = (slot.warm ? maxStreams : 1) - slot.inFlight
+        let share = (wanted + usable - 1) / usable
+        let count = max(1, min(room, share))
+        state.slots[best].inFlight += count
+        return (best, count)
     }
 
     func shutdown() {

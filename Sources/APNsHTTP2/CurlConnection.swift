@@ -49,6 +49,15 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
     /// libcurl 7.88's multi interface sends no PINGs.
     var keepalivePings: (sent: UInt64, answered: UInt64) { (0, 0) }
 
+    /// A task per request: libcurl takes a URL and a header list per transfer, so a batch saves
+    /// nothing here.
+    func start(_ batch: APNsExchangeBatch, round: APNsExchangeRound) {
+        let headers = batch.headers
+        for (path, tag) in zip(batch.pathStrings, batch.tags) {
+            Task { round.complete(Int(tag), await exchange(path: path, headers: headers, body: batch.body)) }
+        }
+    }
+
     func exchange(path: String, headers: [(name: String, value: String)], body: [UInt8]) async -> APNsExchangeOutcome {
         let url = configuration.baseURL + path
         let outcome = await withCheckedContinuation { continuation in

@@ -3,17 +3,15 @@ import Foundation
 
 /// The nghttp2 transport's connection (``APNsTransport/nghttp2``): a C engine (CNGHTTP2) that
 /// owns the socket, the TLS session and the nghttp2 session on a thread of its own, and calls
-/// back once per request. Nothing of Swift crosses into C but one retained ``NGHTTP2Exchange``
-/// per request, taken back by the completion.
+/// back once per request. Nothing of Swift crosses into C but the ``APNsExchangeRound`` the
+/// requests answer into, retained once per request and released by that request's completion.
 final class NGHTTP2Connection: APNsConnection, @unchecked Sendable {
     /// nil when the engine could not start or the configuration cannot be served; every exchange
     /// then fails with `unusable`.
     private let handle: OpaquePointer?
     private let unusable: APNsClientError?
-    private let baseURL: String
 
     init(configuration: APNsClientConfiguration) {
-        baseURL = configuration.baseURL
         var handle: OpaquePointer?
         var problem: APNsClientError?
         do {
@@ -37,32 +35,31 @@ final class NGHTTP2Connection: APNsConnection, @unchecked Sendable {
         return (pw_h2_pings_sent(handle), pw_h2_pings_answered(handle))
     }
 
-    func exchange(path: String, headers: [(name: String, value: String)], body: [UInt8]) async -> APNsExchangeOutcome {
-        guard let handle else { return .failure(unusable ?? .shutdown, retry: false) }
-        // name NUL value NUL …, the engine's format: one buffer, copied once more into the
-        // request's single allocation on the C side.
-        var block: [UInt8] = []
-        block.reserveCapacity(headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 })
-        for header in headers {
-            block.append(contentsOf: header.name.utf8)
-            block.append(0)
-            block.append(contentsOf: header.value.utf8)
-            block.append(0)
+    func start(_ batch: APNsExchangeBatch, round: APNsExchangeRound) {
+        guard let handle else {
+            for tag in batch.tags { round.complete(Int(tag), .failure(unusable ?? .shutdown, retry: false)) }
+            return
         }
-        var path = path
-        return await withUnsafeContinuation { continuation in
-            let exchange = Unmanaged.passRetained(NGHTTP2Exchange(baseURL: baseURL, continuation: continuation)).toOpaque()
-            let queued = path.withUTF8 { path in
-                block.withUnsafeBufferPointer { headers in
-                    body.withUnsafeBufferPointer { body in
-                        path.withMemoryRebound(to: CChar.self) { path in
-                            pw_h2_submit(handle, path.baseAddress, path.count, headers.baseAddress, headers.count, body.baseAddress, body.count, exchange)
+        // One retain of the round per request, each taken back by that request's completion.
+        for _ in batch.tags { _ = Unmanaged.passRetained(round) }
+        let context = Unmanaged.passUnretained(round).toOpaque()
+        let queued = batch.paths.withUnsafeBufferPointer { paths in
+            batch.tags.withUnsafeBufferPointer { tags in
+                batch.headerBlock.withUnsafeBufferPointer { headers in
+                    batch.body.withUnsafeBufferPointer { body in
+                        paths.withMemoryRebound(to: CChar.self) { paths in
+                            pw_h2_submit(
+                                handle, tags.count, paths.baseAddress, tags.baseAddress, headers.baseAddress, headers.count,
+                                body.baseAddress, body.count, context)
                         }
                     }
                 }
             }
-            if queued != 0 {
-                Unmanaged<NGHTTP2Exchange>.fromOpaque(exchange).takeRetainedValue().finish(.failure(.shutdown, retry: false))
+        }
+        if queued != 0 {
+            for tag in batch.tags {
+                Unmanaged<APNsExchangeRound>.fromOpaque(context).release()
+                round.complete(Int(tag), .failure(.shutdown, retry: false))
             }
         }
     }
@@ -72,8 +69,31 @@ final class NGHTTP2Connection: APNsConnection, @unchecked Sendable {
     }
 }
 
-/// Called by the engine on its thread, once per request: takes back the exchange retained at submit.
-let nghttp2Completion: pw_h2_completion = { context, result in
+/// Called by the engine on its thread, once per request: takes back the round's retain made at
+/// submit, and hands it Swift copies of what the result points to (valid only during the call).
+let nghttp2Completion: pw_h2_completion = { context, tag, result in
     guard let context, let result else { return }
-    Unmanaged<NGHTTP2Exchange>.fromOpaque(context).takeRetainedValue().complete(result.pointee)
+    let round = Unmanaged<APNsExchangeRound>.fromOpaque(context).takeRetainedValue()
+    round.complete(Int(tag), APNsExchangeOutcome(result.pointee, baseURL: round.baseURL))
+}
+
+extension APNsExchangeOutcome {
+    init(_ result: pw_h2_result, baseURL: String) {
+        guard result.error != PW_H2_OK else {
+            let body = result.body_length > 0 ? Array(UnsafeBufferPointer(start: result.body, count: result.body_length)) : []
+            self = .response(
+                status: Int(result.status), apnsID: result.apns_id.map { String(cString: $0) },
+                apnsUniqueID: result.apns_unique_id.map { String(cString: $0) }, body: body)
+            return
+        }
+        let message = String(cString: result.message)
+        let error: APNsClientError
+        switch result.error {
+        case PW_H2_ERR_TIMEOUT: error = .timeout("no answer from \(baseURL): \(message)")
+        case PW_H2_ERR_CREDENTIALS: error = .credentials(message)
+        case PW_H2_ERR_VERIFY: error = .transport("TLS verification of \(baseURL) failed: \(message)")
+        default: error = .transport("\(baseURL): \(message)")
+        }
+        self = .failure(error, retry: result.retry != 0)
+    }
 }

@@ -41,6 +41,7 @@ struct request {
   request *prev, *next;
   request_list *list;
   void *context;
+  uint32_t tag;
   int64_t deadline;
   int32_t stream_id;
   int completed;
@@ -136,7 +137,7 @@ static void complete(pw_h2_conn *c, request *r, int status, pw_h2_error error, i
       .body = r->response,
       .body_length = r->response_length,
   };
-  c->config.completion(r->context, &result);
+  c->config.completion(r->context, r->tag, &result);
 }
 
 /// Fails every request not yet sent (a connection attempt failed): they would only wait for the
@@ -896,37 +897,59 @@ failed:
   return NULL;
 }
 
-int pw_h2_submit(pw_h2_conn *c, const char *path, size_t path_length, const unsigned char *headers, size_t headers_length,
-                 const unsigned char *body, size_t body_length, void *context) {
-  request *r = malloc(sizeof *r + path_length + 1 + headers_length + body_length);
-  if (!r) return -1;
-  memset(r, 0, sizeof *r);
-  unsigned char *cursor = r->storage;
-  memcpy(cursor, path, path_length);
-  cursor[path_length] = 0;
-  r->path = (const char *)cursor;
-  r->path_length = path_length;
-  cursor += path_length + 1;
-  if (headers_length) memcpy(cursor, headers, headers_length);
-  r->headers = cursor;
-  r->headers_length = headers_length;
-  cursor += headers_length;
-  if (body_length) memcpy(cursor, body, body_length);
-  r->body = cursor;
-  r->body_length = body_length;
-  r->context = context;
-  r->deadline = now_ms() + c->config.request_timeout_ms;
+int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
+                 size_t headers_length, const unsigned char *body, size_t body_length, void *context) {
+  // Every request is made before any is queued: the batch is taken whole or not at all.
+  request *head = NULL, *tail = NULL;
+  int64_t deadline = now_ms() + c->config.request_timeout_ms;
+  const char *path = paths;
+  for (size_t i = 0; i < count; i++) {
+    size_t path_length = strlen(path);
+    request *r = malloc(sizeof *r + path_length + 1 + headers_length + body_length);
+    if (!r) {
+      while (head) {
+        request *next = head->next_queued;
+        free(head);
+        head = next;
+      }
+      return -1;
+    }
+    memset(r, 0, sizeof *r);
+    unsigned char *cursor = r->storage;
+    memcpy(cursor, path, path_length + 1);
+    r->path = (const char *)cursor;
+    r->path_length = path_length;
+    cursor += path_length + 1;
+    if (headers_length) memcpy(cursor, headers, headers_length);
+    r->headers = cursor;
+    r->headers_length = headers_length;
+    cursor += headers_length;
+    if (body_length) memcpy(cursor, body, body_length);
+    r->body = cursor;
+    r->body_length = body_length;
+    r->context = context;
+    r->tag = tags[i];
+    r->deadline = deadline;
+    if (tail) tail->next_queued = r; else head = r;
+    tail = r;
+    path += path_length + 1;
+  }
+  if (!head) return 0;
 
   pthread_mutex_lock(&c->lock);
   if (c->closing) {
     pthread_mutex_unlock(&c->lock);
-    free(r);
+    while (head) {
+      request *next = head->next_queued;
+      free(head);
+      head = next;
+    }
     return -1;
   }
-  // Only the first request queued since the thread last looked wakes it.
+  // Only the first batch queued since the thread last looked wakes it.
   int wake = c->queue_head == NULL;
-  if (c->queue_tail) c->queue_tail->next_queued = r; else c->queue_head = r;
-  c->queue_tail = r;
+  if (c->queue_tail) c->queue_tail->next_queued = head; else c->queue_head = head;
+  c->queue_tail = tail;
   pthread_mutex_unlock(&c->lock);
   if (wake) {
     uint64_t one = 1;

@@ -147,6 +147,70 @@ struct APNsClientTests {
         client.shutdown()
     }
 
+    @Test("a batch: each answer in its request's slot, every valid request sent once with its own headers, an invalid one never",
+        arguments: APNsTransport.allCases)
+    func batch(transport: APNsTransport) async throws {
+        let since = Date(timeIntervalSince1970: 1_700_000_000.250)
+        let fixture = try await MockFixture.start {
+            $0.unregisteredTokens = [MockFixture.deviceToken(5): since]
+            // Answers that take a while, so that requests handed over together are seen together.
+            $0.faults = [MockAPNsFault(.reject(.badDeviceToken), tokens: [MockFixture.deviceToken(7)]), MockAPNsFault(.latency(.milliseconds(20)))]
+        }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client(transport: transport) { $0.maxConcurrentStreams = 50 }
+        // One notification for 300 devices, as a job's fan-out; two of them differ.
+        var requests = (0..<300).map { index in MockFixture.request(0) { $0.deviceToken = MockFixture.deviceToken(index) } }
+        requests[9].collapseID = String(repeating: "x", count: 65)
+        requests[20].priority = .conservePower
+        requests[21].payload = Array(#"{"aps":{"alert":"another"}}"#.utf8)
+        let results = await client.send(requests)
+        #expect(results.count == 300)
+        for (index, result) in results.enumerated() {
+            switch (index, result) {
+            case (9, .failure(.invalidRequest(let validation))): #expect(validation.field == "collapse_id")
+            case (5, .success(let response)): #expect(response.status == 410 && response.reason == .unregistered && response.timestamp == since)
+            case (7, .success(let response)): #expect(response.status == 400 && response.reason == .badDeviceToken)
+            case (_, .success(let response)) where index != 5 && index != 7 && index != 9:
+                #expect(response.status == 200 && response.apnsID != nil, "\(index)")
+            default: Issue.record("request \(index): \(result)")
+            }
+        }
+        // The mock records what it accepted: all but the invalid one (never sent) and the two it rejected.
+        #expect(fixture.server.requestCount == 299)
+        let recorded = fixture.server.recorded
+        #expect(recorded.count == 297)
+        let expected = Set(requests.map(\.deviceToken)).subtracting([5, 7, 9].map(MockFixture.deviceToken))
+        #expect(Set(recorded.map(\.token)) == expected, "\(recorded.count) recorded")
+        for notification in recorded {
+            let request = try #require(requests.first { $0.deviceToken == notification.token })
+            #expect(notification.payload == request.payload)
+            #expect(notification.priority == (request.deviceToken == MockFixture.deviceToken(20) ? "5" : "10"))
+            #expect(notification.headers["authorization"]?.hasPrefix("bearer ey") == true)
+        }
+        // Handed over at once: many streams in flight (one only while the connection was cold).
+        #expect(recorded.first?.concurrentStreams == 1)
+        #expect(recorded.map(\.concurrentStreams).max() ?? 0 > 1)
+        client.shutdown()
+    }
+
+    @Test("ExpiredProviderToken in a batch: one new token, and only the refused requests sent again", arguments: APNsTransport.allCases)
+    func batchTokenRefresh(transport: APNsTransport) async throws {
+        let fixture = try await MockFixture.start()
+        defer { Task { try? await fixture.server.shutdown() } }
+        let clock = Locked(Date())
+        let client = fixture.client(.token(fixture.tokenSource(clock: { clock.value })), transport: transport)
+        #expect(try await client.send(MockFixture.request(0)).status == 200)
+        clock.withLock { $0 = $0.addingTimeInterval(21 * 60) }
+        fixture.server.setFaults([MockAPNsFault(.reject(.expiredProviderToken), times: 3)])
+        let results = await client.send((1...40).map { MockFixture.request($0) })
+        #expect(results.allSatisfy { (try? $0.get().status) == 200 }, "\(results.filter { (try? $0.get().status) != 200 })")
+        #expect(fixture.server.requestCount == 1 + 40 + 3)
+        let recorded = fixture.server.recorded
+        #expect(Set(recorded.map(\.token)).count == 41 && recorded.count == 41)
+        #expect(Set(recorded.compactMap { $0.headers["authorization"] }).count == 2)
+        client.shutdown()
+    }
+
     @Test("a new connection carries one stream until a request is accepted, then up to the server's limit", arguments: APNsTransport.allCases)
     func streamLimit(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start {

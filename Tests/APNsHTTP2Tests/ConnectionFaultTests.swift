@@ -7,8 +7,13 @@ import Testing
 
 @Suite("APNs connection faults and volume", .heavy)
 struct ConnectionFaultTests {
-    private func burst(_ client: APNsClient, count: Int) async throws -> [Int: Int] {
-        try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+    /// `batched`: one batch send of all of them, as a job's fan-out; else a task per notification.
+    private func burst(_ client: APNsClient, count: Int, batched: Bool = false) async throws -> [Int: Int] {
+        if batched {
+            let results = await client.send((0..<count).map { MockFixture.request($0) })
+            return Dictionary(uniqueKeysWithValues: try results.enumerated().map { ($0.offset, try $0.element.get().status) })
+        }
+        return try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             for index in 0..<count { group.addTask { (index, try await client.send(MockFixture.request(index)).status) } }
             var statuses: [Int: Int] = [:]
             for try await (index, status) in group {
@@ -19,12 +24,12 @@ struct ConnectionFaultTests {
         }
     }
 
-    @Test("GOAWAY mid-burst: every notification is answered once and delivered once", arguments: APNsTransport.allCases)
-    func goAway(transport: APNsTransport) async throws {
+    @Test("GOAWAY mid-burst (one by one, or in one batch): every notification is answered once and delivered once", arguments: APNsTransport.allCases, [false, true])
+    func goAway(transport: APNsTransport, batched: Bool) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.goAway(afterRequests: 150), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
         let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
-        let statuses = try await burst(client, count: 1000)
+        let statuses = try await burst(client, count: 1000, batched: batched)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         let counts = fixture.server.deliveryCounts
         #expect(counts.count == 1000 && counts.values.allSatisfy { $0 == 1 })
@@ -32,12 +37,12 @@ struct ConnectionFaultTests {
         client.shutdown()
     }
 
-    @Test("connection resets mid-burst: every notification is still answered exactly once", arguments: APNsTransport.allCases)
-    func reset(transport: APNsTransport) async throws {
+    @Test("connection resets mid-burst (one by one, or in one batch): every notification is still answered exactly once", arguments: APNsTransport.allCases, [false, true])
+    func reset(transport: APNsTransport, batched: Bool) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.resetConnection(afterRequests: 200), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
         let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
-        let statuses = try await burst(client, count: 1000)
+        let statuses = try await burst(client, count: 1000, batched: batched)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         #expect(Set(fixture.server.recorded.map(\.token)).count == 1000)
         #expect(fixture.server.connectionCount >= 3)

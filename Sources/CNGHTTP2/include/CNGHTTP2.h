@@ -56,8 +56,9 @@ typedef struct {
   size_t body_length;
 } pw_h2_result;
 
-/// Called once per request on the connection's thread; `context` is the submit's.
-typedef void (*pw_h2_completion)(void *context, const pw_h2_result *result);
+/// Called once per request on the connection's thread, with the submit's `context` and the
+/// request's tag.
+typedef void (*pw_h2_completion)(void *context, uint32_t tag, const pw_h2_result *result);
 
 typedef struct {
   /// Where the TLS session ends: APNs (or the mock). An IP literal is verified against the
@@ -94,10 +95,13 @@ typedef struct {
 /// request. NULL (with the reason in `error`) when the thread or its eventfd cannot be made.
 pw_h2_conn *pw_h2_start(const pw_h2_config *config, char *error, size_t error_length);
 
-/// Queues a POST of `body` to `path`. `headers` holds name NUL value NUL pairs (lowercase
-/// names), copied here. Returns 0, or -1 when the connection is shutting down (the completion is
-/// then not called). Any thread.
-int pw_h2_submit(pw_h2_conn *conn, const char *path, size_t path_length, const unsigned char *headers,
+/// Queues `count` POSTs of one `body` with one set of `headers`, to the paths in `paths`
+/// (`count` NUL-terminated strings back to back, e.g. `/3/device/<token>`); request i completes
+/// with `tags[i]`. A fan-out is one call: one lock and at most one wake-up of the thread for the
+/// whole batch. `headers` holds name NUL value NUL pairs (lowercase names). Everything is copied
+/// here. Returns 0, or -1 when the connection is shutting down or memory ran out (no request of
+/// the batch is then queued, and no completion is called). Any thread.
+int pw_h2_submit(pw_h2_conn *conn, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
                  size_t headers_length, const unsigned char *body, size_t body_length, void *context);
 
 /// Refuses new requests; the thread finishes those in flight, closes the connection and exits.

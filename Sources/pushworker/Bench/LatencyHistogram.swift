@@ -6,10 +6,11 @@ final class LatencyHistogram: Sendable {
     private static let growth = 1.01
     private let buckets = Mutex([Int](repeating: 0, count: Int(log(1e8) / log(growth)) + 2))
 
-    func record(_ duration: Duration) {
+    /// `count` samples of the same duration (a batch's notifications).
+    func record(_ duration: Duration, count: Int = 1) {
         let micros = max(duration / .microseconds(1), 1)
         let index = Int(log(micros) / log(Self.growth))
-        buckets.withLock { $0[min(index, $0.count - 1)] += 1 }
+        buckets.withLock { $0[min(index, $0.count - 1)] += count }
     }
 
     /// Milliseconds: the upper edge of the bucket holding the percentile.

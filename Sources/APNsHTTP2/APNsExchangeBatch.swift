@@ -1,0 +1,48 @@
+/// Requests that differ only in their path, handed to one connection at once: a job's fan-out
+/// is one payload and one set of headers for many device tokens, so they are encoded once and
+/// the paths are the only per-notification bytes.
+struct APNsExchangeBatch: Sendable {
+    /// The paths (`/3/device/<token>`), each NUL-terminated, back to back: the nghttp2 engine's
+    /// format, written without a Swift string per path.
+    private(set) var paths: [UInt8] = []
+    /// The round's slot of each path, in order.
+    private(set) var tags: [UInt32] = []
+    /// name NUL value NUL … (lowercase names), the same for every path.
+    let headerBlock: [UInt8]
+    let body: [UInt8]
+
+    init(headers: [(name: String, value: String)], body: [UInt8], capacity: Int) {
+        var block: [UInt8] = []
+        block.reserveCapacity(headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 })
+        for header in headers {
+            block.append(contentsOf: header.name.utf8)
+            block.append(0)
+            block.append(contentsOf: header.value.utf8)
+            block.append(0)
+        }
+        headerBlock = block
+        self.body = body
+        paths.reserveCapacity(capacity * 76)
+        tags.reserveCapacity(capacity)
+    }
+
+    var isEmpty: Bool { tags.isEmpty }
+
+    mutating func append(deviceToken: String, tag: Int) {
+        paths.append(contentsOf: "/3/device/".utf8)
+        paths.append(contentsOf: deviceToken.utf8)
+        paths.append(0)
+        tags.append(UInt32(tag))
+    }
+
+    /// The paths as strings, for a transport that takes a URL per request (libcurl).
+    var pathStrings: [String] {
+        paths.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The headers as pairs, for a transport that takes them so (libcurl).
+    var headers: [(name: String, value: String)] {
+        let fields = headerBlock.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        return stride(from: 0, to: fields.count - 1, by: 2).map { (fields[$0], fields[$0 + 1]) }
+    }
+}
