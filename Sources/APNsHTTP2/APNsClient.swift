@@ -65,17 +65,21 @@ public final class APNsClient: Sendable {
         try await sendAdmitted([request])[0].get()
     }
 
-    /// Sends many notifications at once, taking `admission` slots for up to `maxInFlight` of
-    /// them at a time; each one's answer, or why there is none, in the order given.
+    /// Sends many notifications at once, in batches of the `admission` slots free when each
+    /// batch starts (at least one: it waits for that one); each one's answer, or why there is
+    /// none, in the order given. Never holds slots while waiting for more, so any number of
+    /// callers can share the bound.
     public func send(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>] {
-        let limit = max(1, configuration.maxInFlight)
         var results: [Result<APNsResponse, APNsClientError>] = []
         results.reserveCapacity(requests.count)
-        for start in stride(from: 0, to: requests.count, by: limit) {
-            let slice = Array(requests[start..<min(start + limit, requests.count)])
-            for _ in slice { await admission.acquire() }
-            results += await sendAdmitted(slice)
-            for _ in slice { admission.release() }
+        var start = 0
+        while start < requests.count {
+            await admission.acquire()
+            var taken = 1
+            while start + taken < requests.count, admission.tryAcquire() { taken += 1 }
+            results += await sendAdmitted(Array(requests[start..<(start + taken)]))
+            for _ in 0..<taken { admission.release() }
+            start += taken
         }
         return results
     }
@@ -111,7 +115,8 @@ public final class APNsClient: Sendable {
             }
             let outcomes = await exchange(pending.map { requests[$0] }, token: token)
             var again: [Int] = []
-            var tokenRejected = false
+            /// The requests APNs refused for the provider token (also in `again`).
+            var refusedForToken: [Int] = []
             for (slot, index) in pending.enumerated() {
                 switch outcomes[slot] {
                 case .response(let status, let apnsID, let uniqueID, let body):
@@ -119,7 +124,7 @@ public final class APNsClient: Sendable {
                     switch response.reason?.disposition {
                     case .retryWithNewProviderToken where token != nil && retries[index]?.refreshedToken != true:
                         retries[index, default: (0, false)].refreshedToken = true
-                        tokenRejected = true
+                        refusedForToken.append(index)
                         again.append(index)
                     case .retryOnNewConnection where (retries[index]?.transport ?? 0) < configuration.transportRetries:
                         retries[index, default: (0, false)].transport += 1
@@ -138,10 +143,13 @@ public final class APNsClient: Sendable {
                     }
                 }
             }
-            if tokenRejected, case .token(let source) = configuration.authentication, let rejected = token {
+            if !refusedForToken.isEmpty, case .token(let source) = configuration.authentication, let rejected = token {
                 do { token = try source.replace(rejected) } catch {
-                    for index in again { results[index] = .failure(.credentials(error.description)) }
-                    break
+                    // The others in `again` (transport retries) go on with the token they had.
+                    for index in refusedForToken { results[index] = .failure(.credentials(error.description)) }
+                    again.removeAll { results[$0] != nil }
+                    pending = again
+                    continue
                 }
                 logger.notice("APNs called the provider token expired; retrying with a new one", metadata: ["key_id": "\(source.keyID)"])
             }

@@ -4,8 +4,10 @@ import Synchronization
 /// The connections of one client, and the rule for choosing among them: a connection that has
 /// not yet had a request accepted carries one stream at a time (APNs advertises a limit of 1
 /// until then, and a client that sends more before reading that SETTINGS frame would exceed it);
-/// a warm one carries up to `maxConcurrentStreams`. A batch goes to the usable connections with
-/// the fewest streams, spread over them; when none has room, it waits its turn.
+/// a warm one carries up to `maxConcurrentStreams`. A batch goes to the usable connection with
+/// the fewest streams, as much of it as that connection has room for; when none has room, it
+/// waits its turn. A batch is not spread over the connections: its sender waits for all of its
+/// answers, so one slow or dead connection holds only the batches on it.
 final class APNsConnectionPool: Sendable {
     private struct Slot {
         var inFlight = 0
@@ -42,8 +44,8 @@ final class APNsConnectionPool: Sendable {
     /// Streams reserved on all connections now.
     var streamsInUse: Int { state.withLock { $0.slots.reduce(0) { $0 + $1.inFlight } } }
 
-    /// Waits for room on a connection and reserves between 1 and `wanted` streams on it (no more
-    /// than its share when several connections have room); returns its index and how many.
+    /// Waits for room on a connection and reserves between 1 and `wanted` streams on it; returns
+    /// its index and how many.
     func acquire(upTo wanted: Int) async -> (index: Int, count: Int) {
         if let reserved = state.withLock({ reserve(&$0, upTo: wanted) }) { return reserved }
         return await withCheckedContinuation { continuation in
@@ -75,19 +77,15 @@ final class APNsConnectionPool: Sendable {
 
     private func reserve(_ state: inout State, upTo wanted: Int) -> (index: Int, count: Int)? {
         var best: Int?
-        var usable = 0
         for index in state.slots.indices {
             let slot = state.slots[index]
             let capacity = slot.warm ? maxStreams : 1
             guard slot.inFlight < capacity else { continue }
-            usable += 1
             if best == nil || slot.inFlight < state.slots[best!].inFlight { best = index }
         }
         guard let best else { return nil }
         let slot = state.slots[best]
-        let room = (slot.warm ? maxStreams : 1) - slot.inFlight
-        let share = (wanted + usable - 1) / usable
-        let count = max(1, min(room, share))
+        let count = max(1, min((slot.warm ? maxStreams : 1) - slot.inFlight, wanted))
         state.slots[best].inFlight += count
         return (best, count)
     }

@@ -38,6 +38,16 @@ public final class AsyncSemaphore: Sendable {
         }
     }
 
+    /// Takes a slot only if one is free now (never ahead of a waiter: a free slot means none
+    /// waits); for a caller that adds to what it already holds without waiting for more.
+    public func tryAcquire() -> Bool {
+        state.withLock { state in
+            guard state.available > 0 else { return false }
+            state.available -= 1
+            return true
+        }
+    }
+
     public func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard state.head < state.waiters.count else {

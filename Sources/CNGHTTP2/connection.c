@@ -76,6 +76,8 @@ struct pw_h2_conn {
 
   // I/O thread only.
   int closing_seen;
+  /// pw_h2_free was called from this thread's own completion: the thread frees `c` as it exits.
+  int detached;
   int fd;
   SSL_CTX *ssl_context;
   SSL *ssl;
@@ -794,6 +796,15 @@ static int next_wait_ms(pw_h2_conn *c, int64_t now) {
   return next <= now ? 0 : (int)(next - now);
 }
 
+static void free_connection(pw_h2_conn *c) {
+  close(c->event_fd);
+  close(c->epoll_fd);
+  pthread_mutex_destroy(&c->lock);
+  free(c->output);
+  free(c->strings);
+  free(c);
+}
+
 static void *run(void *argument) {
   pw_h2_conn *c = argument;
   // SSL_write on a socket the server closed raises SIGPIPE in this thread; it must not kill the
@@ -834,6 +845,7 @@ static void *run(void *argument) {
     if (c->closing_seen && !c->tracked.head && !c->cancelled.head && !c->pending_head) break;
   }
   drop_connection(c, "shut down");
+  if (c->detached) free_connection(c);
   return NULL;
 }
 
@@ -901,7 +913,6 @@ int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t 
                  size_t headers_length, const unsigned char *body, size_t body_length, void *context) {
   // Every request is made before any is queued: the batch is taken whole or not at all.
   request *head = NULL, *tail = NULL;
-  int64_t deadline = now_ms() + c->config.request_timeout_ms;
   const char *path = paths;
   for (size_t i = 0; i < count; i++) {
     size_t path_length = strlen(path);
@@ -929,7 +940,6 @@ int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t 
     r->body_length = body_length;
     r->context = context;
     r->tag = tags[i];
-    r->deadline = deadline;
     if (tail) tail->next_queued = r; else head = r;
     tail = r;
     path += path_length + 1;
@@ -946,6 +956,9 @@ int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t 
     }
     return -1;
   }
+  // Deadlines taken under the lock keep the queue (and so `tracked`) in deadline order.
+  int64_t deadline = now_ms() + c->config.request_timeout_ms;
+  for (request *r = head; r; r = r->next_queued) r->deadline = deadline;
   // Only the first batch queued since the thread last looked wakes it.
   int wake = c->queue_head == NULL;
   if (c->queue_tail) c->queue_tail->next_queued = head; else c->queue_head = head;
@@ -972,19 +985,16 @@ void pw_h2_free(pw_h2_conn *c) {
   pw_h2_shutdown(c);
   if (c->thread_started) {
     if (pthread_equal(pthread_self(), c->thread)) {
-      // Freed from its own completion: the thread cannot wait for itself. It has nothing left
-      // to complete after this, but it still reads `c`, so the memory is left to it.
+      // Freed from its own completion (the last owner of the Swift side let go there): the
+      // thread cannot wait for itself. It has nothing left to complete after this, but it still
+      // reads `c`, so it frees `c` itself as it exits.
+      c->detached = 1;
       pthread_detach(c->thread);
       return;
     }
     pthread_join(c->thread, NULL);
   }
-  close(c->event_fd);
-  close(c->epoll_fd);
-  pthread_mutex_destroy(&c->lock);
-  free(c->output);
-  free(c->strings);
-  free(c);
+  free_connection(c);
 }
 
 int pw_h2_is_open(const pw_h2_conn *c) { return atomic_load_explicit(&((pw_h2_conn *)c)->open, memory_order_relaxed) > 0; }

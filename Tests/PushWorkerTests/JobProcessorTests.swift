@@ -19,11 +19,14 @@ struct JobProcessorTests {
         let queue: String
         let processor: JobProcessor
 
-        static func start(_ change: (inout MockAPNsConfiguration) -> Void = { _ in }) async throws -> Harness {
+        static func start(
+            maxInFlight: Int? = nil, _ change: (inout MockAPNsConfiguration) -> Void = { _ in }
+        ) async throws -> Harness {
             let server = try await MockAPNsFixture.start(change).server
             let source = ProviderTokenSource(keyID: MockAPNsFixture.keyID, teamID: MockAPNsFixture.teamID, key: try MockAPNsFixture.signingKey())
             var clientConfiguration = APNsClientConfiguration(baseURL: server.url, authentication: .token(source))
             clientConfiguration.caFile = MockAPNsFixture.path("ca.pem")
+            if let maxInFlight { clientConfiguration.maxInFlight = maxInFlight }
             if let transport = MockAPNsFixture.transport {
                 clientConfiguration.transport = try #require(APNsTransport(rawValue: transport), "PUSHWORKER_TEST_TRANSPORT=\(transport)")
             }
@@ -95,6 +98,24 @@ struct JobProcessorTests {
         #expect(published["job_id"] as? String == "job-outcomes")
         #expect(published["outcomes"] as? [String: Int] == ["delivered": 2, "rejected": 2, "failed": 1, "filtered": 0, "expired": 0])
         #expect(harness.server.deliveryCounts[Self.token(0)] == 1)
+        await harness.stop()
+    }
+
+    @Test("a job of more devices than slots goes out in batches: each device sent once with one result, never more in flight than the slots")
+    func batches() async throws {
+        // Answers that take a while, so that the slots are all taken and batches form from what frees up.
+        let harness = try await Harness.start(maxInFlight: 24) { $0.faults = [MockAPNsFault(.latency(.milliseconds(5)))] }
+        let tokens = (0..<300).map(Self.token)
+        let job = PushJob(id: "job-batches", app: "demo", audience: .init(tokens: tokens), payload: Array(#"{"aps":{"alert":"x"}}"#.utf8))
+        let summary = try await harness.processor.process(job, recipients: tokens.map { Recipient(token: $0) }, replyTo: harness.queue).summary
+        #expect(summary.outcomes == [.delivered: 300])
+        let (results, _) = try await harness.collect()
+        #expect(Set(results.keys) == Set(tokens))
+        #expect(results.values.allSatisfy { $0["outcome"] as? String == "delivered" && $0["attempts"] as? Int == 1 })
+        let counts = harness.server.deliveryCounts
+        #expect(counts.count == 300 && counts.values.allSatisfy { $0 == 1 })
+        #expect(harness.server.peakConcurrentRequests <= 24)
+        #expect(harness.server.peakConcurrentRequests > 1)
         await harness.stop()
     }
 

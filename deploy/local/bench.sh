@@ -12,6 +12,7 @@
 #                                   filtering into chunk jobs, no broker or APNs
 #
 # TRANSPORT=nghttp2 (default) or curl: the APNs transport measured (apns and e2e).
+# BATCH=N (apns): notifications per batch send (default 100; 1: a send and a task per notification).
 # SERVER=go (default) or mock: the HTTP/2 server both clients talk to. go is a neutral net/http2
 # server on all cores (deploy/local/h2server), which does not saturate first at one connection;
 # the mock checks every request as APNs does, but serves a connection on one thread and is the
@@ -116,9 +117,10 @@ print(f'   $server_name: {cpu:.1f} CPU-s in {wall:.1f} s = {cpu / wall * 100:.0f
 
 mock_cpu_0=$(cpu_of $mock_pid); wall_0=$(now)
 if [ "$mode" = apns ]; then
-  echo "== pushworker bench apns --transport $transport --count $count --connections $connections --streams $streams"
+  batch="${BATCH:-100}"
+  echo "== pushworker bench apns --transport $transport --count $count --connections $connections --streams $streams --batch $batch"
   "$bin/pushworker" bench apns --transport "$transport" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" \
-    --streams "$streams" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
+    --streams "$streams" --batch "$batch" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
     --payload-file "$work/payload.json" --token "$token_hex" | tee "$work/ours.txt"
   rate_pattern='= [0-9]* notifications/s'
 else

@@ -95,22 +95,29 @@ public struct JobProcessor: Sendable {
             }
             metrics.notification(app: appName, outcome: .filtered, reason: nil)
         }
-        // Children report into one tally and are discarded as they finish, so a finished device
-        // holds no memory while the rest of the job waits for slots.
+        // Devices go to APNs in batches of the slots free now (at least one, at most
+        // `batchSize`): a batch never waits to fill up while devices could already go, and a
+        // notification costs no task switch of its own on the way to APNs. Each device then
+        // gets a task for its result (and any retries), which holds its slot until its result
+        // is confirmed. Children report into one tally and are discarded as they finish, so a
+        // finished device holds no memory while the rest of the job waits for slots.
         let admission = client.admission
         try await withThrowingDiscardingTaskGroup { group in
-            for recipient in recipients {
+            var next = recipients.startIndex
+            while next < recipients.endIndex {
                 await admission.acquire()
+                var taken = 1
+                while taken < min(Self.batchSize, recipients.endIndex - next), admission.tryAcquire() { taken += 1 }
                 // A device whose result could not be published failed the group: send no more of
                 // a job that goes back to the queue.
                 guard !group.isCancelled else {
-                    admission.release()
+                    for _ in 0..<taken { admission.release() }
                     break
                 }
+                let batch = recipients[next..<(next + taken)]
+                next += taken
                 group.addTask {
-                    defer { admission.release() }
-                    let end = try await self.deliver(job, to: recipient, replyTo: replyTo, ends: ends)
-                    ends.record(end)
+                    try await self.deliver(job, to: batch, replyTo: replyTo, ends: ends)
                 }
             }
         }
@@ -142,25 +149,63 @@ public struct JobProcessor: Sendable {
         return Report(summary: summary, handedOn: handedOn)
     }
 
-    /// One device: send with in-process retries, then publish its result, or hand it on when it
-    /// still fails transiently and attempts remain beyond this worker's share.
-    private func deliver(_ job: PushJob, to recipient: Recipient, replyTo: String, ends: DeviceEnds) async throws -> DeviceEnd {
+    /// The most devices handed to APNs at once: large enough that the per-batch costs vanish
+    /// per device, small enough that a batch's answers come back while the next is out.
+    static let batchSize = 64
+
+    /// A batch of devices, each holding an admission slot: their first attempt goes out
+    /// together, then each device goes on alone (its result, its retries), releasing its slot.
+    private func deliver(_ job: PushJob, to batch: ArraySlice<Recipient>, replyTo: String, ends: DeviceEnds) async throws {
+        let requests = batch.map { request(job, to: $0) }
+        // Past the job's expiration no device is sent; each finds so on its own.
+        let answers: [Result<APNsResponse, APNsClientError>?] =
+            job.expiration?.hasPassed() == true ? Array(repeating: nil, count: requests.count) : await client.sendAdmitted(requests)
+        let admission = client.admission
+        try await withThrowingDiscardingTaskGroup { group in
+            for (offset, recipient) in batch.enumerated() {
+                group.addTask {
+                    defer { admission.release() }
+                    let end = try await self.deliver(job, to: recipient, request: requests[offset], firstAnswer: answers[offset], replyTo: replyTo, ends: ends)
+                    ends.record(end)
+                }
+            }
+        }
+    }
+
+    private func request(_ job: PushJob, to recipient: Recipient) -> APNsRequest {
+        APNsRequest(
+            deviceToken: recipient.token, topic: job.topic ?? topic, pushType: job.pushType, priority: job.priority,
+            expiration: job.expiration, collapseID: job.collapseID, payload: job.payload)
+    }
+
+    /// One device: its first answer, then in-process retries, then publish its result, or hand
+    /// it on when it still fails transiently and attempts remain beyond this worker's share.
+    /// `firstAnswer`: APNs' answer to the device's first attempt, made with its batch; nil when
+    /// the batch was not sent (past the expiration).
+    private func deliver(
+        _ job: PushJob, to recipient: Recipient, request: APNsRequest, firstAnswer: Result<APNsResponse, APNsClientError>?,
+        replyTo: String, ends: DeviceEnds
+    ) async throws -> DeviceEnd {
         var result = PushResult(
             jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
             attempts: recipient.previousAttempts)
-        let request = APNsRequest(
-            deviceToken: recipient.token, topic: job.topic ?? topic, pushType: job.pushType, priority: job.priority,
-            expiration: job.expiration, collapseID: job.collapseID, payload: job.payload)
+        var firstAnswer = firstAnswer
         // APNs' reason, or the kind of error: a label with few values, unlike `result.reason`.
         var reasonLabel: String?
         attempts: while true {
-            if let expiration = job.expiration, expiration.hasPassed() {
+            if firstAnswer == nil, let expiration = job.expiration, expiration.hasPassed() {
                 result.outcome = .expired
                 break
             }
             result.attempts += 1
             do {
-                let response = try await client.sendAdmitted(request)
+                let response: APNsResponse
+                if let answer = firstAnswer {
+                    firstAnswer = nil
+                    response = try answer.get()
+                } else {
+                    response = try await client.sendAdmitted(request)
+                }
                 result.status = response.status
                 result.apnsID = response.apnsID
                 result.apnsUniqueID = response.apnsUniqueID

@@ -12,6 +12,26 @@ public protocol NotificationSending: Sendable {
     /// Sends one notification whose caller holds an admission slot; APNs' answer, or why there
     /// is none.
     func sendAdmitted(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse
+
+    /// Sends many notifications whose caller holds a slot for each; each one's answer, or why
+    /// there is none, in the order given. The pipeline hands a job's devices over this way.
+    func sendAdmitted(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>]
+}
+
+extension NotificationSending {
+    /// One `sendAdmitted` per request, all at once: for senders with no batch path of their own.
+    public func sendAdmitted(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>] {
+        await withTaskGroup(of: (Int, Result<APNsResponse, APNsClientError>).self) { group in
+            for (index, request) in requests.enumerated() {
+                group.addTask {
+                    do throws(APNsClientError) { return (index, .success(try await sendAdmitted(request))) } catch { return (index, .failure(error)) }
+                }
+            }
+            var results = [Result<APNsResponse, APNsClientError>?](repeating: nil, count: requests.count)
+            for await (index, result) in group { results[index] = result }
+            return results.map { $0! }
+        }
+    }
 }
 
 extension APNsClient: NotificationSending {}
