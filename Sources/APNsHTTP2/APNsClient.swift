@@ -84,106 +84,131 @@ public final class APNsClient: Sendable {
         return results
     }
 
-    /// The batch `send` for a caller that holds an `admission` slot per request: a job's
-    /// fan-out. Requests that differ only in their device token (one notification for many
-    /// devices) share one encoding of their headers and payload, and the batch is handed to the
-    /// connections at once and awaited once, so a notification costs no task switch of its own.
-    /// Retries are per request, as with `send`: a stale provider token is replaced once and the
-    /// requests APNs refused for it are sent again; connection-level failures are sent again on
-    /// a fresh connection within `transportRetries`.
+    /// The batch `send` for a caller that holds an `admission` slot per request, collecting
+    /// every answer before returning.
     public func sendAdmitted(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>] {
         var results = [Result<APNsResponse, APNsClientError>?](repeating: nil, count: requests.count)
-        var pending: [Int] = []
-        pending.reserveCapacity(requests.count)
+        await sendAdmitted(requests) { answers in
+            for (index, result) in answers { results[index] = result }
+        }
+        return results.map { $0! }
+    }
+
+    /// One request's final answer: its index in the batch, and APNs' response or why there is none.
+    public typealias Answer = (index: Int, result: Result<APNsResponse, APNsClientError>)
+
+    /// The batch `send` for a caller that holds an `admission` slot per request: a job's
+    /// fan-out. Requests that differ only in their device token (one notification for many
+    /// devices) share one encoding of their headers and payload, and go to a connection in one
+    /// hand-over. Final answers reach `answers` on the calling task in waves (each time at least
+    /// half of the requests still out have answered), so a notification costs no task switch of
+    /// its own, and one slow answer holds back no more than itself once the others are in.
+    /// Each request gets exactly one final answer.
+    /// Retries are per request, as with `send`: a stale provider token is replaced once and the
+    /// requests APNs refused for it are sent again; connection-level failures are sent again on
+    /// a fresh connection within `transportRetries`, as soon as they are known.
+    public func sendAdmitted(_ requests: [APNsRequest], answers: ([Answer]) -> Void) async {
+        var finals: [Answer] = []
+        var toSend: [Int] = []
+        toSend.reserveCapacity(requests.count)
         for index in requests.indices {
             do {
                 try requests[index].validate()
-                pending.append(index)
+                toSend.append(index)
             } catch {
-                results[index] = .failure(.invalidRequest(error))
+                finals.append((index, .failure(.invalidRequest(error))))
             }
         }
+        let round = APNsExchangeRound(count: requests.count, pool: pool, latency: latency, baseURL: configuration.baseURL)
         var token: ProviderToken?
         /// Only the requests that were sent again have an entry.
         var retries: [Int: (transport: Int, refreshedToken: Bool)] = [:]
-        while !pending.isEmpty {
-            if case .token(let source) = configuration.authentication, token == nil {
+        var outstanding = 0
+        while true {
+            if !toSend.isEmpty, case .token(let source) = configuration.authentication, token == nil {
                 do { token = try source.current() } catch {
-                    for index in pending { results[index] = .failure(.credentials(error.description)) }
-                    break
+                    for index in toSend { finals.append((index, .failure(.credentials(error.description)))) }
+                    toSend = []
                 }
             }
-            let outcomes = await exchange(pending.map { requests[$0] }, token: token)
-            var again: [Int] = []
-            /// The requests APNs refused for the provider token (also in `again`).
+            if !toSend.isEmpty {
+                await start(toSend, of: requests, token: token, round: round)
+                outstanding += toSend.count
+                toSend = []
+            }
+            if !finals.isEmpty {
+                answers(finals)
+                finals.removeAll(keepingCapacity: true)
+            }
+            guard outstanding > 0 else { break }
+            let wave = await round.nextWave()
+            outstanding -= wave.count
+            /// The requests APNs refused for the provider token (also in `toSend`).
             var refusedForToken: [Int] = []
-            for (slot, index) in pending.enumerated() {
-                switch outcomes[slot] {
+            for (index, outcome) in wave {
+                switch outcome {
                 case .response(let status, let apnsID, let uniqueID, let body):
                     let response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
                     switch response.reason?.disposition {
                     case .retryWithNewProviderToken where token != nil && retries[index]?.refreshedToken != true:
                         retries[index, default: (0, false)].refreshedToken = true
                         refusedForToken.append(index)
-                        again.append(index)
+                        toSend.append(index)
                     case .retryOnNewConnection where (retries[index]?.transport ?? 0) < configuration.transportRetries:
                         retries[index, default: (0, false)].transport += 1
-                        again.append(index)
+                        toSend.append(index)
                     default:
-                        results[index] = .success(response)
+                        finals.append((index, .success(response)))
                     }
                 case .failure(let error, let retry):
                     let attempts = retries[index]?.transport ?? 0
                     if retry, attempts < configuration.transportRetries {
                         retries[index, default: (0, false)].transport = attempts + 1
-                        again.append(index)
+                        toSend.append(index)
                         logger.debug("retrying after a transport error", metadata: ["error": "\(error)", "attempt": "\(attempts + 1)"])
                     } else {
-                        results[index] = .failure(error)
+                        finals.append((index, .failure(error)))
                     }
                 }
             }
             if !refusedForToken.isEmpty, case .token(let source) = configuration.authentication, let rejected = token {
-                do { token = try source.replace(rejected) } catch {
-                    // The others in `again` (transport retries) go on with the token they had.
-                    for index in refusedForToken { results[index] = .failure(.credentials(error.description)) }
-                    again.removeAll { results[$0] != nil }
-                    pending = again
-                    continue
+                do {
+                    token = try source.replace(rejected)
+                    logger.notice("APNs called the provider token expired; retrying with a new one", metadata: ["key_id": "\(source.keyID)"])
+                } catch {
+                    // The others in `toSend` (transport retries) go on with the token they had.
+                    for index in refusedForToken { finals.append((index, .failure(.credentials(error.description)))) }
+                    let refused = Set(refusedForToken)
+                    toSend.removeAll { refused.contains($0) }
                 }
-                logger.notice("APNs called the provider token expired; retrying with a new one", metadata: ["key_id": "\(source.keyID)"])
             }
-            pending = again
         }
-        return results.map { $0! }
     }
 
-    /// One round: hands the requests to the connections the pool picks, as many at a time as
-    /// they have room for, and waits for every answer.
-    private func exchange(_ requests: [APNsRequest], token: ProviderToken?) async -> [APNsExchangeOutcome] {
-        let round = APNsExchangeRound(count: requests.count, pool: pool, latency: latency, baseURL: configuration.baseURL)
+    /// Hands the requests at `indices` to the connections the pool picks, as many at a time as
+    /// they have room for; their answers go to `round` under their index.
+    private func start(_ indices: [Int], of requests: [APNsRequest], token: ProviderToken?, round: APNsExchangeRound) async {
         var start = 0
-        while start < requests.count {
-            let (connection, count) = await pool.acquire(upTo: requests.count - start)
-            let slots = start..<(start + count)
+        while start < indices.count {
+            let (connection, count) = await pool.acquire(upTo: indices.count - start)
+            let slots = indices[start..<(start + count)]
             round.assign(slots, to: connection)
             var batch: APNsExchangeBatch?
-            var template = requests[start]
-            for slot in slots {
-                let request = requests[slot]
+            var template = requests[slots.first!]
+            for index in slots {
+                let request = requests[index]
                 if batch == nil || !request.sharesHeaders(with: template) {
                     if let batch { pool.connections[connection].start(batch, round: round) }
                     template = request
                     var headers = request.headers
                     if let token { headers.append(("authorization", token.authorization)) }
-                    batch = APNsExchangeBatch(headers: headers, body: request.payload, capacity: slots.upperBound - slot)
+                    batch = APNsExchangeBatch(headers: headers, body: request.payload, capacity: count)
                 }
-                batch!.append(deviceToken: request.deviceToken, tag: slot)
+                batch!.append(deviceToken: request.deviceToken, tag: index)
             }
             if let batch { pool.connections[connection].start(batch, round: round) }
             start += count
         }
-        return await round.outcomes()
     }
 }
 

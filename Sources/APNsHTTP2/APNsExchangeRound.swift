@@ -1,18 +1,25 @@
 import Metrics
 import Synchronization
 
-/// The answers to one round of a batch send, filled in from the connections' threads as they
-/// come and awaited once by the sending task: one object and one task resume for the round,
-/// not a continuation and a resumed task per notification (which cost more CPU than the
-/// HTTP/2 engine itself). Each answer also frees its stream in the pool and is timed.
+/// The answers to one batch send, filled in from the connections' threads as they come and
+/// taken by the sending task in waves: one object for the batch, and a resumed task per wave
+/// rather than a continuation and a resumed task per notification (which cost more CPU than
+/// the HTTP/2 engine itself). Each answer also frees its stream in the pool and is timed.
+/// Slots are the batch's request indices; a slot sent again (a retry) is assigned again.
 final class APNsExchangeRound: Sendable {
     private struct State {
-        var outcomes: [APNsExchangeOutcome?]
-        /// The pool connection carrying each slot.
+        /// Answers not yet taken, in arrival order.
+        var ready: [(Int, APNsExchangeOutcome)] = []
+        /// Requests handed to a connection and not yet answered.
+        var inFlight = 0
+        /// The pool connection carrying each slot, and when it was handed over.
         var connections: [Int]
         var startedAt: [ContinuousClock.Instant]
-        var remaining: Int
         var waiter: UnsafeContinuation<Void, Never>?
+
+        /// A wave is due once at least half of what is still out has answered: few wake-ups
+        /// under load, and a straggler soon waits alone.
+        var waveDue: Bool { !ready.isEmpty && ready.count >= inFlight }
     }
 
     private let state: Mutex<State>
@@ -22,19 +29,18 @@ final class APNsExchangeRound: Sendable {
     let baseURL: String
 
     init(count: Int, pool: APNsConnectionPool, latency: CoreMetrics.Timer, baseURL: String) {
-        self.baseURL = baseURL
         let now = ContinuousClock.now
-        state = Mutex(State(
-            outcomes: Array(repeating: nil, count: count), connections: Array(repeating: 0, count: count),
-            startedAt: Array(repeating: now, count: count), remaining: count))
+        state = Mutex(State(connections: Array(repeating: 0, count: count), startedAt: Array(repeating: now, count: count)))
         self.pool = pool
         self.latency = latency
+        self.baseURL = baseURL
     }
 
     /// Records which connection the slots go out on, just before they are handed to it.
-    func assign(_ slots: Range<Int>, to connection: Int) {
+    func assign(_ slots: some Collection<Int>, to connection: Int) {
         let now = ContinuousClock.now
         state.withLock { state in
+            state.inFlight += slots.count
             for slot in slots {
                 state.connections[slot] = connection
                 state.startedAt[slot] = now
@@ -42,14 +48,14 @@ final class APNsExchangeRound: Sendable {
         }
     }
 
-    /// The answer for `slot`; called exactly once per slot, from any thread.
+    /// The answer for `slot`; called exactly once per hand-over, from any thread.
     func complete(_ slot: Int, _ outcome: APNsExchangeOutcome) {
         let now = ContinuousClock.now
         let (connection, startedAt, waiter) = state.withLock { state in
-            state.outcomes[slot] = outcome
-            state.remaining -= 1
+            state.ready.append((slot, outcome))
+            state.inFlight -= 1
             var waiter: UnsafeContinuation<Void, Never>?
-            if state.remaining == 0 { swap(&waiter, &state.waiter) }
+            if state.waveDue { swap(&waiter, &state.waiter) }
             return (state.connections[slot], state.startedAt[slot], waiter)
         }
         latency.record(duration: now - startedAt)
@@ -63,16 +69,20 @@ final class APNsExchangeRound: Sendable {
         waiter?.resume()
     }
 
-    /// Every slot's answer, once all have come.
-    func outcomes() async -> [APNsExchangeOutcome] {
+    /// The answers that came since the last wave, once a wave is due. Only one task waits.
+    func nextWave() async -> [(Int, APNsExchangeOutcome)] {
         await withUnsafeContinuation { (waiter: UnsafeContinuation<Void, Never>) in
-            let done = state.withLock { state in
-                if state.remaining == 0 { return true }
+            let due = state.withLock { state in
+                if state.waveDue { return true }
                 state.waiter = waiter
                 return false
             }
-            if done { waiter.resume() }
+            if due { waiter.resume() }
         }
-        return state.withLock { state in state.outcomes.map { $0! } }
+        return state.withLock { state in
+            var wave: [(Int, APNsExchangeOutcome)] = []
+            swap(&wave, &state.ready)
+            return wave
+        }
     }
 }

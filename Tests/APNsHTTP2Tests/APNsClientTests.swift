@@ -193,6 +193,23 @@ struct APNsClientTests {
         client.shutdown()
     }
 
+    @Test("a batch hands answers out as they come: a slow answer holds back only itself", arguments: APNsTransport.allCases)
+    func batchWaves(transport: APNsTransport) async throws {
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.seconds(4)), tokens: [MockFixture.deviceToken(9)])] }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client(transport: transport)
+        #expect(try await client.send(MockFixture.request(0)).status == 200)
+        var waves: [[Int]] = []
+        await client.sendAdmitted((1...50).map { MockFixture.request($0) }) { answers in
+            #expect(answers.allSatisfy { (try? $0.result.get().status) == 200 })
+            waves.append(answers.map { $0.index + 1 })
+        }
+        // The 49 quick answers came in waves of their own; the slow one came last, alone.
+        #expect(waves.last == [9], "\(waves)")
+        #expect(waves.dropLast().flatMap { $0 }.sorted() == (1...50).filter { $0 != 9 }, "\(waves)")
+        client.shutdown()
+    }
+
     @Test("ExpiredProviderToken in a batch: one new token, and only the refused requests sent again", arguments: APNsTransport.allCases)
     func batchTokenRefresh(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start()

@@ -154,19 +154,27 @@ public struct JobProcessor: Sendable {
     static let batchSize = 64
 
     /// A batch of devices, each holding an admission slot: their first attempt goes out
-    /// together, then each device goes on alone (its result, its retries), releasing its slot.
+    /// together, and each device goes on alone (its result, its retries, releasing its slot)
+    /// from its first answer, as the answers come.
     private func deliver(_ job: PushJob, to batch: ArraySlice<Recipient>, replyTo: String, ends: DeviceEnds) async throws {
         let requests = batch.map { request(job, to: $0) }
-        // Past the job's expiration no device is sent; each finds so on its own.
-        let answers: [Result<APNsResponse, APNsClientError>?] =
-            job.expiration?.hasPassed() == true ? Array(repeating: nil, count: requests.count) : await client.sendAdmitted(requests)
         let admission = client.admission
         try await withThrowingDiscardingTaskGroup { group in
-            for (offset, recipient) in batch.enumerated() {
+            /// `firstAnswer` nil: not sent (past the job's expiration, which the device finds).
+            func goOn(_ offset: Int, firstAnswer: Result<APNsResponse, APNsClientError>?) {
+                let recipient = batch[batch.startIndex + offset]
                 group.addTask {
                     defer { admission.release() }
-                    let end = try await self.deliver(job, to: recipient, request: requests[offset], firstAnswer: answers[offset], replyTo: replyTo, ends: ends)
+                    let end = try await self.deliver(
+                        job, to: recipient, request: requests[offset], firstAnswer: firstAnswer, replyTo: replyTo, ends: ends)
                     ends.record(end)
+                }
+            }
+            if job.expiration?.hasPassed() == true {
+                for offset in requests.indices { goOn(offset, firstAnswer: nil) }
+            } else {
+                await client.sendAdmitted(requests) { answers in
+                    for (offset, answer) in answers { goOn(offset, firstAnswer: answer) }
                 }
             }
         }

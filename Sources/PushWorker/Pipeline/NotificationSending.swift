@@ -13,23 +13,23 @@ public protocol NotificationSending: Sendable {
     /// is none.
     func sendAdmitted(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse
 
-    /// Sends many notifications whose caller holds a slot for each; each one's answer, or why
-    /// there is none, in the order given. The pipeline hands a job's devices over this way.
-    func sendAdmitted(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>]
+    /// Sends many notifications whose caller holds a slot for each, and hands each one's final
+    /// answer (by its index in `requests`) to `answers` on the calling task, a few at a time as
+    /// they come. The pipeline hands a job's devices over this way.
+    func sendAdmitted(_ requests: [APNsRequest], answers: ([APNsClient.Answer]) -> Void) async
 }
 
 extension NotificationSending {
-    /// One `sendAdmitted` per request, all at once: for senders with no batch path of their own.
-    public func sendAdmitted(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>] {
-        await withTaskGroup(of: (Int, Result<APNsResponse, APNsClientError>).self) { group in
+    /// One `sendAdmitted` per request, all at once, each answer handed on as it comes: for
+    /// senders with no batch path of their own.
+    public func sendAdmitted(_ requests: [APNsRequest], answers: ([APNsClient.Answer]) -> Void) async {
+        await withTaskGroup(of: APNsClient.Answer.self) { group in
             for (index, request) in requests.enumerated() {
                 group.addTask {
                     do throws(APNsClientError) { return (index, .success(try await sendAdmitted(request))) } catch { return (index, .failure(error)) }
                 }
             }
-            var results = [Result<APNsResponse, APNsClientError>?](repeating: nil, count: requests.count)
-            for await (index, result) in group { results[index] = result }
-            return results.map { $0! }
+            for await answer in group { answers([answer]) }
         }
     }
 }
