@@ -95,6 +95,37 @@ struct DeviceTokenListTests {
         #expect(!list.containsSorted(hex: "not hex!"))
     }
 
+    @Test("a copy is a value: appending to one list or sorting it leaves the other as it was")
+    func copies() {
+        var list = DeviceTokenList()
+        for token in ["02", "01"] { list.append(hex: token.utf8) }
+        var copy = list
+        copy.append(hex: "03".utf8)
+        copy.sortAndRemoveDuplicates()
+        #expect(list.hex(0..<list.count) == ["02", "01"])
+        #expect(copy.hex(0..<copy.count) == ["01", "02", "03"])
+    }
+
+    @Test("tokens handed back leave every later token intact, across lengths and page boundaries")
+    func discard() {
+        var list = DeviceTokenList()
+        list.reserve(forBodyOf: 3_000_000)
+        // 40,000 tokens of 32 bytes (1.28 MB, over 300 pages) and 1,000 of 8 bytes, which come first.
+        let long = (0..<40_000).map { String(format: "%064x", $0 &* 2_654_435_761) }
+        let short = (0..<1000).map { String(format: "%016x", $0) }
+        for token in long + short { list.append(hex: token.utf8) }
+        let expected = short + long
+        list.discard(upTo: 500)
+        #expect(list.hex(500..<1000) == Array(expected[500..<1000]))
+        // Pages of the size a split reads, some ending mid-page.
+        for start in stride(from: 1000, to: expected.count, by: 997) {
+            let range = start..<min(start + 997, expected.count)
+            #expect(list.hex(range) == Array(expected[range]), "\(range)")
+            list.discard(upTo: range.upperBound)
+        }
+        #expect(list.count == expected.count)
+    }
+
     /// Arrangements a quicksort meets badly: sorted, reversed, one token repeated, few distinct
     /// values, an organ pipe, and random tokens with duplicates.
     static let arrangements: [(String, [Int])] = {

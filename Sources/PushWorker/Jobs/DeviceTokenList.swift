@@ -8,8 +8,13 @@ public struct DeviceTokenList: Sendable {
     /// The tokens of one byte length.
     private struct Run: Sendable {
         let width: Int
-        var bytes: [UInt8] = []
-        var count: Int { bytes.count / width }
+        var buffer: RecordBuffer
+        var count: Int { buffer.count / width }
+
+        /// Copy on write: the buffer is a reference.
+        mutating func unique() {
+            if !isKnownUniquelyReferenced(&buffer) { buffer = buffer.copy() }
+        }
     }
 
     /// By width, shortest first.
@@ -45,7 +50,8 @@ public struct DeviceTokenList: Sendable {
                 bytes[offset] = high << 4 | Self.value(of: hex[position])
                 position = hex.index(after: position)
             }
-            runs[index].bytes.append(contentsOf: bytes)
+            runs[index].unique()
+            runs[index].buffer.append(UnsafeRawBufferPointer(bytes))
         }
     }
 
@@ -64,18 +70,29 @@ public struct DeviceTokenList: Sendable {
         range.map { self[$0] }
     }
 
+    /// Hands the memory of the tokens before `index` back to the system, whole pages of it:
+    /// whoever holds this list or a copy of it reads none of them again (reading one stops the
+    /// process rather than see a wrong token). For a job's split, which reads its tokens once,
+    /// in order.
+    public func discard(upTo index: Int) {
+        var index = index
+        for run in runs {
+            run.buffer.discard(upTo: min(index, run.count) * run.width)
+            index -= min(index, run.count)
+        }
+    }
+
     /// Orders the tokens (by length, then by their bytes) and keeps one of each, in place: a job
     /// sends each device once however often it names it, with no set of every token beside the
     /// list and no scratch copy of it.
     public mutating func sortAndRemoveDuplicates() {
         for index in runs.indices {
-            let width = runs[index].width
-            let kept = runs[index].bytes.withUnsafeMutableBytes { bytes in
-                let records = FixedWidthRecords(base: bytes.baseAddress!, width: width, count: bytes.count / width)
-                records.sort()
-                return records.removeAdjacentDuplicates()
-            }
-            runs[index].bytes.removeLast(runs[index].bytes.count - kept * width)
+            runs[index].unique()
+            let run = runs[index]
+            let records = FixedWidthRecords(base: run.buffer.base, width: run.width, count: run.count)
+            records.sort()
+            let kept = records.removeAdjacentDuplicates()
+            run.buffer.removeLast(run.buffer.count - kept * run.width)
         }
     }
 
@@ -85,21 +102,19 @@ public struct DeviceTokenList: Sendable {
         guard !utf8.isEmpty, utf8.count % 2 == 0, utf8.count <= 510, utf8.allSatisfy({ $0.isHexDigit }),
             let run = runs.first(where: { $0.width == utf8.count / 2 })
         else { return false }
+        precondition(run.buffer.discardedBytes == 0, "a token list is searched after tokens were handed back")
         let key = stride(from: 0, to: utf8.count, by: 2).map { Self.value(of: utf8[$0]) << 4 | Self.value(of: utf8[$0 + 1]) }
-        return run.bytes.withUnsafeBytes { bytes in
-            key.withUnsafeBytes { key in
-                // Only read: the search writes nothing through the pointer.
-                FixedWidthRecords(base: UnsafeMutableRawPointer(mutating: bytes.baseAddress!), width: run.width, count: run.count)
-                    .containsSorted(key.baseAddress!)
-            }
+        return key.withUnsafeBytes { key in
+            // Only read: the search writes nothing through the pointer.
+            FixedWidthRecords(base: run.buffer.base, width: run.width, count: run.count).containsSorted(key.baseAddress!)
         }
     }
 
     /// The run of tokens `width` bytes long, made on first use.
     private mutating func runIndex(_ width: Int) -> Int {
         if let index = runs.firstIndex(where: { $0.width >= width }), runs[index].width == width { return index }
-        var run = Run(width: width)
-        if runs.isEmpty { run.bytes.reserveCapacity(reservation) }
+        // The first run gets the job's reservation; a second length (rare) grows as it goes.
+        let run = Run(width: width, buffer: RecordBuffer(reserving: runs.isEmpty ? reservation : width * 64))
         let index = runs.firstIndex(where: { $0.width > width }) ?? runs.endIndex
         runs.insert(run, at: index)
         return index
@@ -107,9 +122,11 @@ public struct DeviceTokenList: Sendable {
 
     private static func hex(of run: Run, at index: Int) -> String {
         let start = index * run.width
+        precondition(start >= run.buffer.discardedBytes, "a token is read after it was handed back")
+        let bytes = run.buffer.base.advanced(by: start).assumingMemoryBound(to: UInt8.self)
         return String(unsafeUninitializedCapacity: run.width * 2) { buffer in
             for offset in 0..<run.width {
-                let byte = run.bytes[start + offset]
+                let byte = bytes[offset]
                 buffer[offset * 2] = digits[Int(byte >> 4)]
                 buffer[offset * 2 + 1] = digits[Int(byte & 0x0F)]
             }

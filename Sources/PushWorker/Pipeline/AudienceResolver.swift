@@ -17,7 +17,8 @@ public protocol AudienceStream {
     /// Users or groups nobody could resolve (a worker without a registry): reported, not
     /// silently dropped.
     var unresolved: [String] { get }
-    /// The devices in pages of at most the resolver's page size.
+    /// The devices in pages of at most the resolver's page size. Called once: a stream may give
+    /// the memory of what it has handed over back to the system.
     func forEachPage(_ body: (AudiencePage) async throws -> Void) async throws
 }
 
@@ -52,7 +53,10 @@ public struct ExplicitTokenResolver: AudienceResolver {
 
         func forEachPage(_ body: (AudiencePage) async throws -> Void) async throws {
             for range in explicit.pages(of: pageSize) {
-                try await body(AudiencePage(recipients: explicit.tokens(range).map { Recipient(token: $0) }))
+                let page = AudiencePage(recipients: explicit.tokens(range).map { Recipient(token: $0) })
+                // Read once, in order: the page's tokens are strings now.
+                explicit.discard(upTo: range.upperBound)
+                try await body(page)
             }
         }
     }

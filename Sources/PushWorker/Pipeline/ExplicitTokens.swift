@@ -38,6 +38,14 @@ public struct ExplicitTokens: Sendable {
         }
     }
 
+    /// Hands the memory of the tokens before `index` back to the system (a streamed body's
+    /// list; strings stay): for a stream that reads its tokens once, in order, and asks
+    /// `contains` of none, as a split of a job that names only tokens does. The tokens of a
+    /// million-device job then leave memory as its chunks are made, not after the last one.
+    public func discard(upTo index: Int) {
+        if case .packed(let tokens) = storage { tokens.discard(upTo: index) }
+    }
+
     public func contains(_ token: String) -> Bool {
         switch storage {
         case .strings(_, let set): set.contains(token)

@@ -49,6 +49,8 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback {
             // registry only says whose it is.
             for range in explicit.pages(of: pageSize) {
                 let tokens = explicit.tokens(range)
+                // Without users or groups nothing asks `contains` later: the tokens are read once.
+                if audience == nil { explicit.discard(upTo: range.upperBound) }
                 let known: [String: RegisteredDevice]
                 if let audience {
                     known = try await audience.devices(tokens: tokens)
