@@ -42,7 +42,11 @@ final class RecordBuffer: @unchecked Sendable {
         count += bytes.count
     }
 
+    /// Drops the last bytes, handing back the whole pages they leave unused (a job's
+    /// duplicate tokens, once sorted out).
     func removeLast(_ bytes: Int) {
+        let used = Self.roundedUp(count - bytes), touched = Self.roundedUp(count)
+        if touched > used { madvise(base.advanced(by: used), touched - used, MADV_DONTNEED) }
         count -= bytes
     }
 

@@ -88,7 +88,13 @@ public struct JobPipeline: Sendable {
                 // A chunk or retry job: its devices were resolved by the worker that split it.
                 audience = AudiencePage(recipients: job.audience.devices, filtered: job.audience.filtered)
             } else {
-                let explicit = streamed.take().map { ExplicitTokens($0) } ?? ExplicitTokens(job.audience.tokens)
+                let explicit: ExplicitTokens
+                if let list = streamed.take() {
+                    // Handed over, not copied: a shared list would be copied whole to be sorted.
+                    explicit = ExplicitTokens(consume list)
+                } else {
+                    explicit = ExplicitTokens(job.audience.tokens)
+                }
                 job.audience.tokens = []  // held once, in `explicit`
                 guard let whole = try await resolve(job, explicit: explicit, from: delivery, replyTo: replyTo, unresolved: &unresolved) else {
                     metrics.job(.split)
