@@ -134,18 +134,15 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    /// GOAWAY naming this stream as the last processed: streams the client opened after it are
-    /// never processed and must be retried elsewhere. The connection then closes when the client
-    /// closes it, or after a grace period, as a server draining gracefully does. Closing at once
-    /// (it was 50 ms) reset the connection under a client still reading answers already sent (a
-    /// loaded machine): it lost them and sent processed requests again, which APNs would not cause.
+    /// GOAWAY naming this stream as the last processed, then close: streams the client opened
+    /// after it were never processed and must be retried elsewhere.
     private func goAway(_ parent: Channel, lastStream: Channel) {
         connection.closing = true
         let lastID = (try? lastStream.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
         connection.goAwayLastStream = Int(lastID)
         let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastID, errorCode: .noError, opaqueData: nil))
         parent.writeAndFlush(frame).whenComplete { _ in
-            parent.eventLoop.assumeIsolated().scheduleTask(in: .seconds(5)) { parent.close(promise: nil) }
+            parent.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) }
         }
     }
 
