@@ -26,8 +26,6 @@ struct APNsExchangeBatch: Sendable {
         tags.reserveCapacity(capacity)
     }
 
-    var isEmpty: Bool { tags.isEmpty }
-
     mutating func append(deviceToken: String, tag: Int) {
         paths.append(contentsOf: "/3/device/".utf8)
         paths.append(contentsOf: deviceToken.utf8)
