@@ -20,11 +20,19 @@ public final class APNsClient: Sendable {
     /// Each HTTP/2 exchange, from handing it to the connection to its answer (retries are
     /// exchanges of their own). Made once: a handle per request would cost a registry lookup.
     private let latency: CoreMetrics.Timer
+    /// Requests sent again: after a lost connection or a refused stream (`connection`: APNs may
+    /// have delivered the first one), or with a new provider token (`provider_token`).
+    private let resendsAfterConnectionLoss: CoreMetrics.Counter
+    private let resendsWithNewToken: CoreMetrics.Counter
 
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "pushworker.apns")) {
         self.configuration = configuration
         self.logger = logger
         self.latency = CoreMetrics.Timer(label: "pushworker_apns_request_duration_seconds", dimensions: [("app", configuration.name)])
+        self.resendsAfterConnectionLoss = CoreMetrics.Counter(
+            label: "pushworker_apns_resends_total", dimensions: [("app", configuration.name), ("cause", "connection")])
+        self.resendsWithNewToken = CoreMetrics.Counter(
+            label: "pushworker_apns_resends_total", dimensions: [("app", configuration.name), ("cause", "provider_token")])
         self.pool = APNsConnectionPool(configuration: configuration)
         self.admission = AsyncSemaphore(limit: max(1, configuration.maxInFlight))
     }
@@ -148,16 +156,19 @@ public final class APNsClient: Sendable {
             for (index, outcome) in wave {
                 switch outcome {
                 case .response(let status, let apnsID, let uniqueID, let body):
-                    let response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
+                    var response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
                     switch response.reason?.disposition {
                     case .retryWithNewProviderToken where token != nil && retries[index]?.refreshedToken != true:
                         retries[index, default: (0, false)].refreshedToken = true
                         refusedForToken.append(index)
                         toSend.append(index)
+                        resendsWithNewToken.increment()
                     case .retryOnNewConnection where (retries[index]?.transport ?? 0) < configuration.transportRetries:
                         retries[index, default: (0, false)].transport += 1
                         toSend.append(index)
+                        resendsAfterConnectionLoss.increment()
                     default:
+                        if let retried = retries[index] { response.sends = 1 + retried.transport + (retried.refreshedToken ? 1 : 0) }
                         finals.append((index, .success(response)))
                     }
                 case .failure(let error, let retry):
@@ -165,6 +176,7 @@ public final class APNsClient: Sendable {
                     if retry, attempts < configuration.transportRetries {
                         retries[index, default: (0, false)].transport = attempts + 1
                         toSend.append(index)
+                        resendsAfterConnectionLoss.increment()
                         logger.debug("retrying after a transport error", metadata: ["error": "\(error)", "attempt": "\(attempts + 1)"])
                     } else {
                         finals.append((index, .failure(error)))

@@ -7,8 +7,16 @@ public struct MockAPNsFault: Sendable {
         case latency(Duration)
         /// Answer with this reason and its status (429, 500, 503, TooManyProviderTokenUpdates…).
         case reject(APNsErrorReason)
-        /// After a connection has answered this many requests, send GOAWAY and close it.
+        /// After a connection has answered this many requests, send GOAWAY and drain gracefully,
+        /// as APNs and Go's net/http2 do: the GOAWAY names the highest stream the client opened,
+        /// every stream up to it is answered, and the connection closes once the client closes
+        /// it (or after a long grace, once every answer is written). Nothing is delivered twice.
         case goAway(afterRequests: Int)
+        /// A server that dies on its feet: the connection's request number N+1 is delivered, but
+        /// instead of its answer the client gets a GOAWAY and the connection is reset at once, so
+        /// answers of delivered notifications are lost. An at-least-once client sends those again:
+        /// their devices get the notification twice, and each still gets exactly one answer.
+        case goAwayAbrupt(afterRequests: Int)
         /// When a connection receives its request number N+1, drop the connection without answering.
         case resetConnection(afterRequests: Int)
     }

@@ -18,6 +18,11 @@ final class MockConnection: @unchecked Sendable {
     var verifiedToken: (jwt: String, issuedAt: Date)?
     /// After a GOAWAY: the last stream the server promised to process.
     var goAwayLastStream: Int?
+    /// The highest stream the client has opened: a GOAWAY names it, so that every stream the
+    /// server has taken (and may have delivered) is one the GOAWAY says it processes.
+    var highestStream = 0
+    /// Answers handed to the connection whose bytes have not reached the socket yet.
+    var answersUnwritten = 0
 
     init(number: Int) {
         self.number = number

@@ -25,6 +25,9 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
+            if let id = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID) {
+                connection.highestStream = max(connection.highestStream, Int(id))
+            }
         case .body(var buffer):
             body += buffer.readBytes(length: buffer.readableBytes) ?? []
         case .end:
@@ -47,11 +50,22 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         let token = MockRequestValidator.token(in: head.uri) ?? ""
 
         let received = connection.received
-        if !server.state.firingFaults(token: token, where: {
-            if case .resetConnection(let after) = $0 { return received == after + 1 }
-            return false
-        }).isEmpty {
+        let dropping = server.state.firingFaults(token: token, where: {
+            switch $0 {
+            case .resetConnection(let after), .goAwayAbrupt(let after): received == after + 1
+            default: false
+            }
+        })
+        if let fault = dropping.first {
             server.state.requestFinished()
+            if case .goAwayAbrupt = fault {
+                // Delivered, and the answer never leaves: the client cannot tell it from a
+                // request that never arrived.
+                server.state.record(RecordedNotification(
+                    token: token, apnsID: UUID().uuidString.lowercased(), headers: [:], payload: body,
+                    connection: connection.number, concurrentStreams: connection.inFlight))
+                sendGoAway(parent)
+            }
             reset(parent)
             return
         }
@@ -112,7 +126,10 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: status), headers: headers))), promise: nil)
         if let bodyBuffer { context.write(wrapOutboundOut(.body(.byteBuffer(bodyBuffer))), promise: nil) }
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        connection.answersUnwritten += 1
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { [connection] _ in
+            connection.answersUnwritten -= 1
+        }
         connection.answered += 1
         connection.inFlight -= 1
         server.state.requestFinished()
@@ -130,19 +147,42 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
             if case .goAway(let after) = $0 { return answered == after }
             return false
         }).isEmpty {
-            goAway(parent, lastStream: context.channel)
+            goAway(parent)
         }
     }
 
-    /// GOAWAY naming this stream as the last processed, then close: streams the client opened
-    /// after it were never processed and must be retried elsewhere.
-    private func goAway(_ parent: Channel, lastStream: Channel) {
+    /// GOAWAY naming the highest stream the client has opened: every stream the server has taken
+    /// is answered, and only streams opened after the GOAWAY are refused, for the client to send
+    /// elsewhere. (Naming the stream being answered instead, which this mock once did, told the
+    /// client that streams above it, answered out of order and already delivered, were never
+    /// processed: the client sent them again and devices got them twice.)
+    private func goAway(_ parent: Channel) {
+        sendGoAway(parent)
+        Self.closeWhenDrained(parent, connection, grace: Self.goAwayGrace)
+    }
+
+    private func sendGoAway(_ parent: Channel) {
         connection.closing = true
-        let lastID = (try? lastStream.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
-        connection.goAwayLastStream = Int(lastID)
+        let lastID = HTTP2StreamID(connection.highestStream)
+        connection.goAwayLastStream = connection.highestStream
         let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastID, errorCode: .noError, opaqueData: nil))
-        parent.writeAndFlush(frame).whenComplete { _ in
-            parent.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) }
+        parent.writeAndFlush(frame, promise: nil)
+    }
+
+    /// How long a draining connection waits for the client to close it.
+    static let goAwayGrace: TimeAmount = .seconds(10)
+
+    /// Closes the connection after `grace` unless the client has closed it by then, and never
+    /// while a request up to the GOAWAY's last stream is unanswered or an answer unwritten: a
+    /// client slow to read (a loaded machine) still gets every answer.
+    private static func closeWhenDrained(_ parent: Channel, _ connection: MockConnection, grace: TimeAmount) {
+        parent.eventLoop.assumeIsolated().scheduleTask(in: grace) {
+            guard parent.isActive else { return }
+            if connection.inFlight == 0 && connection.answersUnwritten == 0 {
+                parent.close(promise: nil)
+            } else {
+                closeWhenDrained(parent, connection, grace: .milliseconds(100))
+            }
         }
     }
 

@@ -32,8 +32,37 @@ struct ConnectionFaultTests {
         let statuses = try await burst(client, count: 1000, batched: batched)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         let counts = fixture.server.deliveryCounts
-        #expect(counts.count == 1000 && counts.values.allSatisfy { $0 == 1 })
+        #expect(counts.count == 1000 && counts.values.allSatisfy { $0 == 1 }, "delivered twice: \(counts.filter { $0.value > 1 }.keys.sorted())")
         #expect(fixture.server.connectionCount >= 3, "GOAWAY should have forced new connections")
+        client.shutdown()
+    }
+
+    @Test("an abrupt close after GOAWAY loses answers of delivered notifications: each is sent again and counted, every notification answered once", arguments: APNsTransport.allCases, [false, true])
+    func goAwayAbrupt(transport: APNsTransport, batched: Bool) async throws {
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.goAwayAbrupt(afterRequests: 150), times: 2)] }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
+        let requests = (0..<1000).map { MockFixture.request($0) }
+        var sends: [String: Int] = [:]
+        if batched {
+            for (request, result) in zip(requests, await client.send(requests)) { sends[request.deviceToken] = try result.get().sends }
+        } else {
+            try await withThrowingTaskGroup(of: (String, Int).self) { group in
+                for request in requests { group.addTask { (request.deviceToken, try await client.send(request).sends) } }
+                for try await (token, count) in group {
+                    #expect(sends[token] == nil, "answered twice: \(token)")
+                    sends[token] = count
+                }
+            }
+        }
+        #expect(sends.count == 1000)
+        let counts = fixture.server.deliveryCounts
+        #expect(counts.count == 1000, "lost: \(1000 - counts.count)")
+        let twice = counts.filter { $0.value > 1 }
+        // Each firing delivers one notification whose answer never leaves the server.
+        #expect(twice.count >= 2)
+        // Every notification delivered twice was sent again, and its answer says so.
+        #expect(twice.keys.allSatisfy { (sends[$0] ?? 0) >= 2 }, "\(twice.keys.map { ($0.suffix(4), sends[$0] ?? 0) })")
         client.shutdown()
     }
 

@@ -214,6 +214,9 @@ public struct JobProcessor: Sendable {
                 } else {
                     response = try await client.sendAdmitted(request)
                 }
+                // Sends made again by the client after a lost connection count: APNs may have
+                // delivered each of them.
+                result.attempts += response.sends - 1
                 result.status = response.status
                 result.apnsID = response.apnsID
                 result.apnsUniqueID = response.apnsUniqueID
