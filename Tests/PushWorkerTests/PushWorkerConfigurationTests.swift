@@ -174,6 +174,28 @@ struct PushWorkerConfigurationTests {
         }
     }
 
+    @Test(
+        "a misspelt key anywhere is refused, naming the file, its path and the nearest known key",
+        arguments: [
+            ("amqp: {url: \"amqp://127.0.0.1/\", prefech: 3}\napps: []", "amqp.prefech: unknown key; did you mean prefetch?"),
+            ("chunk_sise: 10\napps: []", "chunk_sise: unknown key; did you mean chunk_size?"),
+            ("amqp: {urls: [\"amqp://a/\", \"amqp://b/\"]}\napps: []", "amqp.urls: unknown key; did you mean url?"),
+            ("queues: {dead_leters: d}\napps: []", "queues.dead_leters: unknown key; did you mean dead_letters?"),
+            ("registry: {sqlit: r.db}\napps: []", "registry.sqlit: unknown key; did you mean sqlite?"),
+            ("apps:\n  - {name: a, topic: t, environment: sandbox, conections: 4}", "apps[0].conections: unknown key; did you mean connections?"),
+            ("apps:\n  - {name: a, topic: t, environment: sandbox, token: {key_file: k, key_id: K, team_id: T, keyid: x}}", "apps[0].token.keyid: unknown key; did you mean key_id?"),
+            ("apps:\n  - {name: a, topic: t, environment: sandbox, certificate: {file: f, pasword_env: P}}", "apps[0].certificate.pasword_env: unknown key; did you mean password_env?"),
+            ("bananas: 3\napps: []", "bananas: unknown key; known here: amqp, apps, chunk_size"),
+        ])
+    func unknownKey(yaml: String, expected: String) throws {
+        do {
+            _ = try PushWorkerConfiguration.parse(yaml, file: "pushworker.yaml")
+            Issue.record("accepted: \(yaml)")
+        } catch {
+            #expect("\(error)".hasPrefix("pushworker.yaml: " + expected), "\(error)")
+        }
+    }
+
     @Test("metrics_address: loopback port 9090 unless set, null turns the endpoint off, [::1]:PORT is IPv6")
     func metricsAddress() throws {
         #expect(try PushWorkerConfiguration.parse("apps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("127.0.0.1", 9090))

@@ -33,12 +33,31 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
 
     public static let defaultMaxInFlight = 256
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case name, topic, environment, port, url, connections, proxy, transport, token, certificate
         case pingIntervalSeconds = "ping_interval_seconds"
         case caFile = "ca_file"
         case requestTimeoutMilliseconds = "request_timeout_ms"
         case maxInFlight = "max_in_flight"
+    }
+
+    public init(from decoder: Decoder) throws {
+        try KnownKeys.check(decoder, CodingKeys.self)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        topic = try container.decode(String.self, forKey: .topic)
+        environment = try container.decode(APNsClientConfiguration.Environment.self, forKey: .environment)
+        port = try container.decodeIfPresent(Int.self, forKey: .port)
+        url = try container.decodeIfPresent(String.self, forKey: .url)
+        caFile = try container.decodeIfPresent(String.self, forKey: .caFile)
+        connections = try container.decodeIfPresent(Int.self, forKey: .connections)
+        maxInFlight = try container.decodeIfPresent(Int.self, forKey: .maxInFlight)
+        requestTimeoutMilliseconds = try container.decodeIfPresent(Int.self, forKey: .requestTimeoutMilliseconds)
+        proxy = try container.decodeIfPresent(String.self, forKey: .proxy)
+        transport = try container.decodeIfPresent(APNsTransport.self, forKey: .transport)
+        pingIntervalSeconds = try container.decodeIfPresent(Int.self, forKey: .pingIntervalSeconds)
+        token = try container.decodeIfPresent(TokenCredentials.self, forKey: .token)
+        certificate = try container.decodeIfPresent(CertificateCredentials.self, forKey: .certificate)
     }
 
     public struct TokenCredentials: Sendable, Decodable, Equatable {
@@ -49,8 +68,17 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         public var keyID: String
         public var teamID: String
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case keyFile = "key_file", keyEnv = "key_env", keyID = "key_id", teamID = "team_id"
+        }
+
+        public init(from decoder: Decoder) throws {
+            try KnownKeys.check(decoder, CodingKeys.self)
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            keyFile = try container.decodeIfPresent(String.self, forKey: .keyFile)
+            keyEnv = try container.decodeIfPresent(String.self, forKey: .keyEnv)
+            keyID = try container.decode(String.self, forKey: .keyID)
+            teamID = try container.decode(String.self, forKey: .teamID)
         }
     }
 
@@ -63,9 +91,18 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         /// sits in the file.
         public var passwordEnv: String?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case file, format
             case keyFile = "key_file", passwordEnv = "password_env"
+        }
+
+        public init(from decoder: Decoder) throws {
+            try KnownKeys.check(decoder, CodingKeys.self)
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            file = try container.decode(String.self, forKey: .file)
+            format = try container.decodeIfPresent(String.self, forKey: .format)
+            keyFile = try container.decodeIfPresent(String.self, forKey: .keyFile)
+            passwordEnv = try container.decodeIfPresent(String.self, forKey: .passwordEnv)
         }
     }
 

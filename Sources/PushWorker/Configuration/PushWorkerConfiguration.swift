@@ -7,7 +7,7 @@ public struct PushWorkerConfiguration: Sendable, Decodable, Equatable {
     public var apps: [AppConfiguration]
     public var worker: WorkerSettings
 
-    enum CodingKeys: String, CodingKey { case apps }
+    enum CodingKeys: String, CodingKey, CaseIterable { case apps }
 
     public init(apps: [AppConfiguration], worker: WorkerSettings = WorkerSettings()) {
         self.apps = apps
@@ -15,6 +15,7 @@ public struct PushWorkerConfiguration: Sendable, Decodable, Equatable {
     }
 
     public init(from decoder: Decoder) throws {
+        try KnownKeys.check(decoder, names: KnownKeys.names(CodingKeys.self) + KnownKeys.names(WorkerSettings.CodingKeys.self))
         apps = try decoder.container(keyedBy: CodingKeys.self).decode([AppConfiguration].self, forKey: .apps)
         worker = try WorkerSettings(from: decoder)
     }

@@ -14,7 +14,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var prefetch: Int = 4
         public var heartbeatSeconds: Int = 30
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case url, prefetch
             case heartbeatSeconds = "heartbeat_seconds"
         }
@@ -22,6 +22,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public init() {}
 
         public init(from decoder: Decoder) throws {
+            try KnownKeys.check(decoder, CodingKeys.self)
             let container = try decoder.container(keyedBy: CodingKeys.self)
             url = try container.decodeIfPresent(String.self, forKey: .url) ?? url
             prefetch = try container.decodeIfPresent(Int.self, forKey: .prefetch) ?? prefetch
@@ -43,7 +44,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// Deliveries of one job before the broker dead-letters it as poison.
         public var deliveryLimit = 5
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case exchange, jobs, results, registry
             case jobsRoutingKey = "jobs_routing_key"
             case registryRoutingKey = "registry_routing_key"
@@ -55,6 +56,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public init() {}
 
         public init(from decoder: Decoder) throws {
+            try KnownKeys.check(decoder, CodingKeys.self)
             let container = try decoder.container(keyedBy: CodingKeys.self)
             exchange = try container.decodeIfPresent(String.self, forKey: .exchange) ?? exchange
             jobsRoutingKey = try container.decodeIfPresent(String.self, forKey: .jobsRoutingKey) ?? jobsRoutingKey
@@ -111,6 +113,17 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             self.sqlite = sqlite
             self.postgres = postgres
         }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case sqlite, postgres
+        }
+
+        public init(from decoder: Decoder) throws {
+            try KnownKeys.check(decoder, CodingKeys.self)
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            sqlite = try container.decodeIfPresent(String.self, forKey: .sqlite)
+            postgres = try container.decodeIfPresent(String.self, forKey: .postgres)
+        }
     }
 
     public var amqp = Broker()
@@ -130,7 +143,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     /// Loopback by default: a container or pod sets `0.0.0.0:9090` for its scraper and probes.
     public var metricsAddress: String? = "127.0.0.1:9090"
 
-    enum CodingKeys: String, CodingKey {
+    /// Read from the top level of the configuration file, beside `apps`: the file's unknown keys
+    /// are refused there (`PushWorkerConfiguration`), which knows both sets.
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case amqp, queues, registry
         case chunkSize = "chunk_size"
         case retryMaxAttempts = "retry_max_attempts"

@@ -1,0 +1,112 @@
+import APNsHTTP2
+import Foundation
+import Yams
+
+/// What `pushworker config check` prints: the configuration a worker would run with, defaults
+/// filled in and environment overrides applied, every secret masked, after every check `run`
+/// makes before it connects (URLs, ranges, key files, certificate files, environment variables).
+public enum EffectiveConfiguration {
+    /// The effective configuration as YAML, or the first problem, naming the file and the key.
+    /// Opens nothing over the network, and no registry file (opening one would create it).
+    public static func check(
+        _ configuration: PushWorkerConfiguration, file: String,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> String {
+        let settings = configuration.worker
+        let amqp = try settings.amqpConfiguration(file: file, environment: environment)
+        var apps: [Node] = []
+        for (index, app) in configuration.apps.enumerated() {
+            let client = try app.clientConfiguration(file: file, index: index, environment: environment)
+            apps.append(Self.app(app, client))
+        }
+        var root: [(String, Node)] = [
+            ("amqp", mapping([
+                ("url", scalar(amqp.redactedURL + (environment["PUSHWORKER_AMQP_URL"] != nil ? "  (from PUSHWORKER_AMQP_URL)" : ""))),
+                ("prefetch", scalar(settings.amqp.prefetch)),
+                ("heartbeat_seconds", scalar(settings.amqp.heartbeatSeconds)),
+            ])),
+            ("queues", mapping([
+                ("exchange", scalar(settings.queues.exchange)),
+                ("jobs_routing_key", scalar(settings.queues.jobsRoutingKey)),
+                ("jobs", scalar(settings.queues.jobs)),
+                ("dead_letter_exchange", scalar(settings.queues.deadLetterExchange)),
+                ("dead_letters", scalar(settings.queues.deadLetters)),
+                ("results", scalar(settings.queues.results)),
+                ("registry", scalar(settings.queues.registry)),
+                ("registry_routing_key", scalar(settings.queues.registryRoutingKey)),
+                ("delivery_limit", scalar(settings.queues.deliveryLimit)),
+            ])),
+            ("chunk_size", scalar(settings.chunkSize)),
+            ("retry_max_attempts", scalar(settings.retryMaxAttempts)),
+            ("retry_in_process_attempts", scalar(settings.retryInProcessAttempts)),
+            ("retry_delays_ms", Node.sequence(.init(settings.retryDelaysMilliseconds.map { scalar($0) }, .implicit, .flow))),
+            ("retry_initial_delay_ms", scalar(settings.retryInitialDelayMilliseconds)),
+            ("shutdown_grace_seconds", scalar(settings.shutdownGraceSeconds)),
+            ("metrics_address", scalar(settings.metricsAddress ?? "null")),
+        ]
+        if let registry = settings.registry {
+            if registry.postgres != nil && registry.sqlite != nil {
+                throw ConfigurationError(file: file, key: "registry", "names both sqlite and postgres; choose one")
+            }
+            if let postgres = registry.postgres {
+                let fromEnvironment = environment["PUSHWORKER_POSTGRES_URL"] != nil
+                let url = Self.redacted(environment["PUSHWORKER_POSTGRES_URL"] ?? postgres)
+                root.append(("registry", mapping([("postgres", scalar(url + (fromEnvironment ? "  (from PUSHWORKER_POSTGRES_URL)" : "")))])))
+            } else if let sqlite = registry.sqlite, !sqlite.isEmpty {
+                root.append(("registry", mapping([("sqlite", scalar(sqlite))])))
+            } else {
+                throw ConfigurationError(file: file, key: "registry", "names no store; expected {sqlite: FILE} or {postgres: URL}")
+            }
+        }
+        root.append(("apps", .sequence(.init(apps))))
+        do {
+            return try Yams.serialize(node: mapping(root), sortKeys: false)
+        } catch {
+            throw ConfigurationError(file: file, key: "", "cannot print the configuration: \(error)")
+        }
+    }
+
+    private static func app(_ app: AppConfiguration, _ client: APNsClientConfiguration) -> Node {
+        var fields: [(String, Node)] = [
+            ("name", scalar(app.name)),
+            ("topic", scalar(app.topic)),
+            ("environment", scalar(app.environment.rawValue)),
+            ("url", scalar(client.baseURL)),
+            ("transport", scalar(client.transport.rawValue)),
+            ("connections", scalar(client.connections)),
+            ("max_in_flight", scalar(client.maxInFlight)),
+            ("request_timeout_ms", scalar(Int(client.requestTimeout / .milliseconds(1)))),
+            ("ping_interval_seconds", scalar(client.pingInterval.map { Int($0 / .seconds(1)) } ?? 0)),
+        ]
+        if let caFile = client.caFile { fields.append(("ca_file", scalar(caFile))) }
+        if let proxy = client.proxy { fields.append(("proxy", scalar(redacted(proxy)))) }
+        if let token = app.token {
+            var credentials: [(String, Node)] = []
+            if let keyEnv = token.keyEnv { credentials.append(("key_env", scalar(keyEnv))) } else if let keyFile = token.keyFile {
+                credentials.append(("key_file", scalar(keyFile)))
+            }
+            credentials += [("key_id", scalar(token.keyID)), ("team_id", scalar(token.teamID))]
+            fields.append(("token", mapping(credentials)))
+        }
+        if let certificate = app.certificate {
+            var credentials: [(String, Node)] = [("file", scalar(certificate.file)), ("format", scalar(certificate.format ?? "p12"))]
+            if let keyFile = certificate.keyFile { credentials.append(("key_file", scalar(keyFile))) }
+            if let passwordEnv = certificate.passwordEnv { credentials.append(("password_env", scalar(passwordEnv))) }
+            fields.append(("certificate", mapping(credentials)))
+        }
+        return mapping(fields)
+    }
+
+    /// A URL with its password (if any) replaced by `***`.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.password != nil else { return url }
+        components.password = "***"
+        return components.string ?? "(a URL with a password)"
+    }
+
+    private static func scalar(_ value: String) -> Node { Node(value) }
+    private static func scalar(_ value: Int) -> Node { Node(String(value)) }
+    private static func mapping(_ pairs: [(String, Node)]) -> Node {
+        .mapping(.init(pairs.map { (Node($0.0), $0.1) }))
+    }
+}

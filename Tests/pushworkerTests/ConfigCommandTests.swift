@@ -1,0 +1,60 @@
+import Foundation
+import TestSupport
+import Testing
+import Yams
+
+@Suite("pushworker config check")
+struct ConfigCommandTests {
+    private func write(_ text: String) throws -> URL {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString.prefix(8)).yaml")
+        try Data(text.utf8).write(to: file)
+        return file
+    }
+
+    @Test("prints the effective configuration with defaults and environment overrides, secrets masked, without connecting")
+    func effective() throws {
+        let key = try write(try TestKeys.newP8())
+        let config = try write("""
+            amqp: {url: "amqp://worker:file-secret@broker.invalid:5672/", prefetch: 8}
+            chunk_size: 500
+            registry: {postgres: "postgres://app:pg-secret@db.invalid/push"}
+            apps:
+              - {name: news, topic: com.example.news, environment: sandbox, token: {key_file: \(key.path), key_id: ABC123DEFG, team_id: DEF123GHIJ}}
+              - {name: chat, topic: com.example.chat, environment: production, token: {key_env: CHAT_KEY, key_id: ABC123DEFG, team_id: DEF123GHIJ}}
+            """)
+        let p8 = try TestKeys.newP8()
+        let result = try Program.run(["config", "check", "--config", config.path], environment: [
+            "PUSHWORKER_AMQP_URL": "amqp://worker:env-secret@rabbit.invalid:5673/", "CHAT_KEY": p8,
+        ])
+        #expect(result.status == 0, "\(result.standardError)")
+        let output = result.standardOutput
+        for secret in ["file-secret", "env-secret", "pg-secret", "PRIVATE KEY"] { #expect(!output.contains(secret), "\(secret) printed") }
+        let document = try #require(try Yams.load(yaml: output) as? [String: Any])
+        let amqp = try #require(document["amqp"] as? [String: Any])
+        #expect((amqp["url"] as? String)?.hasPrefix("amqp://worker:***@rabbit.invalid:5673/") == true, "\(output)")
+        #expect(amqp["prefetch"] as? Int == 8 && amqp["heartbeat_seconds"] as? Int == 30)
+        #expect(document["chunk_size"] as? Int == 500 && document["retry_max_attempts"] as? Int == 6)
+        #expect(((document["registry"] as? [String: Any])?["postgres"] as? String)?.contains("app:***@db.invalid") == true)
+        let apps = try #require(document["apps"] as? [[String: Any]])
+        #expect(apps.map { $0["name"] as? String } == ["news", "chat"])
+        #expect(apps[0]["url"] as? String == "https://api.sandbox.push.apple.com:443" && apps[0]["transport"] as? String == "nghttp2")
+        #expect((apps[1]["token"] as? [String: Any])?["key_env"] as? String == "CHAT_KEY")
+    }
+
+    @Test("a misspelt key, an unset variable or an unreadable key file: exit 1, naming the file and the key")
+    func refused() throws {
+        let typo = try write("amqp: {prefech: 3}\napps: []\n")
+        let misspelt = try Program.run(["config", "check", "--config", typo.path])
+        #expect(misspelt.status == 1)
+        #expect(misspelt.standardError.contains("\(typo.path): amqp.prefech: unknown key; did you mean prefetch?"), "\(misspelt.standardError)")
+        #expect(misspelt.standardOutput.isEmpty)
+
+        let unset = try write("apps:\n  - {name: a, topic: t, environment: sandbox, token: {key_env: NO_SUCH_KEY_VARIABLE, key_id: K, team_id: T}}\n")
+        let missing = try Program.run(["config", "check", "--config", unset.path])
+        #expect(missing.status == 1 && missing.standardError.contains("apps[0].token.key_env: environment variable NO_SUCH_KEY_VARIABLE is not set"), "\(missing.standardError)")
+
+        let unreadable = try write("apps:\n  - {name: a, topic: t, environment: sandbox, token: {key_file: /nonexistent.p8, key_id: K, team_id: T}}\n")
+        let file = try Program.run(["config", "check", "--config", unreadable.path])
+        #expect(file.status == 1 && file.standardError.contains("apps[0].token.key_file: cannot read '/nonexistent.p8'"), "\(file.standardError)")
+    }
+}
