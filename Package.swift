@@ -166,6 +166,7 @@ let package = Package(
                 // The benchmarks load a synthetic PostgreSQL registry with SQL.
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         // Shared by the test targets: the test broker, its access traits, small helpers.

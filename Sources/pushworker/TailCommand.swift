@@ -1,13 +1,23 @@
 import AMQP
 import ArgumentParser
 import Foundation
+import UnixSignals
 
 /// Prints messages from a queue (results, dead letters) and acknowledges them: a window onto
 /// what the worker produces, for demos and first-line debugging.
+///
+/// A message is removed only once its line has reached standard output: each line is written
+/// with one unbuffered write before its acknowledgement, so output sent to a file or a pipe holds
+/// every message the queue lost, even when the command is stopped. SIGINT and SIGTERM stop it
+/// after the message in hand; what it had not printed stays in the queue.
 struct TailCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tail",
-        abstract: "Print (and remove) messages from a queue, such as push.results or push.dead.")
+        abstract: "Print (and remove) messages from a queue, such as push.results or push.dead.",
+        discussion: """
+            Each message is acknowledged only after its line is written, so nothing is removed \
+            that was not printed. SIGINT or SIGTERM stops after the message in hand.
+            """)
 
     @OptionGroup var amqp: AMQPOptions
     @Option(help: "Queue to read.") var queue: String
@@ -16,18 +26,42 @@ struct TailCommand: AsyncParsableCommand {
     @Flag(help: "Print the headers too (x-pushworker-error…).") var headers = false
 
     func run() async throws {
-        let consumer = try await AMQPConsumer.connect(try amqp.configuration(), queue: queue, prefetch: 100)
+        // Trapped before anything is consumed: from here on a signal only asks the loop to stop.
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        // A small window: the broker hands over no more than the command can print before a
+        // signal is acted on, and what it had sent but was not printed goes back on close.
+        let consumer = try await AMQPConsumer.connect(try amqp.configuration(), queue: queue, prefetch: 10)
+        let reader = Task { try await printMessages(from: consumer) }
+        let watcher = Task {
+            for await _ in signals { reader.cancel() }
+        }
+        defer { watcher.cancel() }
+        let outcome = await reader.result
+        await consumer.close()
+        try outcome.get()
+    }
+
+    /// Prints and acknowledges until the count, an idle spell or cancellation (a signal).
+    private func printMessages(from consumer: AMQPConsumer) async throws {
         var printed = 0
-        while count.map({ printed < $0 }) ?? true {
-            guard let delivery = try await consumer.next(waitingAtMost: .seconds(idle)) else { break }
+        while count.map({ printed < $0 }) ?? true, !Task.isCancelled {
+            let next: AMQPDelivery?
+            do {
+                next = try await consumer.next(waitingAtMost: .seconds(idle))
+            } catch is CancellationError {
+                break
+            }
+            guard let delivery = next else { break }
             var line = "[\(delivery.properties.type ?? "message")] "
             if headers, let table = delivery.properties.headers {
                 line += table.keys.sorted().compactMap { key in table[key]?.stringValue.map { "\(key)=\($0)" } }.joined(separator: " ") + " "
             }
-            print(line + String(decoding: delivery.body.prefix(2000), as: UTF8.self))
+            line += String(decoding: delivery.body.prefix(2000), as: UTF8.self) + "\n"
+            // One write(2), not print's buffer: a line the process still buffered would be lost
+            // with the process while its message was already acknowledged.
+            try FileHandle.standardOutput.write(contentsOf: Data(line.utf8))
             try await delivery.ack()
             printed += 1
         }
-        await consumer.close()
     }
 }
