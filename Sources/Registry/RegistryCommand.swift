@@ -30,6 +30,19 @@ public enum RegistryCommand: Sendable, Hashable {
         }
     }
 
+    /// Refuses a command that would register a device (`register_device`, `connect`) for an app
+    /// not among `served`: no job could ever reach that device.
+    public func check(servedApps served: Set<String>) throws(RegistryError) {
+        switch self {
+        case .registerDevice(let app, _, _), .connect(let app, _, _):
+            guard served.contains(app) else {
+                throw RegistryError(.unknownApp, field: "app", "app '\(app)' is not one the workers serve (configured: \(served.sorted().joined(separator: ", ")))")
+            }
+        default:
+            return
+        }
+    }
+
     static let fields: [String: Set<String>] = [
         "register_device": ["app", "token", "user"], "unregister_device": ["app", "token"],
         "connect": ["app", "token", "user"], "disconnect": ["app", "token", "user"],

@@ -12,6 +12,9 @@ public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible 
         case invalidField = "invalid_field"
         /// `add_to_group` with `create_group: false` named a group that does not exist.
         case unknownGroup = "unknown_group"
+        /// The command would register a device for an app this worker does not serve: no job
+        /// could reach it.
+        case unknownApp = "unknown_app"
         /// The store could not be read or written; the command may succeed later.
         case storeUnavailable = "store_unavailable"
     }

@@ -62,7 +62,8 @@ struct DLQCommand: AsyncParsableCommand {
                     if json {
                         print(String(decoding: try encoder.encode(letter.listing), as: UTF8.self))
                     } else {
-                        print("\(letter.id)\t\(letter.errorCode)\t\(letter.time)\tdeliveries=\(letter.deliveries)\treplays=\(letter.replays)\t\(letter.errorMessage)")
+                        let first = letter.firstErrorCode.map { "\tfirst=\($0)" } ?? ""
+                        print("\(letter.id)\t\(letter.errorCode)\t\(letter.time)\tqueue=\(letter.sourceQueue ?? "-")\tdeliveries=\(letter.deliveries)\treplays=\(letter.replays)\(first)\t\(letter.errorMessage)")
                     }
                 }
                 return []
@@ -85,8 +86,10 @@ struct DLQCommand: AsyncParsableCommand {
                     print("""
                         deliveries: \(listing.deliveries)
                         error: \(listing.error)
+                        first error: \(listing.firstError ?? "-")
                         id: \(listing.id)
                         message: \(listing.message)
+                        queue: \(listing.queue ?? "-")
                         replays: \(listing.replays)
                         time: \(listing.time)
                         """)
@@ -100,16 +103,21 @@ struct DLQCommand: AsyncParsableCommand {
 
     struct Replay: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Publish dead letters back to the jobs queue (or --to), confirmed, then remove them.",
-            discussion: "Headers are kept and x-pushworker-replays is counted up. A job still invalid comes back to the dead letters.")
+            abstract: "Publish dead letters back to the queue each died in (or --to), confirmed, then remove them.",
+            discussion: """
+                A job goes back to the jobs queue, a registry command to the registry queue: the queue \
+                the worker or the broker named when it dead-lettered it (the jobs queue when none is \
+                named). Headers are kept, x-pushworker-replays is counted up, and the reason moves to \
+                x-pushworker-first-error, so a message that dies again shows both its first and its \
+                latest reason.
+                """)
         @OptionGroup var location: Location
         @OptionGroup var filter: Filter
-        @Option(help: "Queue to replay into (default: the jobs queue).") var to: String?
+        @Option(help: "Queue to replay into (default: the queue each dead letter died in).") var to: String?
         @Flag(name: .customLong("dry-run"), help: "Only say what would be replayed.") var dryRun = false
 
         func run() async throws {
             let (amqp, queue, jobs) = try location.resolve()
-            let target = to ?? jobs
             let publisher = dryRun ? nil : try await AMQPPublisher.connect(amqp)
             var moved = 0
             try await DeadLetterBrowser.browse(amqp, queue: queue) { letters in
@@ -118,6 +126,7 @@ struct DLQCommand: AsyncParsableCommand {
                     selected.append(letter)
                 }
                 for letter in selected {
+                    let target = to ?? letter.sourceQueue ?? jobs
                     print("\(dryRun ? "would replay" : "replaying") \(letter.id) (\(letter.errorCode)) to \(target)")
                     guard let publisher else { continue }
                     try await publisher.publish(letter.replay(to: target))

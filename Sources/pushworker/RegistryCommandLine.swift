@@ -24,6 +24,11 @@ struct RegistryCommandLine: AsyncParsableCommand {
             }
             return store
         }
+
+        /// The apps the configuration serves: a device for another one is refused, as the worker does.
+        func servedApps() throws -> Set<String> {
+            Set(try PushWorkerConfiguration.load(file: config).apps.map(\.name))
+        }
     }
 
     struct Apply: AsyncParsableCommand {
@@ -34,6 +39,7 @@ struct RegistryCommandLine: AsyncParsableCommand {
 
         func run() async throws {
             let parsed = try RegistryCommand(json: Array(command.utf8))
+            try parsed.check(servedApps: try store.servedApps())
             try await store.open().apply(parsed)
             print("ok: \(parsed.name)")
         }
@@ -50,10 +56,15 @@ struct RegistryCommandLine: AsyncParsableCommand {
         func run() async throws {
             guard batch > 0 else { throw ValidationError("--batch must be at least 1") }
             let text = try String(contentsOfFile: file, encoding: .utf8)
+            let apps = try store.servedApps()
             var commands: [RegistryCommand] = []
             for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
             where !line.trimmingCharacters(in: .whitespaces).isEmpty {
-                do { commands.append(try RegistryCommand(json: Array(line.utf8))) } catch {
+                do throws(RegistryError) {
+                    let command = try RegistryCommand(json: Array(line.utf8))
+                    try command.check(servedApps: apps)
+                    commands.append(command)
+                } catch {
                     throw CommandFailure("\(file):\(index + 1): \(error)")
                 }
             }

@@ -169,12 +169,18 @@ struct RegistryWorkerTests {
         }
         // Every kind the parser refuses, and one the store refuses.
         let malformed: [(json: String, code: String)] = MalformedRegistryCommand.corpus.map { (json: $0.json, code: $0.code) }
-            + [(json: #"{"command": "add_to_group", "user": "u-1", "group": "nope", "create_group": false}"#, code: "unknown_group")]
+            + [(json: #"{"command": "add_to_group", "user": "u-1", "group": "nope", "create_group": false}"#, code: "unknown_group"),
+               // A device no job could reach: the worker serves only "demo".
+               (json: #"{"command": "register_device", "app": "elsewhere", "token": "\#(Self.token(8))"}"#, code: "unknown_app"),
+               (json: #"{"command": "connect", "app": "elsewhere", "token": "\#(Self.token(8))", "user": "u-1"}"#, code: "unknown_app")]
         #expect(malformed.count > 20)
         for (index, entry) in malformed.enumerated() {
             let reply = try await send(entry.json, id: "bad-\(index)")
             #expect(reply["ok"] as? Bool == false)
             #expect((reply["error"] as? [String: Any])?["code"] as? String == entry.code, "\(entry.json): \(reply)")
+            if entry.code == "unknown_app" {
+                #expect(((reply["error"] as? [String: Any])?["message"] as? String)?.contains("(configured: demo)") == true, "\(reply)")
+            }
             let letter = try await dead.next(within: .seconds(30))
             try await letter.ack()
             #expect(letter.properties.messageID == "bad-\(index)")
@@ -188,9 +194,68 @@ struct RegistryWorkerTests {
         #expect(members.sorted { $0.token < $1.token }.map { [$0.token, $0.user] } == [[Self.token(1), "u-1"], [Self.token(2), "u-2"]])
         #expect(try await store.device(app: "demo", token: Self.token(3))?.user == nil)
         #expect(try await store.device(app: "demo", token: Self.token(4)) == nil)
+        #expect(try await store.device(app: "elsewhere", token: Self.token(8)) == nil)
         #expect(try await store.user("u-2")?.preferences == NotificationPreferences(blacklist: ["grades": ["final-grade"]]))
         #expect(try await worker.stop() == 0, "\(worker.log)")
         await dead.close()
+        await answers.close()
+        await publisher.close()
+    }
+
+    @Test("dlq replay sends a dead-lettered registry command back to the registry queue; dying again it keeps its first reason; applied once it can be")
+    func replayToRegistryQueue() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: \(file)}")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("registry commands consumed")
+        let replies = "\(setup.prefix).replies"
+        let topology = AMQPTopology(queues: [.durable(replies)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let answers = try await TestBroker.consumer(queue: replies, topology: topology)
+        func answer() async throws -> [String: Any] {
+            let delivery = try await answers.next(within: .seconds(30))
+            try await delivery.ack()
+            #expect(delivery.properties.correlationID == "join-later")
+            return try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+        }
+        func errorCode(_ reply: [String: Any]) -> String? { (reply["error"] as? [String: Any])?["code"] as? String }
+        let dlq = ["--config", setup.config.path]
+        /// The dead letters, polled until `done` holds (the worker dead-letters after it answers).
+        func letters(until done: ([DeadLetter.Listing]) -> Bool) async throws -> [DeadLetter.Listing] {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while true {
+                let listed = try Program.run(["dlq", "list", "--json"] + dlq)
+                #expect(listed.status == 0, "\(listed.standardError)")
+                let listings = try listed.standardOutput.split(separator: "\n").map { try JSONDecoder().decode(DeadLetter.Listing.self, from: Data($0.utf8)) }
+                if done(listings) || ContinuousClock.now > deadline { return listings }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+
+        try await publisher.publish(AMQPMessage(
+            exchange: "\(setup.prefix).push", routingKey: "registry",
+            body: Array(#"{"command": "add_to_group", "user": "u-1", "group": "later", "create_group": false}"#.utf8),
+            properties: AMQPProperties(contentType: "application/json", persistent: true, replyTo: replies, messageID: "join-later"), mandatory: true))
+        #expect(errorCode(try await answer()) == "unknown_group")
+        let first = try await letters { !$0.isEmpty }
+        #expect(first.map(\.id) == ["join-later"] && first.first?.queue == "\(setup.prefix).registry" && first.first?.error == "unknown_group", "\(first)")
+
+        // Still no such group: refused again by the registry consumer, not as a job.
+        let replay = try Program.run(["dlq", "replay", "--error", "unknown_group"] + dlq)
+        #expect(replay.status == 0 && replay.standardOutput.contains("to \(setup.prefix).registry"), "\(replay.standardOutput)\(replay.standardError)")
+        #expect(errorCode(try await answer()) == "unknown_group")
+        let again = try await letters { $0.first?.replays == 1 }
+        #expect(again.count == 1)
+        #expect(again.first?.error == "unknown_group" && again.first?.firstError == "unknown_group" && again.first?.replays == 1, "\(again)")
+        #expect(again.first?.queue == "\(setup.prefix).registry")
+
+        // Once the group exists the replayed command is applied, and no dead letter is left.
+        try await SQLiteRegistryStore(path: file).apply(.addToGroup(user: "u-2", group: "later", createGroup: true))
+        #expect(try Program.run(["dlq", "replay", "--all"] + dlq).status == 0)
+        #expect(try await answer()["ok"] as? Bool == true)
+        #expect(try await letters { $0.isEmpty }.isEmpty)
+        #expect(try await worker.stop() == 0, "\(worker.log)")
         await answers.close()
         await publisher.close()
     }

@@ -34,9 +34,23 @@ public struct DeadLetter: Sendable {
 
     public var replays: Int { Int(delivery.properties.headers?[WireHeader.replays]?.intValue ?? 0) }
 
+    /// The queue it died in: named by the worker when it refused it, else by the broker's latest
+    /// `x-death` entry (delivery limit, a rejected streamed job); nil for a message that came
+    /// some other way.
+    public var sourceQueue: String? {
+        delivery.properties.headers?[WireHeader.queue]?.stringValue ?? delivery.deaths.first?["queue"]?.stringValue
+    }
+
+    /// The reason of its first death, when it was replayed and died again; nil otherwise.
+    public var firstErrorCode: String? {
+        delivery.properties.headers?[WireHeader.firstError]?.stringValue
+    }
+
     /// What `dlq list --json` prints for it.
     public var listing: Listing {
-        Listing(id: id, error: errorCode, message: errorMessage, time: time, deliveries: deliveries, replays: replays)
+        Listing(
+            id: id, error: errorCode, message: errorMessage, time: time, deliveries: deliveries, replays: replays,
+            queue: sourceQueue, firstError: firstErrorCode)
     }
 
     public struct Listing: Codable, Sendable, Hashable {
@@ -46,31 +60,48 @@ public struct DeadLetter: Sendable {
         public var time: String
         public var deliveries: Int64
         public var replays: Int
+        /// The queue it died in, where `dlq replay` sends it.
+        public var queue: String?
+        /// The first reason, when it was replayed and died again.
+        public var firstError: String?
+
+        enum CodingKeys: String, CodingKey {
+            case id, error, message, time, deliveries, replays, queue
+            case firstError = "first_error"
+        }
     }
 
     /// The message that puts it back on `queue`: body and headers as they are, its replays
-    /// counted up, so a job that keeps coming back shows it.
+    /// counted up, so a job that keeps coming back shows it. The reason it died for moves to the
+    /// first-error headers (unless an earlier death is there already) and leaves the latest
+    /// ones, so that whatever ends it next, the worker or the broker, is what `dlq` shows.
     public func replay(to queue: String) -> AMQPMessage {
         var properties = delivery.properties
         var headers = properties.headers ?? [:]
+        if headers[WireHeader.firstError] == nil {
+            headers[WireHeader.firstError] = .string(errorCode)
+            headers[WireHeader.firstErrorMessage] = .string(errorMessage)
+        }
+        for name in [WireHeader.error, WireHeader.errorMessage, WireHeader.errorField, WireHeader.queue] { headers[name] = nil }
         headers[WireHeader.replays] = .int64(Int64(replays + 1))
         properties.headers = headers
         return .toQueue(queue, body: delivery.body, properties: properties)
     }
 
     /// The dead letter the worker publishes for a job it refuses: the job as it came, its headers
-    /// kept, with the reason added.
-    static func properties(refusing properties: AMQPProperties, _ error: JobError) -> AMQPProperties {
-        Self.properties(refusing: properties, code: error.code.rawValue, field: error.field, message: error.message)
+    /// kept, with the reason and the queue it came from added.
+    static func properties(refusing properties: AMQPProperties, from queue: String, _ error: JobError) -> AMQPProperties {
+        Self.properties(refusing: properties, from: queue, code: error.code.rawValue, field: error.field, message: error.message)
     }
 
     /// The same for any refused message (a registry command).
-    static func properties(refusing properties: AMQPProperties, code: String, field: String?, message: String) -> AMQPProperties {
+    static func properties(refusing properties: AMQPProperties, from queue: String, code: String, field: String?, message: String) -> AMQPProperties {
         var properties = properties
         var headers = properties.headers ?? [:]
         headers[WireHeader.error] = .string(code)
         headers[WireHeader.errorMessage] = .string(message)
-        if let field { headers[WireHeader.errorField] = .string(field) }
+        headers[WireHeader.errorField] = field.map { .string($0) }
+        headers[WireHeader.queue] = .string(queue)
         properties.headers = headers
         properties.persistent = true
         return properties

@@ -7,6 +7,13 @@ public enum WireHeader {
     public static let errorMessage = "x-pushworker-error-message"
     /// On a dead letter: the field at fault, as the job contract spells it.
     public static let errorField = "x-pushworker-error-field"
+    /// On a dead letter the worker refused: the queue it was consumed from, where a replay sends
+    /// it back (a registry command to the registry queue, a job to the jobs queue).
+    public static let queue = "x-pushworker-queue"
+    /// On a dead letter replayed before: the reason it was first dead-lettered for, and its
+    /// sentence, kept beside the latest (`x-pushworker-error`) when it dies again.
+    public static let firstError = "x-pushworker-first-error"
+    public static let firstErrorMessage = "x-pushworker-first-error-message"
     /// On a chunk job: `"2/5"`; on a retry job of a job sent whole: `"retry"`. Never split again.
     public static let chunk = "x-pushworker-chunk"
     /// On a retry job: the sends made so far to each device, in token order.

@@ -25,7 +25,7 @@ struct JobRefusal: Sendable {
         do {
             try await publisher.publish(AMQPMessage(
                 exchange: queues.deadLetterExchange, routingKey: queues.jobs, body: delivery.body,
-                properties: DeadLetter.properties(refusing: delivery.properties, error), mandatory: true))
+                properties: DeadLetter.properties(refusing: delivery.properties, from: queues.jobs, error), mandatory: true))
         } catch {
             logger.error("cannot dead-letter the job; returning it to the queue", metadata: ["job": "\(jobID)", "error": "\(error)"])
             metrics.job(.requeued)

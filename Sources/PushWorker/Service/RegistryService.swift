@@ -14,12 +14,16 @@ public final class RegistryService: Service, Sendable {
     private let publisher: AMQPPublisher
     private let store: any RegistryStore
     private let queues: WorkerSettings.Names
+    /// The apps the worker serves: a device registered for another could never be sent to.
+    private let apps: Set<String>
     private let metrics: WorkerMetrics
     private let logger: Logger
 
     private init(
-        consumer: AMQPConsumer, publisher: AMQPPublisher, store: any RegistryStore, queues: WorkerSettings.Names, metrics: WorkerMetrics, logger: Logger
+        consumer: AMQPConsumer, publisher: AMQPPublisher, store: any RegistryStore, queues: WorkerSettings.Names, apps: Set<String>,
+        metrics: WorkerMetrics, logger: Logger
     ) {
+        self.apps = apps
         self.metrics = metrics
         self.consumer = consumer
         self.publisher = publisher
@@ -32,7 +36,7 @@ public final class RegistryService: Service, Sendable {
     static let prefetch: UInt16 = 32
 
     public static func start(
-        settings: WorkerSettings, store: any RegistryStore, file: String, metrics: WorkerMetrics = WorkerMetrics(),
+        settings: WorkerSettings, apps: Set<String>, store: any RegistryStore, file: String, metrics: WorkerMetrics = WorkerMetrics(),
         health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> RegistryService {
         let amqp = try settings.amqpConfiguration(file: file)
@@ -41,7 +45,7 @@ public final class RegistryService: Service, Sendable {
         let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
         let consumer = try await AMQPConsumer.connect(consuming, queue: settings.queues.registry, prefetch: prefetch, logger: logger)
         logger.info("registry commands consumed", metadata: ["queue": "\(settings.queues.registry)"])
-        return RegistryService(consumer: consumer, publisher: publisher, store: store, queues: settings.queues, metrics: metrics, logger: logger)
+        return RegistryService(consumer: consumer, publisher: publisher, store: store, queues: settings.queues, apps: apps, metrics: metrics, logger: logger)
     }
 
     /// Applies commands until a graceful shutdown; the command in hand is finished first.
@@ -70,9 +74,10 @@ public final class RegistryService: Service, Sendable {
         let id = delivery.properties.messageID ?? "unknown"
         // The metric's label: the command once parsed, "invalid" before (few values, whatever producers send).
         var name = "invalid"
-        do {
+        do throws(RegistryError) {
             let command = try RegistryCommand(json: delivery.body)
             name = command.name
+            try command.check(servedApps: apps)
             try await store.apply(command)
             logger.debug("registry command applied", metadata: ["command": "\(command.name)", "id": "\(id)"])
             await reply(to: delivery, #"{"ok":true}"#)
@@ -87,7 +92,7 @@ public final class RegistryService: Service, Sendable {
             do {
                 try await publisher.publish(AMQPMessage(
                     exchange: queues.deadLetterExchange, routingKey: queues.registry, body: delivery.body,
-                    properties: DeadLetter.properties(refusing: delivery.properties, code: error.code.rawValue, field: error.field, message: error.message),
+                    properties: DeadLetter.properties(refusing: delivery.properties, from: queues.registry, code: error.code.rawValue, field: error.field, message: error.message),
                     mandatory: true))
             } catch {
                 logger.error("cannot dead-letter the command; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])

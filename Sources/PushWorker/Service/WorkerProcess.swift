@@ -36,7 +36,7 @@ public enum WorkerProcess {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: worker)]
         if let registry {
             services.append(.init(service: try await RegistryService.start(
-                settings: configuration.worker, store: registry.store, file: file, metrics: metrics, health: health, logger: logger)))
+                settings: configuration.worker, apps: Set(configuration.apps.map(\.name)), store: registry.store, file: file, metrics: metrics, health: health, logger: logger)))
         }
         let grace = configuration.worker.shutdownGraceSeconds
         let watcher = Task { await watchSignals(grace: grace, logger: logger) }
