@@ -126,6 +126,50 @@ struct WorkerProcessTests {
         await publisher.close()
     }
 
+    @Test("APNs dropping connections with answers unread: every device gets one result, none is lost; each device sent twice shows it in attempts, and the re-sends are counted on /metrics")
+    func abruptConnectionLoss() async throws {
+        let metricsPort = try TestPorts.free()
+        let setup = try await Self.setUp(
+            faults: [MockAPNsFault(.goAwayAbrupt(afterRequests: 40), times: 3)], extra: "metrics_address: 127.0.0.1:\(metricsPort)")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let prefix = setup.prefix
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 500, topology: topology)
+
+        let count = 300
+        let tokens = (0..<count).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "cut", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)))
+        var byToken: [String: PushResult] = [:]
+        var summary: JobSummary?
+        while summary == nil {
+            let delivery = try await results.next(within: .seconds(30))
+            try await delivery.ack()
+            switch try Reply(delivery) {
+            case .summary(let finished): summary = finished
+            case .result(let result):
+                #expect(byToken[result.token] == nil, "two results for \(result.token)")
+                byToken[result.token] = result
+            }
+        }
+        #expect(byToken.count == count && byToken.values.allSatisfy { $0.outcome == .delivered })
+        #expect(summary?.outcomes == [.delivered: count])
+        let deliveries = setup.mock.deliveryCounts
+        #expect(deliveries.count == count, "lost: \(count - deliveries.count)")
+        // Each firing delivers one notification whose answer never leaves the server.
+        let twice = deliveries.filter { $0.value > 1 }.keys
+        #expect(twice.count >= 3)
+        #expect(twice.allSatisfy { (byToken[$0]?.attempts ?? 0) >= 2 }, "\(twice.map { byToken[$0]?.attempts ?? 0 })")
+        let page = try #require(await HTTPProbe.get(port: metricsPort, "/metrics"))
+        let resends = HTTPProbe.samples(page.body).sum("pushworker_apns_resends_total", ["app": "demo", "cause": "connection"])
+        #expect(resends >= Double(twice.count), "\(resends) re-sends counted for \(twice.count) devices delivered twice")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+    }
+
     @Test("SIGTERM during a job: the job is finished, every device has its result, the job is acked, exit 0")
     func gracefulShutdown() async throws {
         let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(2)))])
