@@ -11,8 +11,9 @@ public struct APNsResponse: Sendable, Hashable {
     /// For 410: when APNs last knew the token was valid (the body's milliseconds since 1970).
     public var timestamp: Date?
     /// The HTTP/2 requests the client made for this answer: more than 1 when a connection was lost
-    /// before an answer was read (APNs may have delivered that attempt: the device may show the
-    /// notification twice) or a stale provider token was replaced.
+    /// or a stream refused before an answer was read and the request went again. APNs may have
+    /// delivered the lost one: the device may show the notification twice. (A request refused for
+    /// a stale provider token and sent again with a new one is not counted: APNs delivered nothing.)
     public var sends = 1
 
     public init(status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsErrorReason? = nil, timestamp: Date? = nil) {

@@ -168,7 +168,7 @@ public final class APNsClient: Sendable {
                         toSend.append(index)
                         resendsAfterConnectionLoss.increment()
                     default:
-                        if let retried = retries[index] { response.sends = 1 + retried.transport + (retried.refreshedToken ? 1 : 0) }
+                        if let retried = retries[index] { response.sends = 1 + retried.transport }
                         finals.append((index, .success(response)))
                     }
                 case .failure(let error, let retry):

@@ -25,7 +25,8 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
-            if let id = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID) {
+            // Frozen once a GOAWAY named it: streams opened later are refused, not promised.
+            if connection.goAwayLastStream == nil, let id = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID) {
                 connection.highestStream = max(connection.highestStream, Int(id))
             }
         case .body(var buffer):
@@ -162,6 +163,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func sendGoAway(_ parent: Channel) {
+        guard connection.goAwayLastStream == nil else { return }
         connection.closing = true
         let lastID = HTTP2StreamID(connection.highestStream)
         connection.goAwayLastStream = connection.highestStream

@@ -67,6 +67,12 @@ public final class PostgresRegistryStore: RegistryStore {
         runner.cancel()
     }
 
+    /// Checks a URL as opening the store would, without connecting; the URL with its password
+    /// masked (for `pushworker config check`).
+    public static func redacted(checking url: String) throws(RegistryError) -> String {
+        try configuration(url: url, maximumConnections: 1).1
+    }
+
     /// `postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require]`.
     static func configuration(url: String, maximumConnections: Int) throws(RegistryError) -> (PostgresClient.Configuration, String) {
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),

@@ -126,13 +126,18 @@ struct DLQCommand: AsyncParsableCommand {
                     selected.append(letter)
                 }
                 for letter in selected {
-                    let target = to ?? letter.sourceQueue ?? jobs
+                    // A letter naming the dead-letter queue itself (published there by hand) would
+                    // only come back: the jobs queue, as before queues were named.
+                    let target = to ?? letter.sourceQueue.flatMap { $0 == queue ? nil : $0 } ?? jobs
                     print("\(dryRun ? "would replay" : "replaying") \(letter.id) (\(letter.errorCode)) to \(target)")
                     guard let publisher else { continue }
                     try await publisher.publish(letter.replay(to: target))
+                    // Removed as soon as its copy is confirmed: a failure or a signal later on
+                    // leaves no letter both replayed and still dead.
+                    try await letter.delivery.ack()
                     moved += 1
                 }
-                return dryRun ? [] : selected
+                return []
             }
             await publisher?.close()
             print(dryRun ? "dry run: nothing moved" : "replayed \(moved)")

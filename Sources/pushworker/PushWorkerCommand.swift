@@ -10,5 +10,5 @@ struct PushWorkerCommand: AsyncParsableCommand {
     )
 
     /// Printed by `pushworker --version`; raised with every release.
-    static let version = "0.3.0"
+    static let version = "0.4.0"
 }

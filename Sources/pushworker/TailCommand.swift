@@ -7,9 +7,9 @@ import UnixSignals
 /// what the worker produces, for demos and first-line debugging.
 ///
 /// A message is removed only once its line has reached standard output: each line is written
-/// with one unbuffered write before its acknowledgement, so output sent to a file or a pipe holds
-/// every message the queue lost, even when the command is stopped. SIGINT and SIGTERM stop it
-/// after the message in hand; what it had not printed stays in the queue.
+/// with one unbuffered write before its acknowledgement, so output sent to a file holds every
+/// message the queue lost, even when the command is stopped. SIGINT and SIGTERM stop it after the
+/// message in hand (a second one at once); what it had not printed stays in the queue.
 struct TailCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tail",
@@ -33,7 +33,14 @@ struct TailCommand: AsyncParsableCommand {
         let consumer = try await AMQPConsumer.connect(try amqp.configuration(), queue: queue, prefetch: 10)
         let reader = Task { try await printMessages(from: consumer) }
         let watcher = Task {
-            for await _ in signals { reader.cancel() }
+            var received = 0
+            for await _ in signals {
+                received += 1
+                // A second signal does not wait (a hung connection): what was not acknowledged
+                // goes back to the queue anyway.
+                if received > 1 { Foundation.exit(130) }
+                reader.cancel()
+            }
         }
         defer { watcher.cancel() }
         let outcome = await reader.result

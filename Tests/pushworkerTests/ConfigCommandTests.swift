@@ -53,6 +53,11 @@ struct ConfigCommandTests {
         let missing = try Program.run(["config", "check", "--config", unset.path])
         #expect(missing.status == 1 && missing.standardError.contains("apps[0].token.key_env: environment variable NO_SUCH_KEY_VARIABLE is not set"), "\(missing.standardError)")
 
+        let badURL = try write("registry: {postgres: \"postgres://app:pa^ss word@/push\"}\napps: []\n")
+        let postgres = try Program.run(["config", "check", "--config", badURL.path])
+        #expect(postgres.status == 1 && postgres.standardError.contains("registry.postgres"), "\(postgres.standardError)")
+        #expect(!(postgres.standardOutput + postgres.standardError).contains("pa^ss"))
+
         let unreadable = try write("apps:\n  - {name: a, topic: t, environment: sandbox, token: {key_file: /nonexistent.p8, key_id: K, team_id: T}}\n")
         let file = try Program.run(["config", "check", "--config", unreadable.path])
         #expect(file.status == 1 && file.standardError.contains("apps[0].token.key_file: cannot read '/nonexistent.p8'"), "\(file.standardError)")

@@ -1,5 +1,6 @@
 import APNsHTTP2
 import Foundation
+import PostgresRegistry
 import Yams
 
 /// What `pushworker config check` prints: the configuration a worker would run with, defaults
@@ -50,7 +51,10 @@ public enum EffectiveConfiguration {
             }
             if let postgres = registry.postgres {
                 let fromEnvironment = environment["PUSHWORKER_POSTGRES_URL"] != nil
-                let url = Self.redacted(environment["PUSHWORKER_POSTGRES_URL"] ?? postgres)
+                let url: String
+                do { url = try PostgresRegistryStore.redacted(checking: environment["PUSHWORKER_POSTGRES_URL"] ?? postgres) } catch {
+                    throw ConfigurationError(file: file, key: fromEnvironment ? "PUSHWORKER_POSTGRES_URL" : "registry.postgres", error.message)
+                }
                 root.append(("registry", mapping([("postgres", scalar(url + (fromEnvironment ? "  (from PUSHWORKER_POSTGRES_URL)" : "")))])))
             } else if let sqlite = registry.sqlite, !sqlite.isEmpty {
                 root.append(("registry", mapping([("sqlite", scalar(sqlite))])))
@@ -97,11 +101,13 @@ public enum EffectiveConfiguration {
         return mapping(fields)
     }
 
-    /// A URL with its password (if any) replaced by `***`.
+    /// A URL with its password (if any) replaced by `***`; one that cannot be read as a URL is
+    /// not shown at all, as it might hold a password where it cannot be found.
     static func redacted(_ url: String) -> String {
-        guard var components = URLComponents(string: url), components.password != nil else { return url }
-        components.password = "***"
-        return components.string ?? "(a URL with a password)"
+        guard var components = URLComponents(string: url), components.scheme != nil else { return "(not shown: not a well-formed URL)" }
+        if components.password != nil { components.password = "***" }
+        if components.queryItems?.isEmpty == false { components.query = "…" }
+        return components.string ?? "(not shown: not a well-formed URL)"
     }
 
     private static func scalar(_ value: String) -> Node { Node(value) }

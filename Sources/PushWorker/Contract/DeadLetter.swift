@@ -38,7 +38,11 @@ public struct DeadLetter: Sendable {
     /// `x-death` entry (delivery limit, a rejected streamed job); nil for a message that came
     /// some other way.
     public var sourceQueue: String? {
-        delivery.properties.headers?[WireHeader.queue]?.stringValue ?? delivery.deaths.first?["queue"]?.stringValue
+        let headers = delivery.properties.headers
+        guard headers?[WireHeader.error] != nil else { return delivery.deaths.first?["queue"]?.stringValue }
+        // The worker refused it; before x-pushworker-queue existed it published the dead letter
+        // with the source queue as its routing key.
+        return headers?[WireHeader.queue]?.stringValue ?? (delivery.routingKey.isEmpty ? nil : delivery.routingKey)
     }
 
     /// The reason of its first death, when it was replayed and died again; nil otherwise.
@@ -83,6 +87,8 @@ public struct DeadLetter: Sendable {
             headers[WireHeader.firstErrorMessage] = .string(errorMessage)
         }
         for name in [WireHeader.error, WireHeader.errorMessage, WireHeader.errorField, WireHeader.queue] { headers[name] = nil }
+        // The broker's record of the old death would be read as the new one's.
+        for name in WireHeader.brokerBookkeeping.union(WireHeader.brokerDeathSummary) { headers[name] = nil }
         headers[WireHeader.replays] = .int64(Int64(replays + 1))
         properties.headers = headers
         return .toQueue(queue, body: delivery.body, properties: properties)

@@ -26,4 +26,9 @@ public enum WireHeader {
     /// The broker's bookkeeping of a message's past (dead-lettering, quorum delivery count): not
     /// carried over to the jobs the worker publishes from it, where it would only mislead.
     static let brokerBookkeeping: Set<String> = ["x-death", "x-delivery-count"]
+    /// The broker's summary of a message's first and last death, beside `x-death`.
+    static let brokerDeathSummary: Set<String> = [
+        "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
+        "x-last-death-exchange", "x-last-death-queue", "x-last-death-reason",
+    ]
 }
