@@ -24,7 +24,9 @@ rm -f "$reports"/*
 # worker process, whose output the tests capture, is not lost. halt_on_error=0: every finding of
 # a run, not just the first.
 case "$kind" in
-  address) export ASAN_OPTIONS="log_path=$reports/asan:halt_on_error=0:detect_leaks=1:${ASAN_OPTIONS:-}" ;;
+  address)
+    export ASAN_OPTIONS="log_path=$reports/asan:halt_on_error=0:detect_leaks=1:fast_unwind_on_malloc=0:${ASAN_OPTIONS:-}"
+    export LSAN_OPTIONS="suppressions=$PWD/deploy/local/lsan-suppressions.txt:print_suppressions=0:${LSAN_OPTIONS:-}" ;;
   thread) export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:second_deadlock_stack=1:${TSAN_OPTIONS:-}" ;;
 esac
 
