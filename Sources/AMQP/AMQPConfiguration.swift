@@ -3,13 +3,35 @@ import Foundation
 /// Everything needed to open and keep a connection: where, who, how long to wait, and the
 /// topology to declare on every (re)connect.
 public struct AMQPConfiguration: Sendable {
-    public var host: String
-    public var port: Int
-    public var vhost: String
-    public var user: String
-    public var password: String
-    /// TLS settings; `nil` for plain `amqp://`.
-    public var tls: AMQPTLSConfiguration?
+    /// The broker nodes, tried in this order: a connection goes to the first that answers, and
+    /// when it is lost, to the next. Never empty. One address is the single-node form; a cluster
+    /// lists every node (see `init(urls:shuffled:)` for spreading a fleet over them).
+    public var addresses: [AMQPAddress]
+    /// Host of the first address (the one-address form).
+    public var host: String {
+        get { addresses[0].host }
+        set { addresses[0].host = newValue }
+    }
+    public var port: Int {
+        get { addresses[0].port }
+        set { addresses[0].port = newValue }
+    }
+    public var vhost: String {
+        get { addresses[0].vhost }
+        set { addresses[0].vhost = newValue }
+    }
+    public var user: String {
+        get { addresses[0].user }
+        set { addresses[0].user = newValue }
+    }
+    public var password: String {
+        get { addresses[0].password }
+        set { addresses[0].password = newValue }
+    }
+    public var tls: AMQPTLSConfiguration? {
+        get { addresses[0].tls }
+        set { addresses[0].tls = newValue }
+    }
     /// Heartbeat interval requested from the broker; zero disables heartbeats.
     public var heartbeat: Duration = .seconds(30)
     public var connectTimeout: Duration = .seconds(5)
@@ -34,12 +56,7 @@ public struct AMQPConfiguration: Sendable {
     public var onConnectionEvent: (@Sendable (AMQPConnectionEvent) -> Void)?
 
     public init(host: String = "127.0.0.1", port: Int? = nil, vhost: String = "/", user: String = "guest", password: String = "guest", tls: AMQPTLSConfiguration? = nil) {
-        self.host = host
-        self.port = port ?? (tls == nil ? 5672 : 5671)
-        self.vhost = vhost
-        self.user = user
-        self.password = password
-        self.tls = tls
+        addresses = [AMQPAddress(host: host, port: port, vhost: vhost, user: user, password: password, tls: tls)]
     }
 
     /// Parses an `amqp://` or `amqps://` URL in the RabbitMQ URI format:
@@ -50,11 +67,32 @@ public struct AMQPConfiguration: Sendable {
         self = try AMQPURLParser.parse(url)
     }
 
-    /// The URL with the password masked, for logs and error messages.
-    public var redactedURL: String {
-        let scheme = tls == nil ? "amqp" : "amqps"
-        let vhostPart = vhost == "/" ? "" : (vhost.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? vhost)
-        let hostPart = host.contains(":") ? "[\(host)]" : host
-        return "\(scheme)://\(user):***@\(hostPart):\(port)/\(vhostPart)"
+    /// The nodes of a cluster, one URL each (credentials and TLS per URL). `heartbeat` and
+    /// `connection_timeout` are connection-wide: the first URL's count. `shuffled` puts them in a
+    /// random order, once: every connection of this process then starts on the same node, and a
+    /// fleet of processes spreads over the nodes instead of all crowding the first.
+    public init(urls: [String], shuffled: Bool = false) throws {
+        guard !urls.isEmpty else { throw AMQPError(.invalidConfiguration, "no AMQP URL given: name at least one broker node") }
+        var parsed = try urls.enumerated().map { index, url in
+            do { return try AMQPURLParser.parse(url) } catch let error as AMQPError where urls.count > 1 {
+                throw AMQPError(error.kind, "URL \(index + 1) of \(urls.count): \(error.message)")
+            }
+        }
+        var configuration = parsed.removeFirst()
+        configuration.addresses += parsed.flatMap(\.addresses)
+        if shuffled { configuration.addresses.shuffle() }
+        self = configuration
     }
+
+    /// The URLs of a comma-separated list (an environment variable's form), blanks around them
+    /// ignored; a comma inside a password is written %2C.
+    public static func urls(inList list: String) -> [String] {
+        list.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    /// The first address's URL with the password masked; `redactedURLs` names them all.
+    public var redactedURL: String { addresses[0].redactedURL }
+
+    /// Every address, passwords masked, comma-separated in the order they are tried.
+    public var redactedURLs: String { addresses.map(\.redactedURL).joined(separator: ",") }
 }

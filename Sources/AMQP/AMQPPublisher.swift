@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// Publishes with publisher confirms over its own connection. Many publishes may be in flight
 /// at once from any number of tasks; each `publish` returns when the broker has taken
@@ -30,6 +31,19 @@ public final class AMQPPublisher: Sendable {
         }
     }
 
+    /// Publishes `messages` in their order (the broker keeps a channel's order) and returns when
+    /// the broker has confirmed every one; throws the first failure, after all are settled. For
+    /// moving messages from queue to queue without shuffling them.
+    public func publish(contentsOf messages: [AMQPMessage]) async throws {
+        guard !messages.isEmpty else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            let batch = BatchCompletion(count: messages.count, continuation: continuation)
+            for message in messages {
+                driver.post(.publish(PendingPublish(message: message) { batch.settle($0) }))
+            }
+        }
+    }
+
     /// Whether `queue` exists, by a passive declare on a channel apart from the publishing one
     /// (a missing queue closes that channel, never the one with publishes in flight). A queue
     /// another connection holds exclusively (a producer's private reply queue) exists.
@@ -37,6 +51,16 @@ public final class AMQPPublisher: Sendable {
     public func queueExists(_ queue: String) async throws -> Bool {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, Error>) in
             driver.post(.queueExists(queue, continuation))
+        }
+    }
+
+    /// Inspects, declares, deletes, binds or unbinds a queue on a channel apart from the publishing
+    /// one (see `AMQPQueueOperation`). Returns the queue's status for `inspect` (nil: no such
+    /// queue) and `declare`. Throws the broker's refusal with its reply code.
+    @discardableResult
+    public func perform(_ operation: AMQPQueueOperation) async throws -> AMQPQueueStatus? {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AMQPQueueStatus?, Error>) in
+            driver.post(.queue(operation, continuation))
         }
     }
 
@@ -50,5 +74,32 @@ public final class AMQPPublisher: Sendable {
     deinit {
         // Without an explicit close the thread would otherwise keep the connection open forever.
         driver.post(.shutdown(nil))
+    }
+}
+
+/// Resumes one continuation once every publish of a batch is settled, with the first error.
+private final class BatchCompletion: Sendable {
+    private struct State {
+        var remaining: Int
+        var error: AMQPError?
+        var continuation: CheckedContinuation<Void, Error>?
+    }
+
+    private let state: Mutex<State>
+
+    init(count: Int, continuation: CheckedContinuation<Void, Error>) {
+        state = Mutex(State(remaining: count, continuation: continuation))
+    }
+
+    func settle(_ error: AMQPError?) {
+        let finished: (CheckedContinuation<Void, Error>, AMQPError?)? = state.withLock { state in
+            if state.error == nil { state.error = error }
+            state.remaining -= 1
+            guard state.remaining == 0, let continuation = state.continuation else { return nil }
+            state.continuation = nil
+            return (continuation, state.error)
+        }
+        guard let (continuation, error) = finished else { return }
+        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
     }
 }

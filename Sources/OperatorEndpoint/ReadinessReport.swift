@@ -5,10 +5,19 @@ public struct ReadinessReport: Sendable, Equatable {
         public var name: String
         /// nil when the check passes.
         public var problem: String?
+        /// What a passing check found, shown after "ok" (the broker node a connection uses).
+        public var detail: String?
 
-        public init(_ name: String, problem: String?) {
+        public init(_ name: String, problem: String?, detail: String? = nil) {
             self.name = name
             self.problem = problem
+            self.detail = detail
+        }
+
+        /// The problem, or "ok" with the detail when there is one.
+        var text: String {
+            if let problem { return problem }
+            return detail.map { "ok: \($0)" } ?? "ok"
         }
     }
 
@@ -20,9 +29,10 @@ public struct ReadinessReport: Sendable, Equatable {
 
     public var isReady: Bool { checks.allSatisfy { $0.problem == nil } }
 
-    /// `{"ready":false,"checks":{"broker":"…","apps":"ok"}}`, in the checks' order.
+    /// `{"ready":false,"checks":{"broker":"…","apps":"ok"}}`, in the checks' order; a passing check
+    /// with a detail reads "ok: detail".
     public var json: String {
-        let entries = checks.map { "\"\(Self.escape($0.name))\":\"\(Self.escape($0.problem ?? "ok"))\"" }
+        let entries = checks.map { "\"\(Self.escape($0.name))\":\"\(Self.escape($0.text))\"" }
         return "{\"ready\":\(isReady),\"checks\":{\(entries.joined(separator: ","))}}\n"
     }
 

@@ -37,7 +37,7 @@ extension BrokerTests {
             configuration.onConnectionEvent = { event in
                 let name = switch event {
                 case .attemptFailed(let error): "failed \(error.kind)"
-                case .connected(let reconnected): reconnected ? "reconnected" : "connected"
+                case .connected(let reconnected, _, _): reconnected ? "reconnected" : "connected"
                 case .lost: "lost"
                 }
                 events.withLock { $0.append(name) }

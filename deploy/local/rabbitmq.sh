@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts or stops a user-space RabbitMQ node for tests and the demo, listening on 127.0.0.1 only.
+# Starts or stops user-space RabbitMQ nodes for tests, the demo and benchmarks, listening on
+# 127.0.0.1 only.
 #
 #   deploy/local/rabbitmq.sh start|stop|reset|status|url
+#   deploy/local/rabbitmq.sh cluster start|stop|reset|status|urls|kill N|restart N|stop-node N|start-node N
 #
 # PUSHWORKER_RABBITMQ_PORT      AMQP port (default 5672); TLS listens on PORT-1 (default 5671)
 # PUSHWORKER_RABBITMQ_NODE      Erlang node name (default rabbit@localhost)
@@ -10,14 +12,30 @@
 #
 # `start` returns only when the node accepts connections. The TLS listener uses a throw-away CA
 # generated here (DIR/tls/ca.pem), so tests can check amqps:// with verification on.
+#
+# `cluster` runs three nodes, pushworker-1..3@localhost, clustered, on AMQP ports
+# PUSHWORKER_CLUSTER_PORT+0, +10, +20 (default 5701, 5711, 5721; TLS one below each), their
+# Erlang distribution ports 20000 above (25701...), all below the ephemeral range, data under
+# /tmp/pushworker-rabbitmq-cluster/N. `kill N` is a SIGKILL of node N's Erlang VM (a machine lost);
+# `restart N` stops it cleanly and starts it again (a rolling restart's step); `start-node N` brings
+# back a killed or stopped node, which rejoins the cluster by itself.
 set -euo pipefail
 
 port="${PUSHWORKER_RABBITMQ_PORT:-5672}"
 tls_port="${PUSHWORKER_RABBITMQ_TLS_PORT:-$((port - 1))}"
 node="${PUSHWORKER_RABBITMQ_NODE:-rabbit@localhost}"
 dir="${PUSHWORKER_RABBITMQ_DIR:-/tmp/pushworker-rabbitmq-$port}"
+cluster_port="${PUSHWORKER_CLUSTER_PORT:-5701}"
+cluster_dir="${PUSHWORKER_CLUSTER_DIR:-/tmp/pushworker-rabbitmq-cluster}"
 
-ctl() { rabbitmqctl -n "$node" "$@"; }
+# rabbitmqctl is an Erlang node too; without these its distribution port is the node's + 10000,
+# inside the ephemeral range.
+ctl_env() {
+  local dist=$((port + 20000))
+  RABBITMQ_CTL_DIST_PORT_MIN=$((dist + 1000)) RABBITMQ_CTL_DIST_PORT_MAX=$((dist + 1009)) "$@"
+}
+
+ctl() { ctl_env rabbitmqctl -n "$node" "$@"; }
 
 running() { ctl status >/dev/null 2>&1; }
 
@@ -92,11 +110,84 @@ reset() {
   rm -rf "$dir/mnesia" "$dir/log"
 }
 
+# Node N of the cluster: sets the variables the single-node functions use.
+cluster_node() {
+  local n="$1"
+  case "$n" in 1|2|3) ;; *) echo "no cluster node '$n': nodes are 1, 2 and 3" >&2; exit 2 ;; esac
+  port=$((cluster_port + (n - 1) * 10))
+  tls_port=$((port - 1))
+  node="pushworker-$n@localhost"
+  dir="$cluster_dir/$n"
+}
+
+# The OS process id of node N's Erlang VM (rabbitmq-server -detached writes it under the data dir).
+cluster_pid() {
+  cluster_node "$1"
+  cat "$dir/mnesia/$node.pid" 2>/dev/null || true
+}
+
+cluster_start() {
+  for n in 1 2 3; do
+    cluster_node "$n"
+    start >/dev/null
+  done
+  cluster_node 1
+  local first="$node"
+  for n in 2 3; do
+    cluster_node "$n"
+    if ! ctl cluster_status 2>/dev/null | grep -q "$first"; then
+      ctl stop_app >/dev/null
+      ctl join_cluster "$first" >/dev/null
+      ctl start_app >/dev/null
+    fi
+  done
+  cluster_node 1
+  ctl await_startup >/dev/null
+  echo "RabbitMQ cluster of 3 nodes ready: $(cluster_urls)"
+}
+
+cluster_urls() {
+  local urls=()
+  for n in 1 2 3; do
+    cluster_node "$n"
+    urls+=("amqp://guest:guest@127.0.0.1:$port/")
+  done
+  (IFS=,; echo "${urls[*]}")
+}
+
+cluster_command() {
+  case "${1:-}" in
+    start) cluster_start ;;
+    stop) for n in 3 2 1; do cluster_node "$n"; stop; done ;;
+    reset) for n in 3 2 1; do cluster_node "$n"; stop; done; rm -rf "$cluster_dir" ;;
+    status)
+      local down=0
+      for n in 1 2 3; do
+        cluster_node "$n"
+        if running; then echo "node $n ($node, port $port): running"; else echo "node $n ($node, port $port): stopped"; down=1; fi
+      done
+      return $down ;;
+    urls) cluster_urls ;;
+    kill)
+      local pid
+      pid="$(cluster_pid "${2:-}")"
+      [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || { echo "node ${2:-} is not running" >&2; exit 1; }
+      # Wait until the VM is gone, so the caller sees the node down.
+      while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+      echo "RabbitMQ node $node killed (pid $pid)" ;;
+    restart) cluster_node "${2:-}"; stop; start ;;
+    stop-node) cluster_node "${2:-}"; stop ;;
+    start-node) cluster_node "${2:-}"; start ;;
+    *) echo "usage: $0 cluster start|stop|reset|status|urls|kill N|restart N|stop-node N|start-node N" >&2; exit 2 ;;
+  esac
+}
+
 case "${1:-}" in
   start) start ;;
   reset) reset ;;
   stop) stop ;;
   status) running && echo running || { echo stopped; exit 1; } ;;
   url) echo "amqp://guest:guest@127.0.0.1:$port/" ;;
-  *) echo "usage: $0 start|stop|reset|status|url" >&2; exit 2 ;;
+  cluster) shift; cluster_command "$@" ;;
+  *) echo "usage: $0 start|stop|reset|status|url|cluster ..." >&2; exit 2 ;;
 esac

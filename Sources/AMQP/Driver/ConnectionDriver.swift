@@ -14,7 +14,8 @@ final class ConnectionDriver: @unchecked Sendable {
     let confirms: Bool
     let consume: ConsumeSpecification?
     private let deliveries: AsyncThrowingStream<AMQPDelivery, Error>.Continuation?
-    private let logger: Logger
+    /// I/O thread only once started: its `amqp` metadata names the node connected to.
+    private var logger: Logger
     let mailbox = Mailbox()
     private let publishedGeneration = Atomic<UInt64>(0)
 
@@ -31,6 +32,10 @@ final class ConnectionDriver: @unchecked Sendable {
     private var unsettled = UnsettledTags()
     private var consumerCancelled = false
     private var reconnectAttempt = 0
+    /// The address the next connection attempt goes to; advanced past a node that failed.
+    private var addressIndex = 0
+    /// The address of the last connection that came up, to tell a fail-over from a reconnect.
+    private var connectedIndex: Int?
 
     init(
         configuration: AMQPConfiguration, confirms: Bool, consume: ConsumeSpecification?,
@@ -41,7 +46,7 @@ final class ConnectionDriver: @unchecked Sendable {
         self.consume = consume
         self.deliveries = deliveries
         var logger = logger
-        logger[metadataKey: "amqp"] = "\(configuration.redactedURL)"
+        logger[metadataKey: "amqp"] = "\(configuration.addresses[0].redactedURL)"
         self.logger = logger
     }
 
@@ -79,6 +84,7 @@ final class ConnectionDriver: @unchecked Sendable {
         case .publish(let pending): pending.fail(closed)
         case .settle: break
         case .queueExists(_, let continuation): continuation.resume(throwing: closed)
+        case .queue(_, let continuation): continuation.resume(throwing: closed)
         case .shutdown(let continuation): continuation?.resume()
         }
     }
@@ -96,9 +102,14 @@ final class ConnectionDriver: @unchecked Sendable {
                 } catch let error as AMQPError {
                     configuration.onConnectionEvent?(.attemptFailed(error))
                     if let first = startup {
-                        guard configuration.waitsForBroker, Self.brokerNotReachable(error) else {
-                            first.resume(throwing: error)
-                            finish(error)
+                        // Every node is tried before a start fails on an unreachable broker.
+                        let untried = reconnectAttempt + 1 < configuration.addresses.count
+                        guard Self.brokerNotReachable(error), configuration.waitsForBroker || untried else {
+                            let failure = configuration.addresses.count > 1 && Self.brokerNotReachable(error)
+                                ? AMQPError(error.kind, "no broker node of \(configuration.addresses.count) could be reached (\(configuration.redactedURLs)); the last: \(error.message)")
+                                : error
+                            first.resume(throwing: failure)
+                            finish(failure)
                             return
                         }
                         logger.warning("the broker cannot be reached yet; retrying", metadata: ["error": "\(error)", "attempt": "\(reconnectAttempt + 1)"])
@@ -134,8 +145,37 @@ final class ConnectionDriver: @unchecked Sendable {
         }
     }
 
+    /// Connects to the current address; on failure the next attempt goes to the next address.
     private func connect() throws {
-        let handle = try ConnectionHandle.open(configuration)
+        let address = configuration.addresses[addressIndex]
+        logger[metadataKey: "amqp"] = "\(address.redactedURL)"
+        let handle: ConnectionHandle
+        do {
+            handle = try ConnectionHandle.open(configuration, at: address)
+            try configure(handle)
+        } catch {
+            addressIndex = (addressIndex + 1) % configuration.addresses.count
+            throw error
+        }
+        self.handle = handle
+        generation += 1
+        publishedGeneration.store(generation, ordering: .releasing)
+        nextDeliveryTag = 1
+        lowestUnconfirmed = 1
+        unsettled = UnsettledTags()
+        let failover = connectedIndex.map { $0 != addressIndex } ?? false
+        if reconnectAttempt > 0 || failover {
+            logger.notice(failover ? "AMQP connection failed over to another node" : "AMQP connection established", metadata: ["attempts": "\(reconnectAttempt + 1)"])
+        } else if configuration.addresses.count > 1 {
+            logger.info("AMQP connection established", metadata: ["nodes": "\(configuration.addresses.count)"])
+        }
+        reconnectAttempt = 0
+        connectedIndex = addressIndex
+        configuration.onConnectionEvent?(.connected(reconnected: generation > 1, address: address, failover: failover))
+    }
+
+    /// Declares the topology, enables confirms and starts consuming on a fresh connection.
+    private func configure(_ handle: ConnectionHandle) throws {
         try declare(configuration.topology, on: handle)
         if confirms {
             amqp_confirm_select(handle.state, ConnectionHandle.channel)
@@ -151,17 +191,6 @@ final class ConnectionDriver: @unchecked Sendable {
             }
             try handle.check(amqp_get_rpc_reply(handle.state), during: "consuming from queue '\(consume.queue)'", timeout: configuration.rpcTimeout)
         }
-        self.handle = handle
-        generation += 1
-        publishedGeneration.store(generation, ordering: .releasing)
-        nextDeliveryTag = 1
-        lowestUnconfirmed = 1
-        unsettled = UnsettledTags()
-        if reconnectAttempt > 0 {
-            logger.notice("AMQP connection established", metadata: ["attempts": "\(reconnectAttempt + 1)"])
-        }
-        reconnectAttempt = 0
-        configuration.onConnectionEvent?(.connected(reconnected: generation > 1))
     }
 
     private func declare(_ topology: AMQPTopology, on handle: ConnectionHandle) throws {
@@ -288,6 +317,13 @@ final class ConnectionDriver: @unchecked Sendable {
             } catch {
                 continuation.resume(throwing: error)
                 // A refusal closes only the inspection channel; anything else lost the connection.
+                if !handle.isUsable { throw error }
+            }
+        case .queue(let operation, let continuation):
+            do {
+                continuation.resume(returning: try handle.perform(operation, timeout: configuration.rpcTimeout))
+            } catch {
+                continuation.resume(throwing: error)
                 if !handle.isUsable { throw error }
             }
         case .shutdown(let continuation):
@@ -514,6 +550,8 @@ final class ConnectionDriver: @unchecked Sendable {
         failUnconfirmed(lost)
         handle?.markBroken()
         handle = nil
+        // The node may be gone with the connection: the next attempt goes to the next node.
+        addressIndex = (addressIndex + 1) % configuration.addresses.count
         backoff()
     }
 
@@ -525,9 +563,10 @@ final class ConnectionDriver: @unchecked Sendable {
 
     /// Sleeps before the next reconnect attempt, waking early for shutdown. Commands that arrive
     /// meanwhile stay queued: publishes go out on the new connection, settlements of old
-    /// deliveries are refused as stale.
+    /// deliveries are refused as stale. The delay grows per round over all addresses, so a
+    /// cluster with one node down fails over at the shortest delay.
     private func backoff() {
-        let delay = configuration.reconnect.delay(attempt: reconnectAttempt)
+        let delay = configuration.reconnect.delay(attempt: reconnectAttempt / configuration.addresses.count)
         reconnectAttempt += 1
         let deadline = ContinuousClock.now + delay
         while ContinuousClock.now < deadline {

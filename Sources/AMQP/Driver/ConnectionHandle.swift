@@ -27,23 +27,23 @@ final class ConnectionHandle {
     }
 
     /// Connects, logs in and opens channel 1, each step bounded by the configured timeouts.
-    static func open(_ configuration: AMQPConfiguration) throws -> ConnectionHandle {
+    static func open(_ configuration: AMQPConfiguration, at address: AMQPAddress) throws -> ConnectionHandle {
         guard let state = amqp_new_connection() else {
             throw AMQPError(.library, "librabbitmq could not allocate a connection")
         }
         // From here on the handle's deinit frees the C state on every path, the socket with it.
         let handle = ConnectionHandle(state: state)
-        let target = configuration.redactedURL
-        let socket = try handle.makeSocket(configuration)
+        let target = address.redactedURL
+        let socket = try handle.makeSocket(address.tls)
 
         var connectTimeout = timeval(configuration.connectTimeout)
-        let opened = amqp_socket_open_noblock(socket, configuration.host, Int32(configuration.port), &connectTimeout)
+        let opened = amqp_socket_open_noblock(socket, address.host, Int32(address.port), &connectTimeout)
         if opened != AMQP_STATUS_OK.rawValue {
             handle.isOpen = false
             let error = AMQPStatus.error(
                 opened, during: "connecting to \(target)", default: .connectionFailed,
                 timeout: configuration.connectTimeout)
-            throw AMQPError(error.kind, "\(error.message); no broker accepted a connection at \(configuration.host):\(configuration.port)")
+            throw AMQPError(error.kind, "\(error.message); no broker accepted a connection at \(address.node)")
         }
 
         var handshakeTimeout = timeval(configuration.handshakeTimeout)
@@ -66,11 +66,11 @@ final class ConnectionHandle {
                 ]),
             ])
             return pw_amqp_login_plain(
-                state, configuration.vhost, 0, 131_072, heartbeat, &clientProperties,
-                configuration.user, configuration.password)
+                state, address.vhost, 0, 131_072, heartbeat, &clientProperties,
+                address.user, address.password)
         }
         do {
-            try handle.check(login, during: "logging in to \(target) as '\(configuration.user)'", timeout: configuration.handshakeTimeout)
+            try handle.check(login, during: "logging in to \(target) as '\(address.user)'", timeout: configuration.handshakeTimeout)
         } catch let error as AMQPError where error.replyCode == 403 || error.replyCode == 530 {
             handle.isOpen = false
             throw AMQPError(.accessRefused, error.message, replyCode: error.replyCode, replyText: error.replyText)
@@ -84,8 +84,8 @@ final class ConnectionHandle {
         return handle
     }
 
-    private func makeSocket(_ configuration: AMQPConfiguration) throws -> OpaquePointer {
-        guard let tls = configuration.tls else {
+    private func makeSocket(_ tls: AMQPTLSConfiguration?) throws -> OpaquePointer {
+        guard let tls else {
             guard let socket = amqp_tcp_socket_new(state) else {
                 throw AMQPError(.library, "librabbitmq could not create a TCP socket")
             }
@@ -129,20 +129,52 @@ final class ConnectionHandle {
     }
 
     /// A passive declare of `queue` on the inspection channel. 404 means no such queue; 405 means
-    /// another connection holds it exclusively, so it exists. Frames for channel 1 that arrive
-    /// meanwhile are queued by librabbitmq and read by the next `readFrames`.
+    /// another connection holds it exclusively, so it exists.
     func queueExists(_ queue: String, timeout: Duration) throws -> Bool {
         // AMQP names are short strings: librabbitmq cannot even encode a longer one, and no
         // queue can have it.
         guard queue.utf8.count <= 255 else { return false }
+        do {
+            return try perform(.inspect(queue), timeout: timeout) != nil
+        } catch let error as AMQPError where error.replyCode == 405 {
+            return true
+        }
+    }
+
+    /// Carries out `operation` on the inspection channel, so a refusal closes that channel only.
+    /// Frames for channel 1 that arrive meanwhile are queued by librabbitmq and read by the next
+    /// `readFrames`. Returns the queue's status for `inspect` (nil: no such queue) and `declare`.
+    func perform(_ operation: AMQPQueueOperation, timeout: Duration) throws -> AMQPQueueStatus? {
         let channel = Self.inspectionChannel
         if !inspectionChannelOpen {
             amqp_channel_open(state, channel)
             try check(amqp_get_rpc_reply(state), during: "opening the inspection channel", timeout: timeout)
             inspectionChannelOpen = true
         }
-        CArena.with { arena in
-            _ = amqp_queue_declare(state, channel, arena.bytes(queue), 1, 0, 0, 0, arena.table([:]))
+        let (context, status): (String, AMQPQueueStatus?) = CArena.with { arena in
+            switch operation {
+            case .inspect(let queue):
+                let ok = amqp_queue_declare(state, channel, arena.bytes(queue), 1, 0, 0, 0, arena.table([:]))
+                return ("checking queue '\(queue)'", ok.map { AMQPQueueStatus(messages: Int($0.pointee.message_count), consumers: Int($0.pointee.consumer_count)) })
+            case .declare(let queue):
+                let ok = amqp_queue_declare(
+                    state, channel, arena.bytes(queue.name), 0, queue.durable ? 1 : 0, queue.exclusive ? 1 : 0,
+                    queue.autoDelete ? 1 : 0, arena.table(queue.arguments))
+                return ("declaring queue '\(queue.name)'", ok.map { AMQPQueueStatus(messages: Int($0.pointee.message_count), consumers: Int($0.pointee.consumer_count)) })
+            case .delete(let queue, let ifEmpty):
+                _ = amqp_queue_delete(state, channel, arena.bytes(queue), 0, ifEmpty ? 1 : 0)
+                return ("deleting queue '\(queue)'", nil)
+            case .bind(let binding):
+                _ = amqp_queue_bind(
+                    state, channel, arena.bytes(binding.queue), arena.bytes(binding.exchange), arena.bytes(binding.routingKey),
+                    arena.table(binding.arguments))
+                return ("binding queue '\(binding.queue)' to exchange '\(binding.exchange)'", nil)
+            case .unbind(let binding):
+                _ = amqp_queue_unbind(
+                    state, channel, arena.bytes(binding.queue), arena.bytes(binding.exchange), arena.bytes(binding.routingKey),
+                    arena.table(binding.arguments))
+                return ("unbinding queue '\(binding.queue)' from exchange '\(binding.exchange)'", nil)
+            }
         }
         let reply = amqp_get_rpc_reply(state)
         if reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION, reply.reply.id == PW_CHANNEL_CLOSE, let decoded = reply.reply.decoded {
@@ -150,17 +182,13 @@ final class ConnectionHandle {
             var ok = amqp_channel_close_ok_t()
             _ = amqp_send_method(state, channel, PW_CHANNEL_CLOSE_OK, &ok)
             inspectionChannelOpen = false
-            switch close.reply_code {
-            case 404: return false
-            case 405: return true
-            default:
-                throw AMQPError(
-                    .brokerClosed, "checking queue '\(queue)': the broker refused", replyCode: close.reply_code,
-                    replyText: CDecoding.string(close.reply_text))
-            }
+            if case .inspect = operation, close.reply_code == 404 { return nil }
+            throw AMQPError(
+                .brokerClosed, "\(context): the broker refused", replyCode: close.reply_code,
+                replyText: CDecoding.string(close.reply_text))
         }
-        try check(reply, during: "checking queue '\(queue)'", timeout: timeout)
-        return true
+        try check(reply, during: context, timeout: timeout)
+        return status
     }
 
     /// Answers a broker-initiated channel.close or connection.close and describes it as an error.

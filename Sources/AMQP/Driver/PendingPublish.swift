@@ -1,23 +1,31 @@
 /// A publish waiting for its confirm. A class because a basic.return marks it before the ack arrives.
 final class PendingPublish {
     let message: AMQPMessage
-    private var continuation: CheckedContinuation<Void, Error>?
+    /// Called once with nil (confirmed) or the error; then dropped.
+    private var completion: ((AMQPError?) -> Void)?
     /// Set when the broker returned this mandatory publish; the following ack then fails it.
     var returned: AMQPError?
 
     init(message: AMQPMessage, continuation: CheckedContinuation<Void, Error>) {
         self.message = message
-        self.continuation = continuation
+        self.completion = { error in
+            if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+        }
+    }
+
+    init(message: AMQPMessage, completion: @escaping (AMQPError?) -> Void) {
+        self.message = message
+        self.completion = completion
     }
 
     func succeed() {
-        continuation?.resume()
-        continuation = nil
+        completion?(nil)
+        completion = nil
     }
 
     func fail(_ error: AMQPError) {
-        continuation?.resume(throwing: error)
-        continuation = nil
+        completion?(error)
+        completion = nil
     }
 
     /// Resolves the publish for the broker's verdict.

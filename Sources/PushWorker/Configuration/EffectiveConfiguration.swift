@@ -22,7 +22,10 @@ public enum EffectiveConfiguration {
         }
         var root: [(String, Node)] = [
             ("amqp", mapping([
-                ("url", scalar(amqp.redactedURL + (environment["PUSHWORKER_AMQP_URL"] != nil ? "  (from PUSHWORKER_AMQP_URL)" : ""))),
+                amqp.addresses.count == 1
+                    ? ("url", scalar(amqp.redactedURL + (environment["PUSHWORKER_AMQP_URL"] != nil ? "  (from PUSHWORKER_AMQP_URL)" : "")))
+                    : ("urls", .sequence(.init(settings.brokerURLs(environment: environment).urls.map { scalar(redacted($0)) }))),
+                ("shuffle", scalar(settings.amqp.shuffle ? "true" : "false")),
                 ("prefetch", scalar(settings.amqp.prefetch)),
                 ("heartbeat_seconds", scalar(settings.amqp.heartbeatSeconds)),
             ])),

@@ -8,6 +8,12 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// amqp:// or amqps://; `PUSHWORKER_AMQP_URL` overrides it, so the password can stay out
         /// of the file.
         public var url: String = "amqp://guest:guest@127.0.0.1:5672/"
+        /// Every node of a cluster, one URL each; instead of `url`. `PUSHWORKER_AMQP_URL` may hold
+        /// the same list, comma-separated.
+        public var urls: [String]?
+        /// Whether each process tries the nodes in its own random order, so a fleet spreads over
+        /// the cluster; false tries them as listed (a preferred node first).
+        public var shuffle = true
         /// Jobs taken from the broker at once; also the number processed concurrently. With
         /// chunks of 1000 devices, 4 keeps thousands of requests in flight without holding more
         /// work than the APNs connections can use.
@@ -15,7 +21,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var heartbeatSeconds: Int = 30
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case url, prefetch
+            case url, urls, shuffle, prefetch
             case heartbeatSeconds = "heartbeat_seconds"
         }
 
@@ -25,6 +31,12 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             try KnownKeys.check(decoder, CodingKeys.self)
             let container = try decoder.container(keyedBy: CodingKeys.self)
             url = try container.decodeIfPresent(String.self, forKey: .url) ?? url
+            urls = try container.decodeIfPresent([String].self, forKey: .urls)
+            shuffle = try container.decodeIfPresent(Bool.self, forKey: .shuffle) ?? shuffle
+            if container.contains(.url) && urls != nil {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .urls, in: container, debugDescription: "give either url (one node) or urls (every node of a cluster), not both")
+            }
             prefetch = try container.decodeIfPresent(Int.self, forKey: .prefetch) ?? prefetch
             heartbeatSeconds = try container.decodeIfPresent(Int.self, forKey: .heartbeatSeconds) ?? heartbeatSeconds
         }
@@ -43,6 +55,11 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var registryRoutingKey = "registry"
         /// Deliveries of one job before the broker dead-letters it as poison.
         public var deliveryLimit = 5
+        /// The type of the results queue: quorum (replicated; survives a node's loss) or classic
+        /// (one node's; the broker spends a fraction of the CPU per result).
+        public var resultsType = QueueType.quorum
+        /// The type of the delayed retry queues, as for results.
+        public var retryType = QueueType.quorum
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case exchange, jobs, results, registry
@@ -51,6 +68,8 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             case deadLetterExchange = "dead_letter_exchange"
             case deadLetters = "dead_letters"
             case deliveryLimit = "delivery_limit"
+            case resultsType = "results_type"
+            case retryType = "retry_type"
         }
 
         public init() {}
@@ -67,27 +86,48 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             registry = try container.decodeIfPresent(String.self, forKey: .registry) ?? registry
             registryRoutingKey = try container.decodeIfPresent(String.self, forKey: .registryRoutingKey) ?? registryRoutingKey
             deliveryLimit = try container.decodeIfPresent(Int.self, forKey: .deliveryLimit) ?? deliveryLimit
+            resultsType = try container.decodeIfPresent(QueueType.self, forKey: .resultsType) ?? resultsType
+            retryType = try container.decodeIfPresent(QueueType.self, forKey: .retryType) ?? retryType
         }
 
         /// The delayed retry queue for a pause of `milliseconds`.
         public func retryQueue(milliseconds: Int) -> String { "\(jobs).retry.\(milliseconds)ms" }
     }
 
+    /// A queue's type where the configuration chooses it.
+    public enum QueueType: String, Sendable, Decodable, Equatable, CaseIterable {
+        case quorum, classic
+
+        public init(from decoder: Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let type = QueueType(rawValue: text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text)' is not a queue type: quorum or classic")
+            }
+            self = type
+        }
+    }
+
     /// Everything declared at start-up and after every reconnect. Retry queues hold retry jobs for
     /// their TTL, then dead-letter them back to the jobs queue through the exchange.
+    ///
+    /// Jobs, dead letters and registry commands are quorum queues always; results and retry rounds
+    /// by default (`results_type`, `retry_type`), so that on a cluster nothing a job needs lives
+    /// on one node. A quorum retry queue dead-letters at-least-once (which needs reject-publish
+    /// overflow): an expired retry job leaves it only once the jobs queue has it.
     public var topology: AMQPTopology {
         let names = queues
+        let retryArguments: AMQPTable = names.retryType == .quorum
+            ? ["x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"] : [:]
         var topology = AMQPTopology(
             exchanges: [.init(names.exchange, type: "topic"), .init(names.deadLetterExchange, type: "fanout")],
             queues: [
                 .durable(names.jobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
                 .durable(names.deadLetters, quorum: true),
-                // Classic: one persistent result per device is the heaviest traffic; a quorum
-                // queue's replication log costs the broker several times the CPU per message.
-                .durable(names.results),
+                .durable(names.results, quorum: names.resultsType == .quorum),
             ] + retryDelaysMilliseconds.map {
-                .durable(names.retryQueue(milliseconds: $0), deadLetterExchange: names.exchange,
-                    deadLetterRoutingKey: names.jobsRoutingKey, messageTTL: .milliseconds($0))
+                .durable(names.retryQueue(milliseconds: $0), quorum: names.retryType == .quorum, deadLetterExchange: names.exchange,
+                    deadLetterRoutingKey: names.jobsRoutingKey, messageTTL: .milliseconds($0), extraArguments: retryArguments)
             },
             bindings: [
                 .init(queue: names.jobs, exchange: names.exchange, routingKey: names.jobsRoutingKey),
@@ -193,12 +233,25 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             initialDelay: .milliseconds(retryInitialDelayMilliseconds))
     }
 
+    /// The broker nodes in force: `PUSHWORKER_AMQP_URL` (comma-separated), else `amqp.urls`, else
+    /// `amqp.url`; and the key they came from, for errors.
+    public func brokerURLs(environment: [String: String] = ProcessInfo.processInfo.environment) -> (urls: [String], key: String) {
+        if let listed = environment["PUSHWORKER_AMQP_URL"] {
+            return (AMQPConfiguration.urls(inList: listed), "PUSHWORKER_AMQP_URL")
+        }
+        if let urls = amqp.urls { return (urls, "amqp.urls") }
+        return ([amqp.url], "amqp.url")
+    }
+
     /// The broker configuration, with the environment's URL winning over the file's.
     public func amqpConfiguration(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> AMQPConfiguration {
-        let url = environment["PUSHWORKER_AMQP_URL"] ?? amqp.url
+        let (urls, key) = brokerURLs(environment: environment)
         var configuration: AMQPConfiguration
-        do { configuration = try AMQPConfiguration(url: url) } catch {
-            throw ConfigurationError(file: file, key: environment["PUSHWORKER_AMQP_URL"] != nil ? "PUSHWORKER_AMQP_URL" : "amqp.url", "\(error)")
+        do { configuration = try AMQPConfiguration(urls: urls, shuffled: amqp.shuffle) } catch {
+            throw ConfigurationError(file: file, key: key, "\(error)")
+        }
+        if Set(configuration.addresses.map(\.node)).count < configuration.addresses.count {
+            throw ConfigurationError(file: file, key: key, "names a node twice: \(configuration.redactedURLs)")
         }
         guard (1...10_000).contains(amqp.prefetch) else {
             throw ConfigurationError(file: file, key: "amqp.prefetch", "\(amqp.prefetch) is not between 1 and 10000")

@@ -12,6 +12,8 @@ public final class WorkerHealth: Sendable {
         /// nil while connected.
         var problem: String?
         var declared = false
+        /// The node connected to (password masked), or last connected to.
+        var node: String?
     }
 
     private struct State {
@@ -37,16 +39,20 @@ public final class WorkerHealth: Sendable {
             state.withLock { state in
                 guard let index = state.connections.firstIndex(where: { $0.name == name }) else { return }
                 switch event {
-                case .connected:
+                case .connected(_, let address, _):
                     state.connections[index].problem = nil
                     state.connections[index].declared = true
+                    state.connections[index].node = address.redactedURL
                 case .lost(let error):
                     state.connections[index].problem = "connection lost, reconnecting: \(error)"
                 case .attemptFailed(let error):
                     state.connections[index].problem = "cannot connect: \(error)"
                 }
             }
-            if case .connected(reconnected: true) = event { metrics.reconnected(name) }
+            if case .connected(reconnected: true, let address, let failover) = event {
+                metrics.reconnected(name)
+                if failover { metrics.failedOver(name, to: address.node) }
+            }
         }
     }
 
@@ -87,7 +93,8 @@ public final class WorkerHealth: Sendable {
         var checks = [
             ReadinessReport.Check("broker", problem: connections.isEmpty
                 ? "not connected yet"
-                : down.isEmpty ? nil : down.map { "\($0.name): \($0.problem!)" }.joined(separator: "; ")),
+                : down.isEmpty ? nil : down.map { "\($0.name): \($0.problem!)" }.joined(separator: "; "),
+                detail: Self.nodes(connections)),
             ReadinessReport.Check("topology", problem: connections.isEmpty
                 ? "not declared yet"
                 : undeclared.isEmpty ? nil : "not declared yet on \(undeclared.map(\.name).joined(separator: ", "))"),
@@ -99,6 +106,12 @@ public final class WorkerHealth: Sendable {
             checks.append(ReadinessReport.Check("registry", problem: "opening the store"))
         }
         return ReadinessReport(checks)
+    }
+
+    /// "jobs → amqp://…@host:5711/, results → …": where each connection is (or was last).
+    private static func nodes(_ connections: [Connection]) -> String? {
+        let named = connections.compactMap { connection in connection.node.map { "\(connection.name) → \($0)" } }
+        return named.isEmpty ? nil : named.joined(separator: ", ")
     }
 
     /// A primary-key read of the kind jobs make: the store answers, within the limit. The read is

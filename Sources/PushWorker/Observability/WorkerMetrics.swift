@@ -39,6 +39,7 @@ public final class WorkerMetrics: Sendable {
     private let deadLetters = CounterFamily<[String]>("pushworker_dead_letters_total") { [("queue", $0[0]), ("code", $0[1])] }
     private let registryCommands = CounterFamily<[String]>("pushworker_registry_commands_total") { [("command", $0[0]), ("result", $0[1])] }
     private let reconnects = CounterFamily<String>("pushworker_amqp_reconnects_total") { [("connection", $0)] }
+    private let failovers = CounterFamily<[String]>("pushworker_amqp_failovers_total") { [("connection", $0[0]), ("node", $0[1])] }
 
     /// Gauges read when metrics are scraped rather than kept on the hot path.
     private let samplers = Mutex<[@Sendable () -> Void]>([])
@@ -80,5 +81,10 @@ public final class WorkerMetrics: Sendable {
 
     func reconnected(_ connection: String) {
         reconnects.increment(connection)
+    }
+
+    /// A connection that came back on another broker node than before; `node` is the new one.
+    func failedOver(_ connection: String, to node: String) {
+        failovers.increment([connection, node])
     }
 }

@@ -63,7 +63,16 @@ public final class Worker: Service, Sendable {
         sampleGauges(of: clients, into: metrics)
         let publishing = health.observed(amqp, name: "pushworker results", as: "publisher")
         let consuming = health.observed(amqp, name: "pushworker jobs", as: "jobs")
-        let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
+        let publisher: AMQPPublisher
+        do {
+            publisher = try await AMQPPublisher.connect(publishing, logger: logger)
+        } catch let error as AMQPError where error.replyCode == 406 {
+            // A queue exists with other arguments than configured: an upgrade (classic results or
+            // retry queues now quorum), or a changed delivery limit.
+            throw AMQPError(
+                error.kind,
+                "\(error). A queue's type and arguments cannot change in place: with the workers stopped, `pushworker queues migrate --config \(file)` redeclares it as configured and keeps its messages (docs/operations.md)")
+        }
         let pipeline = JobPipeline(
             settings: settings, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(), feedback: registry,
             metrics: metrics, logger: logger)
