@@ -18,17 +18,16 @@ struct WorkerProcessTests {
     }
 
     static func setUp(
-        faults: [MockAPNsFault], unregistered: [String: Date] = [:], maxAttempts: Int = 3, extra: String = "", appExtra: [String] = []
+        faults: [MockAPNsFault], unregistered: [String: Date] = [:], maxAttempts: Int = 3, extra: String = "", appExtra: [String] = [],
+        amqp: String? = nil, prefix: String? = nil
     ) async throws -> Setup {
         let fixture = try await MockAPNsFixture.start {
             $0.faults = faults
             $0.unregisteredTokens = unregistered
         }
-        let prefix = TestBroker.uniqueName("e2e")
+        let prefix = prefix ?? TestBroker.uniqueName("e2e")
         let config = try MockAPNsFixture.writeConfiguration("""
-            amqp:
-              url: \(TestBroker.url)
-              prefetch: 4
+            \(amqp ?? "amqp:\n  url: \(TestBroker.url)\n  prefetch: 4")
             queues:
               exchange: \(prefix).push
               jobs: \(prefix).jobs

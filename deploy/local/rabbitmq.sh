@@ -74,14 +74,16 @@ CONF
   : > "$dir/enabled_plugins"
   echo "[]." > "$dir/enabled_plugins"
   chown -R rabbitmq:rabbitmq "$dir"
-  # rabbitmq-server switches to the rabbitmq user and keeps these variables.
+  # rabbitmq-server switches to the rabbitmq user and keeps these variables. Its output goes to a
+  # file: the detached node would otherwise hold the caller's stdout open, and a caller reading
+  # it to the end (a test) would wait forever.
   RABBITMQ_NODENAME="$node" \
   RABBITMQ_MNESIA_BASE="$dir/mnesia" \
   RABBITMQ_LOG_BASE="$dir/log" \
   RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
   RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" \
   RABBITMQ_DIST_PORT="$((port + 20000))" \
-    rabbitmq-server -detached
+    rabbitmq-server -detached </dev/null >"$dir/log/startup.out" 2>&1
   # await_startup fails at once until the Erlang node has registered, so poll for that first.
   local deadline=$((SECONDS + 180))
   until ctl await_startup --timeout 30 >/dev/null 2>&1; do
@@ -175,7 +177,16 @@ cluster_command() {
       # Wait until the VM is gone, so the caller sees the node down.
       while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
       echo "RabbitMQ node $node killed (pid $pid)" ;;
-    restart) cluster_node "${2:-}"; stop; start ;;
+    restart)
+      # A rolling restart's step: wait until stopping this node leaves every quorum queue a
+      # majority (the last restarted node has caught up), as an operator's upgrade would.
+      cluster_node "${2:-}"
+      local deadline=$((SECONDS + 180))
+      until ctl_env rabbitmq-queues -n "$node" check_if_node_is_quorum_critical >/dev/null 2>&1; do
+        [ $SECONDS -lt $deadline ] || { echo "node $node stays critical for quorum queues; restarting it anyway" >&2; break; }
+        sleep 1
+      done
+      stop; start ;;
     stop-node) cluster_node "${2:-}"; stop ;;
     start-node) cluster_node "${2:-}"; start ;;
     *) echo "usage: $0 cluster start|stop|reset|status|urls|kill N|restart N|stop-node N|start-node N" >&2; exit 2 ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, starts a throw-away RabbitMQ node and a
-# throw-away PostgreSQL (for the registry's PostgreSQL store), runs every test against them, stops
+# The README's test command: installs what is missing, starts a throw-away RabbitMQ node, a
+# throw-away three-node RabbitMQ cluster and a throw-away PostgreSQL (for the registry's
+# PostgreSQL store), runs every test against them, stops
 # what it started, and exits with the tests' status.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,6 +23,14 @@ if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
   deploy/local/rabbitmq.sh start
   started_here=true
 fi
+# The three-node cluster for the cluster suite (ClusterTests), on ports 5701/5711/5721.
+cluster_started_here=false
+if ! deploy/local/rabbitmq.sh cluster status >/dev/null 2>&1; then
+  deploy/local/rabbitmq.sh cluster reset
+  deploy/local/rabbitmq.sh cluster start
+  cluster_started_here=true
+fi
+export PUSHWORKER_TEST_CLUSTER_URLS="${PUSHWORKER_TEST_CLUSTER_URLS:-$(deploy/local/rabbitmq.sh cluster urls)}"
 postgres_started_here=false
 if ! deploy/local/postgres.sh status >/dev/null 2>&1; then
   deploy/local/postgres.sh reset
@@ -32,6 +41,7 @@ export PUSHWORKER_TEST_POSTGRES_URL="${PUSHWORKER_TEST_POSTGRES_URL:-$(deploy/lo
 stop_servers() {
   if $started_here; then deploy/local/rabbitmq.sh stop || true; fi
   if $postgres_started_here; then deploy/local/postgres.sh stop || true; fi
+  if $cluster_started_here; then deploy/local/rabbitmq.sh cluster stop || true; fi
 }
 trap stop_servers EXIT
 

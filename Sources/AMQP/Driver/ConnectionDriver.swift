@@ -36,6 +36,8 @@ final class ConnectionDriver: @unchecked Sendable {
     private var addressIndex = 0
     /// The address of the last connection that came up, to tell a fail-over from a reconnect.
     private var connectedIndex: Int?
+    /// When the broker began nacking every publish of this connection (nil after any ack).
+    private var nackedSince: ContinuousClock.Instant?
 
     init(
         configuration: AMQPConfiguration, confirms: Bool, consume: ConsumeSpecification?,
@@ -163,6 +165,7 @@ final class ConnectionDriver: @unchecked Sendable {
         nextDeliveryTag = 1
         lowestUnconfirmed = 1
         unsettled = UnsettledTags()
+        nackedSince = nil
         let failover = connectedIndex.map { $0 != addressIndex } ?? false
         if reconnectAttempt > 0 || failover {
             logger.notice(failover ? "AMQP connection failed over to another node" : "AMQP connection established", metadata: ["attempts": "\(reconnectAttempt + 1)"])
@@ -237,7 +240,16 @@ final class ConnectionDriver: @unchecked Sendable {
         }
         try readFrames(on: handle, budget: 4096)
         amqp_maybe_release_buffers(handle.state)
+        if let nackedSince, ContinuousClock.now - nackedSince > Self.nackStreakLimit {
+            // Seen on RabbitMQ 3.10: a channel opened while a quorum queue's leader was being
+            // elected after its node died nacks every later publish to that queue, while a new
+            // connection's publishes are taken. Only a new connection gets out of it.
+            self.nackedSince = nil
+            throw AMQPError(.connectionLost, "the broker nacked every publish for \(Self.nackStreakLimit) (a quorum queue's leader lost with its node?); reconnecting")
+        }
     }
+
+    static let nackStreakLimit: Duration = .seconds(1)
 
     /// Short enough that librabbitmq sends heartbeats in time (they go out only inside its calls).
     private var pollInterval: Int32 {
@@ -505,6 +517,11 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     private func confirm(upTo tag: UInt64, multiple: Bool, acknowledged: Bool) {
+        if acknowledged {
+            nackedSince = nil
+        } else if nackedSince == nil {
+            nackedSince = .now
+        }
         if multiple {
             var current = lowestUnconfirmed
             while current <= tag {

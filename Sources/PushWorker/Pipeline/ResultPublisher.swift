@@ -9,6 +9,10 @@ public struct ResultPublisher: Sendable {
     /// About half a minute of retries, 100 ms doubling to 2 s, for a broker that is briefly away.
     static let outage = RetryPolicy(maxAttempts: 20, initialDelay: .milliseconds(100), maximumDelay: .seconds(2))
 
+    /// A nack is the broker not taking the message now (a quorum queue between leaders); a few
+    /// more tries, about 3 s, before the job goes back to the queue.
+    static let nackAttempts = 5
+
     public init(publisher: any MessagePublishing) {
         self.publisher = publisher
         let encoder = JSONEncoder()
@@ -24,8 +28,8 @@ public struct ResultPublisher: Sendable {
         try await publish(Array(try encoder.encode(summary)), type: "summary", jobID: summary.jobID, to: queue)
     }
 
-    /// Publishes again while the broker is briefly away (a restart, a lost connection), so a
-    /// blip does not throw away the work of a whole job; gives up after about half a minute.
+    /// Publishes again while the broker is briefly away (a restart, a lost connection, a nack), so
+    /// a blip does not throw away the work of a whole job; gives up after about half a minute.
     private func publish(_ body: [UInt8], type: String, jobID: String, to queue: String) async throws {
         let properties = AMQPProperties(
             contentType: "application/json", persistent: true, correlationID: jobID,
@@ -35,7 +39,9 @@ public struct ResultPublisher: Sendable {
         for attempt in 1... {
             do {
                 return try await publisher.publish(message)
-            } catch let error as AMQPError where error.isRetryable && error.kind != .brokerClosed && attempt < Self.outage.maxAttempts {
+            } catch let error as AMQPError
+                where (error.isRetryable && error.kind != .brokerClosed || error.kind == .nacked && attempt < Self.nackAttempts) && attempt < Self.outage.maxAttempts
+            {
                 try await Task.sleep(for: Self.outage.delay(afterAttempt: attempt))
             }
         }

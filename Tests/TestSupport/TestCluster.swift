@@ -1,0 +1,119 @@
+import AMQP
+import Foundation
+import Testing
+
+/// The three-node RabbitMQ cluster of `deploy/local/rabbitmq.sh cluster start`, which the test
+/// command starts beside the single node. Nodes are killed and restarted through that script, as
+/// an operator (or a machine failure) would.
+public enum TestCluster {
+    /// One URL per node, in node order (node 1 first).
+    public static var urls: [String] {
+        let listed = ProcessInfo.processInfo.environment["PUSHWORKER_TEST_CLUSTER_URLS"]
+            ?? "amqp://guest:guest@127.0.0.1:5701/,amqp://guest:guest@127.0.0.1:5711/,amqp://guest:guest@127.0.0.1:5721/"
+        return AMQPConfiguration.urls(inList: listed)
+    }
+
+    /// The nodes' URLs starting at `node` (1-based), the others after it: a client that prefers
+    /// that node and fails over to the rest.
+    public static func urls(preferring node: Int) -> [String] {
+        let all = urls
+        return Array(all[(node - 1)...] + all[..<(node - 1)])
+    }
+
+    /// YAML for a worker's `amqp:` preferring `node`, with no shuffling so the test knows where
+    /// the worker is.
+    public static func amqpYAML(preferring node: Int, prefetch: Int = 4) -> String {
+        """
+        amqp:
+          urls: [\(urls(preferring: node).map { "\"\($0)\"" }.joined(separator: ", "))]
+          shuffle: false
+          prefetch: \(prefetch)
+        """
+    }
+
+    /// A client configuration preferring `node`, failing over fast.
+    public static func configuration(preferring node: Int, topology: AMQPTopology = AMQPTopology()) throws -> AMQPConfiguration {
+        TestLog.bootstrap()
+        var configuration = try AMQPConfiguration(urls: urls(preferring: node))
+        configuration.connectTimeout = .seconds(3)
+        configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(200), maximumDelay: .seconds(1))
+        configuration.topology = topology
+        return configuration
+    }
+
+    public static func publisher(preferring node: Int, topology: AMQPTopology = AMQPTopology()) async throws -> AMQPPublisher {
+        let configuration = try configuration(preferring: node, topology: topology)
+        do {
+            return try await AMQPPublisher.connect(configuration)
+        } catch let error as AMQPError where error.kind == .connectionFailed || error.kind == .timeout {
+            Issue.record("no RabbitMQ cluster answers at \(configuration.redactedURLs) (set PUSHWORKER_TEST_CLUSTER_URLS, or run deploy/local/rabbitmq.sh cluster start): \(error)")
+            throw error
+        }
+    }
+
+    public static func consumer(queue: String, preferring node: Int, prefetch: UInt16 = 1000, topology: AMQPTopology = AMQPTopology()) async throws -> AMQPConsumer {
+        try await AMQPConsumer.connect(try configuration(preferring: node, topology: topology), queue: queue, prefetch: prefetch)
+    }
+
+    /// Starts whatever node is down and waits until all three run: each test begins whole.
+    public static func ensureRunning() throws { try script("start") }
+    /// SIGKILL of node `n`'s Erlang VM: the machine is gone, no goodbye to any client.
+    public static func kill(_ n: Int) throws { try script("kill", "\(n)") }
+    /// A clean stop and start of node `n`, once stopping it leaves every quorum queue a majority.
+    public static func restart(_ n: Int) throws { try script("restart", "\(n)") }
+    public static func start(_ n: Int) throws { try script("start-node", "\(n)") }
+
+    /// The node (1-3) leading quorum queue `queue`, from the broker's own listing.
+    public static func leader(of queue: String) throws -> Int? {
+        let output = try run(["/usr/sbin/rabbitmqctl", "-n", "pushworker-1@localhost", "list_queues", "name", "leader", "--no-table-headers", "--quiet"])
+        for line in output.split(separator: "\n") {
+            let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
+            guard fields.count == 2, fields[0] == queue else { continue }
+            return Int(fields[1].dropFirst("pushworker-".count).prefix(1))
+        }
+        return nil
+    }
+
+    static let scriptPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../deploy/local/rabbitmq.sh").standardized.path
+
+    private static func script(_ arguments: String...) throws {
+        _ = try run([scriptPath, "cluster"] + arguments)
+    }
+
+    /// Runs a command to its end with posix_spawn and waitpid. Not Foundation's `Process`: a node
+    /// started in the background inherits what Foundation watches to see its child end, and
+    /// `waitUntilExit` then waits for the node rather than the script.
+    @discardableResult
+    private static func run(_ command: [String]) throws -> String {
+        let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("cluster-\(UUID().uuidString.prefix(8)).out")
+        defer { try? FileManager.default.removeItem(at: outputFile) }
+        var environment = ProcessInfo.processInfo.environment
+        // rabbitmqctl's own distribution port, below the ephemeral range (as the script sets it).
+        environment["RABBITMQ_CTL_DIST_PORT_MIN"] = "26701"
+        environment["RABBITMQ_CTL_DIST_PORT_MAX"] = "26709"
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let arguments = command.map { strdup($0) } + [nil]
+        let variables = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            arguments.forEach { free($0) }
+            variables.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, command[0], &actions, nil, arguments, variables)
+        guard spawned == 0 else { throw TestFailure("cannot start \(command[0]): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let text = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
+        let exited = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        guard exited == 0 else {
+            throw TestFailure("\(command.joined(separator: " ")) exited \(exited): \(text)")
+        }
+        return text
+    }
+}

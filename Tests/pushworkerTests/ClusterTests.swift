@@ -1,0 +1,241 @@
+import AMQP
+import Foundation
+import MockAPNs
+import PushWorker
+import Registry
+import TestSupport
+import Testing
+
+/// pushworker on a three-node RabbitMQ cluster (`deploy/local/rabbitmq.sh cluster`), with nodes
+/// killed and restarted under it. Workers are given every node and prefer a known one
+/// (`shuffle: false`), so the test knows which node to take away.
+///
+/// Delivery is at least once: a chunk job whose consumer's node dies before its ack is delivered
+/// again, so its devices may be sent and reported twice. The tests count those repeats and hold
+/// them to what was in flight (prefetch × chunk size); no device may go without a result.
+@Suite("On a RabbitMQ cluster", .heavy, .serialized)
+struct ClusterTests {
+    static let chunk = 500
+    static let prefetch = 4
+
+    /// A worker preferring node `node`, its queues under a fresh prefix.
+    static func setUp(preferring node: Int, faults: [MockAPNsFault] = [], extra: String = "") async throws -> WorkerProcessTests.Setup {
+        try TestCluster.ensureRunning()
+        return try await WorkerProcessTests.setUp(
+            faults: faults, extra: "chunk_size: \(chunk)\n" + extra,
+            amqp: TestCluster.amqpYAML(preferring: node, prefetch: prefetch), prefix: TestBroker.uniqueName("cluster"))
+    }
+
+    static func job(_ id: String, devices: Int) -> [UInt8] {
+        let tokens = (0..<devices).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
+        return Array(#"{"id": "\#(id)", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)
+    }
+
+    /// Every device has a result; returns how many came more than once.
+    static func repeats(_ perDevice: [String: Int], devices: Int) -> Int {
+        #expect(perDevice.count == devices, "devices without a result: \(devices - perDevice.count)")
+        return perDevice.values.reduce(0) { $0 + $1 - 1 }
+    }
+
+    static func waitForRequests(_ mock: MockAPNsServer, atLeast count: Int) async throws {
+        var last = -1, lastChange = ContinuousClock.now
+        while mock.requestCount < count {
+            if mock.requestCount != last { (last, lastChange) = (mock.requestCount, .now) }
+            guard ContinuousClock.now - lastChange < .seconds(60) else { throw TestFailure("APNs requests stalled at \(last) of \(count)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    @Test("SIGKILL of the node a worker consumes from, mid 50,000-device job published on another node: every device gets its result, repeats stay within what was in flight, the worker goes on via another node")
+    func consumerNodeKilled() async throws {
+        let setup = try await Self.setUp(preferring: 1)
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let publisher = try await TestCluster.publisher(preferring: 2)
+        let results = try await TestCluster.consumer(queue: "\(setup.prefix).results", preferring: 3)
+
+        let devices = 50_000
+        try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Self.job("big", devices: devices)))
+        try await Self.waitForRequests(setup.mock, atLeast: 10_000)
+        try TestCluster.kill(1)
+        let killedAt = setup.mock.requestCount
+
+        let collected: (perDevice: [String: Int], chunks: Set<String>, jobs: Set<String>)
+        do {
+            collected = try await collectResults(from: results, devices: devices, chunks: devices / Self.chunk, stall: .seconds(120))
+        } catch {
+            Issue.record("\(error); the worker's log:\n\(worker.log)")
+            throw error
+        }
+        let repeats = Self.repeats(collected.perDevice, devices: devices)
+        print("cluster: node 1 killed after \(killedAt) of \(devices) requests; \(repeats) device(s) reported twice (in flight at most \(Self.prefetch * Self.chunk)); APNs requests \(setup.mock.requestCount)")
+        #expect(repeats <= Self.prefetch * Self.chunk)
+        #expect(worker.process.isRunning, "\(worker.log)")
+        #expect(worker.log.contains("failed over to another node"), "\(worker.log)")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+        try TestCluster.start(1)
+    }
+
+    @Test("a rolling restart of all three nodes during a job: nothing lost")
+    func rollingRestart() async throws {
+        let setup = try await Self.setUp(preferring: 1, faults: [MockAPNsFault(.latency(.milliseconds(5)))])
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let publisher = try await TestCluster.publisher(preferring: 2)
+        let results = try await TestCluster.consumer(queue: "\(setup.prefix).results", preferring: 3)
+
+        let devices = 20_000
+        try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Self.job("rolling", devices: devices)))
+        try await Self.waitForRequests(setup.mock, atLeast: 2_000)
+        // Results are read meanwhile: the restarts must not wait on a full queue.
+        let collecting = Task { try await collectResults(from: results, devices: devices, chunks: devices / Self.chunk, stall: .seconds(180)) }
+        var restartedAt: [Int] = []
+        for node in 1...3 {
+            try TestCluster.restart(node)
+            restartedAt.append(setup.mock.requestCount)
+        }
+        let collected = try await collecting.value
+        let repeats = Self.repeats(collected.perDevice, devices: devices)
+        print("cluster: rolling restart, nodes back after \(restartedAt) requests; \(repeats) device(s) reported twice; APNs requests \(setup.mock.requestCount)")
+        #expect(repeats <= 3 * Self.prefetch * Self.chunk)
+        #expect(worker.process.isRunning, "\(worker.log)")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+    }
+
+    @Test("two workers on different nodes share one broadcast: each takes chunks, every device exactly one result")
+    func twoWorkersOneBroadcast() async throws {
+        let setup = try await Self.setUp(preferring: 1, faults: [MockAPNsFault(.latency(.milliseconds(5)))])
+        defer { Task { try? await setup.mock.shutdown() } }
+        // The second worker: the same file, preferring node 2.
+        let first = try String(contentsOf: setup.config, encoding: .utf8)
+        let second = setup.config.deletingLastPathComponent().appendingPathComponent("\(setup.prefix)-2.yaml")
+        try Data(first.replacingOccurrences(of: TestCluster.amqpYAML(preferring: 1, prefetch: Self.prefetch), with: TestCluster.amqpYAML(preferring: 2, prefetch: Self.prefetch)).utf8).write(to: second)
+        #expect(try String(contentsOf: second, encoding: .utf8).contains(TestCluster.urls(preferring: 2)[0] + "\", "))
+        let workers = [
+            try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path, "--log-format", "json"]),
+            try RunningProgram(Program.executable, arguments: ["run", "--config", second.path, "--log-format", "json"]),
+        ]
+        for worker in workers { try await worker.waitForLog("worker started") }
+        let publisher = try await TestCluster.publisher(preferring: 3)
+        let results = try await TestCluster.consumer(queue: "\(setup.prefix).results", preferring: 3)
+
+        let devices = 20_000
+        try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Self.job("shared", devices: devices)))
+        let collected = try await collectResults(from: results, devices: devices, chunks: devices / Self.chunk, stall: .seconds(60))
+        #expect(Self.repeats(collected.perDevice, devices: devices) == 0)
+        #expect(setup.mock.requestCount == devices)
+        let done = workers.map { $0.log.components(separatedBy: "\"message\":\"job done\"").count - 1 }
+        print("cluster: chunk jobs done per worker \(done)")
+        #expect(done.allSatisfy { $0 > 0 }, "each worker took a share: \(done)")
+        for worker in workers { #expect(try await worker.stop() == 0, "\(worker.log)") }
+        await results.close()
+        await publisher.close()
+    }
+
+    @Test("registry commands published while the worker's node dies: each applied, each answered")
+    func registryCommandsThroughNodeLoss() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
+        let setup = try await Self.setUp(preferring: 1, extra: "registry: {sqlite: \(file)}")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let replies = "\(setup.prefix).replies"
+        let topology = AMQPTopology(queues: [.durable(replies, quorum: true, extraArguments: TestBroker.expiry)])
+        let publisher = try await TestCluster.publisher(preferring: 2, topology: topology)
+        let answers = try await TestCluster.consumer(queue: replies, preferring: 3, topology: topology)
+
+        let commands = 600
+        let publishing = Task {
+            for index in 0..<commands {
+                let body = #"{"command": "register_device", "app": "demo", "token": "\#(WorkerProcessTests.token(index))", "user": "u-\#(index % 50)"}"#
+                // A publish cut off by the node's death is published again, as a producer would.
+                while true {
+                    do {
+                        try await publisher.publish(.toQueue("\(setup.prefix).registry", body: Array(body.utf8), properties: AMQPProperties(persistent: true, replyTo: replies, messageID: "c\(index)")))
+                        break
+                    } catch let error as AMQPError where error.isRetryable {
+                        try await Task.sleep(for: .milliseconds(100))
+                    }
+                }
+                if index % 50 == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+        }
+        var answered: [String: Int] = [:]
+        var killed = false
+        while answered.count < commands {
+            let delivery = try await answers.next(within: .seconds(120))
+            try? await delivery.ack()
+            #expect(String(decoding: delivery.body, as: UTF8.self).contains(#""ok":true"#), "\(String(decoding: delivery.body, as: UTF8.self))")
+            answered[delivery.properties.correlationID ?? "?", default: 0] += 1
+            if !killed && answered.count >= commands / 4 {
+                try TestCluster.kill(1)
+                killed = true
+            }
+        }
+        try await publishing.value
+        #expect(Set(answered.keys) == Set((0..<commands).map { "c\($0)" }))
+        let store = try SQLiteRegistryStore(path: file)
+        var registered = 0
+        for index in 0..<commands where try await store.device(app: "demo", token: WorkerProcessTests.token(index))?.user == "u-\(index % 50)" {
+            registered += 1
+        }
+        #expect(registered == commands)
+        print("cluster: \(commands) registry commands, node 1 killed after \(commands / 4) answers; answered twice: \(answered.values.filter { $0 > 1 }.count)")
+        #expect(worker.process.isRunning, "\(worker.log)")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await answers.close()
+        await publisher.close()
+        try TestCluster.start(1)
+    }
+
+    @Test("a delayed retry round (429, then 200) whose retry queue's leader is killed while it waits: every device delivered, on its second attempt")
+    func retryQueueLeaderKilled() async throws {
+        let devices = 200
+        let tokens = Set((0..<devices).map { WorkerProcessTests.token($0) })
+        let setup = try await Self.setUp(
+            preferring: 1, faults: [MockAPNsFault(.reject(.tooManyRequests), tokens: tokens, times: 1)],
+            extra: "retry_in_process_attempts: 1\nretry_delays_ms: [8000]")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let publisher = try await TestCluster.publisher(preferring: 2)
+        let results = try await TestCluster.consumer(queue: "\(setup.prefix).results", preferring: 3)
+        // The node leading the retry queue (the worker declared it, on its node, so the worker's
+        // connections are likely lost with it too).
+        let retryQueue = "\(setup.prefix).jobs.retry.8000ms"
+        let leader = try #require(try TestCluster.leader(of: retryQueue))
+
+        try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Self.job("retried", devices: devices)))
+        // All devices handed on to the retry queue, waiting there.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while (try await publisher.perform(.inspect(retryQueue))?.messages ?? 0) == 0 {
+            try #require(ContinuousClock.now < deadline, "nothing reached the retry queue")
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try TestCluster.kill(leader)
+
+        var outcomes: [String: [PushResult]] = [:]
+        var summaries = 0
+        while outcomes.count < devices || summaries == 0 {
+            let delivery = try await results.next(within: .seconds(120))
+            try? await delivery.ack()
+            switch try Reply(delivery) {
+            case .result(let result): outcomes[result.token, default: []].append(result)
+            case .summary: summaries += 1
+            }
+        }
+        #expect(outcomes.count == devices)
+        #expect(outcomes.values.allSatisfy { $0.count == 1 && $0[0].outcome == .delivered && $0[0].attempts == 2 })
+        print("cluster: retry queue leader node \(leader) killed while \(devices) devices waited; all delivered on attempt 2: \(outcomes.values.allSatisfy { $0.first?.attempts == 2 })")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+        try TestCluster.start(leader)
+    }
+}
