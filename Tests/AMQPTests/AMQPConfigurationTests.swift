@@ -90,4 +90,27 @@ struct AMQPConfigurationTests {
         let samples = Set((0..<10).map { _ in policy.delay(attempt: 5) })
         #expect(samples.count > 1)
     }
+
+    @Test("a list of URLs: each with its own credentials and TLS, errors naming the URL's place and never the password, shuffled on request")
+    func urlList() throws {
+        let configuration = try AMQPConfiguration(urls: ["amqp://a:pa@node1:5672/?heartbeat=7", "amqps://b:pb@node2/prod?cacertfile=/ca.pem"])
+        #expect(configuration.addresses.map(\.node) == ["node1:5672", "node2:5671"])
+        #expect(configuration.addresses[1].user == "b" && configuration.addresses[1].vhost == "prod" && configuration.addresses[1].tls?.caFile == "/ca.pem")
+        #expect(configuration.addresses[0].tls == nil)
+        #expect(configuration.heartbeat == .seconds(7))
+        #expect(configuration.redactedURLs == "amqp://a:***@node1:5672/,amqps://b:***@node2:5671/prod")
+        #expect(AMQPConfiguration.urls(inList: " amqp://h1/ , amqp://h2/") == ["amqp://h1/", "amqp://h2/"])
+        do {
+            _ = try AMQPConfiguration(urls: ["amqp://h1/", "amqp://u:secret@h2:99999/"])
+            Issue.record("accepted port 99999")
+        } catch let error as AMQPError {
+            #expect(error.message.hasPrefix("URL 2 of 2: "), "\(error)")
+            #expect(!error.message.contains("secret"))
+        }
+        #expect(throws: AMQPError.self) { try AMQPConfiguration(urls: []) }
+        let many = (1...20).map { "amqp://h\($0)/" }
+        let orders = Set((0..<10).map { _ in try! AMQPConfiguration(urls: many, shuffled: true).addresses.map(\.host) })
+        #expect(orders.count > 1, "shuffled: a random order per process")
+        #expect(try AMQPConfiguration(urls: many).addresses.map(\.host) == many.map { String($0.dropFirst(7).dropLast()) })
+    }
 }

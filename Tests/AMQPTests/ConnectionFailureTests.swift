@@ -66,6 +66,63 @@ extension BrokerTests {
             }
         }
 
+        @Test("several addresses: a node that does not answer is passed over at the start and after a loss; the event names the node and says fail-over")
+        func failsOverToTheNextAddress() async throws {
+            let broker = try TestBroker.configuration()
+            let deadPort = try TestPorts.free()
+            let relayPort = try TestPorts.free()
+            var configuration = try AMQPConfiguration(urls: [
+                "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(deadPort)/",
+                "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(relayPort)/",
+                TestBroker.url,
+            ])
+            configuration.connectTimeout = .seconds(3)
+            configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200))
+            let events = Locked<[String]>([])
+            configuration.onConnectionEvent = { event in
+                let name = switch event {
+                case .attemptFailed: "failed"
+                case .connected(_, let address, let failover): "connected \(address.port)\(failover ? " failover" : "")"
+                case .lost: "lost"
+                }
+                events.withLock { $0.append(name) }
+            }
+            // Node 1 is down, node 2 (a relay) answers: the start passes node 1 over without waiting.
+            let relay = try TCPRelay(port: relayPort, targetHost: broker.host, targetPort: broker.port)
+            let publisher = try await withTimeout(.seconds(30), "the start") { [configuration] in try await AMQPPublisher.connect(configuration) }
+            #expect(events.value == ["failed", "connected \(relayPort)"])
+            // Node 2 goes away: the connection moves on, past node 1 (still down), to node 3.
+            relay.cut()
+            let queue = TestBroker.uniqueName("failover")
+            let topology = AMQPTopology(queues: [.durable(queue, quorum: true, extraArguments: TestBroker.expiry)])
+            try await withTimeout(.seconds(30), "a publish after the fail-over") {
+                while true {
+                    do {
+                        try await publisher.perform(.declare(topology.queues[0]))
+                        try await publisher.publish(.toQueue(queue, body: [1]))
+                        return
+                    } catch let error as AMQPError where error.isRetryable {
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
+                }
+            }
+            let seen = events.value
+            #expect(seen.last == "connected \(broker.port) failover", "\(seen)")
+            #expect(seen.contains("lost"), "\(seen)")
+            await publisher.close()
+
+            // No node answers: the start fails naming them all, password masked.
+            let none = try AMQPConfiguration(urls: ["amqp://u:hunter2@127.0.0.1:\(deadPort)/", "amqp://u:hunter2@127.0.0.1:\(try TestPorts.free())/"])
+            do {
+                _ = try await AMQPPublisher.connect(none)
+                Issue.record("connected to no broker")
+            } catch let error as AMQPError {
+                #expect(error.kind == .connectionFailed)
+                #expect("\(error)".contains("no broker node of 2 could be reached"), "\(error)")
+                #expect(!"\(error)".contains("hunter2"))
+            }
+        }
+
         @Test("a closed port fails with a clear connection error, not a timeout")
         func closedPort() async throws {
             let configuration = try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:1/")

@@ -179,7 +179,7 @@ struct PushWorkerConfigurationTests {
         arguments: [
             ("amqp: {url: \"amqp://127.0.0.1/\", prefech: 3}\napps: []", "amqp.prefech: unknown key; did you mean prefetch?"),
             ("chunk_sise: 10\napps: []", "chunk_sise: unknown key; did you mean chunk_size?"),
-            ("amqp: {urls: [\"amqp://a/\", \"amqp://b/\"]}\napps: []", "amqp.urls: unknown key; did you mean url?"),
+            ("amqp: {url: \"amqp://a/\", hearbeat_seconds: 5}\napps: []", "amqp.hearbeat_seconds: unknown key; did you mean heartbeat_seconds?"),
             ("queues: {dead_leters: d}\napps: []", "queues.dead_leters: unknown key; did you mean dead_letters?"),
             ("registry: {sqlit: r.db}\napps: []", "registry.sqlit: unknown key; did you mean sqlite?"),
             ("apps:\n  - {name: a, topic: t, environment: sandbox, conections: 4}", "apps[0].conections: unknown key; did you mean connections?"),
@@ -202,5 +202,39 @@ struct PushWorkerConfigurationTests {
         #expect(try PushWorkerConfiguration.parse("metrics_address: null\napps: []", file: "f").worker.metricsEndpoint(file: "f") == nil)
         #expect(try PushWorkerConfiguration.parse("metrics_address: \"0.0.0.0:9100\"\napps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("0.0.0.0", 9100))
         #expect(try PushWorkerConfiguration.parse("metrics_address: \"[::1]:9100\"\napps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("::1", 9100))
+    }
+
+    @Test("amqp.urls lists a cluster's nodes; PUSHWORKER_AMQP_URL may too; url and urls together, or a node twice, are refused naming the key; queue types are quorum unless set")
+    func brokerNodes() throws {
+        let listed = try PushWorkerConfiguration.parse("amqp: {urls: [\"amqp://h1/\", \"amqp://h2/\"], shuffle: false}\napps: []", file: "f").worker
+        #expect(try listed.amqpConfiguration(file: "f", environment: [:]).addresses.map(\.host) == ["h1", "h2"])
+        let fromEnvironment = try listed.amqpConfiguration(file: "f", environment: ["PUSHWORKER_AMQP_URL": "amqp://e1/,amqp://e2/,amqp://e3/"])
+        #expect(fromEnvironment.addresses.map(\.host) == ["e1", "e2", "e3"])
+        do {
+            _ = try PushWorkerConfiguration.parse("amqp: {url: \"amqp://h1/\", urls: [\"amqp://h2/\"]}\napps: []", file: "f")
+            Issue.record("url and urls accepted together")
+        } catch {
+            #expect("\(error)".contains("amqp.urls") && "\(error)".contains("not both"), "\(error)")
+        }
+        do {
+            _ = try listed.amqpConfiguration(file: "f", environment: ["PUSHWORKER_AMQP_URL": "amqp://e1/,amqp://u:pw@e1:5672/"])
+            Issue.record("a node named twice accepted")
+        } catch {
+            #expect("\(error)".contains("PUSHWORKER_AMQP_URL") && "\(error)".contains("names a node twice"), "\(error)")
+            #expect(!"\(error)".contains(":pw@"))
+        }
+        let defaults = try PushWorkerConfiguration.parse("apps: []", file: "f").worker.topology
+        let results = try #require(defaults.queues.first { $0.name == "push.results" })
+        #expect(results.arguments["x-queue-type"] == "quorum")
+        let retry = try #require(defaults.queues.first { $0.name == "push.jobs.retry.5000ms" })
+        #expect(retry.arguments["x-queue-type"] == "quorum" && retry.arguments["x-dead-letter-strategy"] == "at-least-once" && retry.arguments["x-overflow"] == "reject-publish")
+        let classic = try PushWorkerConfiguration.parse("queues: {results_type: classic, retry_type: classic}\napps: []", file: "f").worker.topology
+        #expect(classic.queues.filter { $0.name == "push.results" || $0.name.contains(".retry.") }.allSatisfy { $0.arguments["x-queue-type"] == nil && $0.arguments["x-overflow"] == nil })
+        do {
+            _ = try PushWorkerConfiguration.parse("queues: {results_type: mirrored}\napps: []", file: "f")
+            Issue.record("an unknown queue type accepted")
+        } catch {
+            #expect("\(error)".contains("queues.results_type") && "\(error)".contains("quorum or classic"), "\(error)")
+        }
     }
 }

@@ -5,6 +5,8 @@ import Foundation
 /// one other tests share.
 public final class TCPRelay: @unchecked Sendable {
     private let listener: Int32
+    /// Both sockets of every relayed connection, for `cut()`.
+    private let relayed = Locked<[Int32]>([])
 
     /// Listens on `port` (chosen beforehand, e.g. with `TestPorts.free()`) and relays to
     /// `targetHost:targetPort`.
@@ -34,6 +36,7 @@ public final class TCPRelay: @unchecked Sendable {
                     close(client)
                     continue
                 }
+                self.relayed.withLock { $0 += [client, upstream] }
                 Thread { ConnectProxy.pump(from: upstream, to: client) }.start()
                 Thread { ConnectProxy.pump(from: client, to: upstream) }.start()
             }
@@ -44,5 +47,11 @@ public final class TCPRelay: @unchecked Sendable {
     public func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
+    }
+
+    /// Stops accepting and breaks every relayed connection, as a node that dies would.
+    public func cut() {
+        stop()
+        for socket in relayed.withLock({ $0 }) { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 }

@@ -91,8 +91,11 @@ struct ClientExampleTests {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let command = try Self.command(language, scratch: scratch)
         let tokens = [Self.token(1), Self.token(2), dead]
+        // Two nodes, one of them down: each producer connects to the one that answers, whichever
+        // it tries first.
+        let down = "amqp://guest:guest@127.0.0.1:\(try TestPorts.free())/"
         let run = try Program.run(
-            command + tokens, environment: ["AMQP_URL": TestBroker.url, "PUSHWORKER_EXCHANGE": "\(prefix).push"],
+            command + tokens, environment: ["AMQP_URL": "\(down),\(TestBroker.url)", "PUSHWORKER_EXCHANGE": "\(prefix).push"],
             program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
         #expect(run.status == 0, "\(language) producer: \(run.standardError)\n\(worker.log)")
 

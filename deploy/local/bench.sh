@@ -10,6 +10,9 @@
 #                                   COMPARE_METRICS=N: N runs with metrics off and N on, compared)
 #   deploy/local/bench.sh resolve [MEMBERS] [sqlite|postgres]   a group job's resolution and
 #                                   filtering into chunk jobs, no broker or APNs
+#   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker) and on a three-node
+#                                   cluster (one worker, then two, each preferring another node),
+#                                   with the broker's CPU per device (every node's Erlang VM)
 #
 # TRANSPORT=nghttp2 (default) or curl: the APNs transport measured (apns and e2e).
 # BATCH=N (apns): notifications per batch send (default 100; 1: a send and a task per notification).
@@ -24,7 +27,7 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|e2e|resolve) ;; *) echo "usage: $0 apns|e2e|resolve [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|e2e|resolve|cluster) ;; *) echo "usage: $0 apns|e2e|resolve|cluster [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 
 deploy/local/install-deps.sh
 if [ "$mode" = resolve ]; then
@@ -114,6 +117,31 @@ share = cpu / wall / usable
 verdict = 'the server was the bottleneck' if share > 0.9 else 'the server was not the bottleneck'
 print(f'   $server_name: {cpu:.1f} CPU-s in {wall:.1f} s = {cpu / wall * 100:.0f}% of one core, {share * 100:.0f}% of the {usable} it can use: {verdict}')"
 }
+
+if [ "$mode" = cluster ]; then
+  cluster_started_here=false
+  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  if ! deploy/local/rabbitmq.sh cluster status >/dev/null 2>&1; then deploy/local/rabbitmq.sh cluster start >/dev/null; cluster_started_here=true; fi
+  trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $cluster_started_here; then deploy/local/rabbitmq.sh cluster stop >/dev/null || true; fi' EXIT
+  single_pids="$(cat /tmp/pushworker-rabbitmq-5672/mnesia/rabbit@localhost.pid)"
+  cluster_pids="$(cat /tmp/pushworker-rabbitmq-cluster/{1,2,3}/mnesia/pushworker-*@localhost.pid)"
+  brokers_cpu() { local total=0; for pid in $1; do total=$(python3 -c "print($total + $(cpu_of "$pid"))"); done; echo "$total"; }
+  run_e2e() { # LABEL URLS WORKERS PIDS
+    echo "== $1: pushworker bench e2e --count $count --workers $3"
+    local before after
+    before=$(brokers_cpu "$4")
+    "$bin/pushworker" bench e2e --transport "$transport" --amqp "$2" --url "$url" --ca-file "$work/ca.pem" --count "$count" --jobs 0 \
+      --workers "$3" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app | tee "$work/$1.txt"
+    after=$(brokers_cpu "$4")
+    python3 -c "print(f'   broker CPU (every node): {$after - $before:.1f} s = {($after - $before) / $count * 1e6:.1f} µs per device')"
+  }
+  run_e2e single-node "$(deploy/local/rabbitmq.sh url)" 1 "$single_pids"
+  run_e2e cluster-1-worker "$(deploy/local/rabbitmq.sh cluster urls)" 1 "$cluster_pids"
+  run_e2e cluster-2-workers "$(deploy/local/rabbitmq.sh cluster urls)" 2 "$cluster_pids"
+  rate() { grep -o '= [0-9]* devices/s' "$work/$1.txt" | grep -o '[0-9]*'; }
+  echo "== devices/s, cluster/single node: one worker $(python3 -c "print(f'{$(rate cluster-1-worker)/$(rate single-node):.2f}')"), two workers $(python3 -c "print(f'{$(rate cluster-2-workers)/$(rate single-node):.2f}')")"
+  exit 0
+fi
 
 mock_cpu_0=$(cpu_of $mock_pid); wall_0=$(now)
 if [ "$mode" = apns ]; then

@@ -3,6 +3,9 @@
 # backend would, the worker sends it, and its results are read back; then an invalid job is
 # dead-lettered with its reason. Everything runs on 127.0.0.1; what the demo started, it stops
 # at the end (a broker node that was already running is left running).
+#
+# CLUSTER=1: on a three-node RabbitMQ cluster instead (deploy/local/rabbitmq.sh cluster); at the
+# end the node under the worker's jobs connection is killed, and one more job goes through.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source deploy/local/swift-path.sh
@@ -13,12 +16,19 @@ cleanup() {
   [ -n "${worker_pid:-}" ] && kill "$worker_pid" 2>/dev/null && wait "$worker_pid" 2>/dev/null || true
   [ -n "${mock_pid:-}" ] && kill "$mock_pid" 2>/dev/null || true
   [ -n "$work" ] && rm -rf "$work"
-  if $broker_started_here; then deploy/local/rabbitmq.sh stop || true; fi
+  if $broker_started_here; then
+    if [ -n "${CLUSTER:-}" ]; then deploy/local/rabbitmq.sh cluster stop || true; else deploy/local/rabbitmq.sh stop || true; fi
+  fi
 }
 trap cleanup EXIT
 
 deploy/local/install-deps.sh
-if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
+if [ -n "${CLUSTER:-}" ]; then
+  if ! deploy/local/rabbitmq.sh cluster status >/dev/null 2>&1; then
+    deploy/local/rabbitmq.sh cluster start
+    broker_started_here=true
+  fi
+elif ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
   deploy/local/rabbitmq.sh start
   broker_started_here=true
 fi
@@ -26,7 +36,8 @@ echo "== building pushworker and mock-apns (the first build takes about 8 minute
 swift build --product pushworker
 swift build --product mock-apns
 bin="$(swift build --show-bin-path)"
-url="$(deploy/local/rabbitmq.sh url)"
+# One URL, or on a cluster every node's, comma-separated (the worker and the commands take both).
+if [ -n "${CLUSTER:-}" ]; then url="$(deploy/local/rabbitmq.sh cluster urls)"; else url="$(deploy/local/rabbitmq.sh url)"; fi
 
 work="$(mktemp -d /tmp/pushworker-demo-XXXXXX)"
 
@@ -45,7 +56,7 @@ echo "   $apns_url"
 cat > "$work/pushworker.yaml" <<YAML
 metrics_address: 127.0.0.1:0   # any free port: the worker logs the one it took
 amqp:
-  url: $url
+  urls: [$url]
 registry: {sqlite: registry.db}
 apps:
   - name: demo
@@ -109,6 +120,18 @@ metrics=$(grep -o 'address=127.0.0.1:[0-9]*' "$work/worker.log" | head -1 | cut 
 echo "== the worker's operator endpoint on $metrics: /readyz, and the counters of what it did (/metrics)"
 echo "   $(curl -s "http://$metrics/readyz")"
 curl -s "http://$metrics/metrics" | grep -E '^pushworker_(jobs|notifications|dead_letters|registry_commands)_total' | sed 's/^/   /'
+
+if [ -n "${CLUSTER:-}" ]; then
+  node=$(curl -s "http://$metrics/readyz" | grep -o 'jobs → amqp://[^,"]*' | grep -o ':57[0-9]1/' | grep -o '57[0-9]1')
+  number=$(( (node - 5701) / 10 + 1 ))
+  echo "== CLUSTER: killing node $number (port $node), where the worker's jobs connection is; one more job"
+  deploy/local/rabbitmq.sh cluster kill "$number" | sed 's/^/   /'
+  echo '{"id": "after-failover", "app": "demo", "audience": {"tokens": ["a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"]}, "payload": {"aps": {"alert": "Still here"}}}' \
+    | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+  "$bin/pushworker" tail --amqp "$url" --queue push.results --count 2
+  echo "   $(curl -s "http://$metrics/readyz")"
+  deploy/local/rabbitmq.sh cluster start-node "$number" | sed 's/^/   /'
+fi
 
 echo "== stopping the worker with SIGTERM"
 kill -TERM "$worker_pid"; wait "$worker_pid"; echo "   exit status $?"; worker_pid=""

@@ -34,6 +34,8 @@ struct E2EBenchCommand: AsyncParsableCommand {
     var group = false
     @Flag(name: .customLong("group-first"), help: "With --group: time the group job before the explicit one (the second job of a run meets a busier broker).")
     var groupFirst = false
+    @Option(help: "Worker processes sharing the job; on a cluster (--amqp listing its nodes) worker i prefers node i.")
+    var workers = 1
     @Option(name: .customLong("compare-metrics"), help: "Instead: time the job this many times with metrics off and as many with metrics on (a new worker each, in the order off, on, on, off, …), and compare.")
     var compareMetrics: Int?
 
@@ -54,11 +56,19 @@ struct E2EBenchCommand: AsyncParsableCommand {
             }
         }
         let metricsPort = 19_000 + Int.random(in: 0..<1000)
+        let nodes = AMQPConfiguration.urls(inList: rawURL)
+        /// `amqp:` of worker `index`: on a cluster, every node, the index-th first.
+        func amqpLine(_ index: Int) -> String {
+            guard nodes.count > 1 else { return #"amqp: {url: "\#(rawURL)"}"# }
+            let first = index % nodes.count
+            let order = nodes[first...] + nodes[..<first]
+            return "amqp: {urls: [\(order.map { "\"\($0)\"" }.joined(separator: ", "))], shuffle: false}"
+        }
         /// The worker's configuration, with or without its metrics endpoint.
-        func configurationText(metrics: Bool) -> String { """
+        func configurationText(metrics: Bool, worker index: Int = 0) -> String { """
             \(registryLine)
-            metrics_address: \(metrics ? "127.0.0.1:\(metricsPort)" : "null")
-            amqp: {url: "\(rawURL)"}
+            metrics_address: \(metrics ? "127.0.0.1:\(metricsPort + index)" : "null")
+            \(amqpLine(index))
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
             apps:
               - name: bench
@@ -76,7 +86,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: file) }
         let configuration = try PushWorkerConfiguration.load(file: file.path)
         /// A `pushworker run` child on the configuration file as it is now.
-        func startWorker() throws -> Process {
+        func startWorker(_ file: URL = file) throws -> Process {
             let worker = Process()
             let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
             worker.executableURL = URL(fileURLWithPath: "/bin/sh")
@@ -87,6 +97,19 @@ struct E2EBenchCommand: AsyncParsableCommand {
         }
         var worker = try startWorker()
         defer { if worker.isRunning { worker.terminate() } }
+        // Further workers, each with its own file (its own preferred node).
+        var others: [Process] = []
+        for index in 1..<max(workers, 1) {
+            let other = file.deletingPathExtension().appendingPathExtension("\(index).yaml")
+            try Data(configurationText(metrics: false, worker: index).utf8).write(to: other)
+            others.append(try startWorker(other))
+        }
+        defer {
+            for other in others where other.isRunning { other.terminate() }
+            for index in 1..<max(workers, 1) { try? FileManager.default.removeItem(at: file.deletingPathExtension().appendingPathExtension("\(index).yaml")) }
+        }
+        /// CPU seconds of every worker process so far.
+        func workersCPU() -> Double { ([worker] + others).map { CPUTime.of($0.processIdentifier) }.reduce(0, +) }
 
         var amqpConfiguration = try configuration.worker.amqpConfiguration(file: file.path)
         amqpConfiguration.connectionName = "pushworker bench e2e"
@@ -167,11 +190,11 @@ struct E2EBenchCommand: AsyncParsableCommand {
         }
 
         func explicitJob() async throws -> Double {
-            let cpuBefore = CPUTime.of(worker.processIdentifier)
+            let cpuBefore = workersCPU()
             let explicit = try await measure(Array(body.utf8))
-            let cpu = CPUTime.of(worker.processIdentifier) - cpuBefore
-            print(String(format: "pushworker bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks; worker CPU %.1f µs per device)",
-                count, explicit.seconds, Double(count) / explicit.seconds, explicit.delivered, chunks, cpu / Double(count) * 1e6))
+            let cpu = workersCPU() - cpuBefore
+            print(String(format: "pushworker bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks; %d worker(s), worker CPU %.1f µs per device)",
+                count, explicit.seconds, Double(count) / explicit.seconds, explicit.delivered, chunks, max(workers, 1), cpu / Double(count) * 1e6))
             return explicit.seconds
         }
         func groupJob() async throws -> Double {

@@ -2,6 +2,9 @@
 //
 //	AMQP_URL=amqp://user:password@host:5672/ go run producer.go TOKEN...
 //
+// AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first
+// that answers is used (amqp091-go dials one address).
+//
 // Needs github.com/rabbitmq/amqp091-go (Debian: golang-github-rabbitmq-amqp091-go-dev). Exits 1
 // if the broker refuses the job, no queue takes it, or no summary comes within a minute.
 package main
@@ -12,7 +15,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	mathrand "math/rand"
 	"os"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -20,14 +25,21 @@ import (
 
 func main() {
 	log.SetFlags(0)
-	url := getenv("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	urls := strings.Split(getenv("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), ",")
+	mathrand.Shuffle(len(urls), func(i, j int) { urls[i], urls[j] = urls[j], urls[i] })
 	exchange := getenv("PUSHWORKER_EXCHANGE", "push")
 	tokens := os.Args[1:]
 	if len(tokens) == 0 {
 		log.Fatal("usage: producer TOKEN...")
 	}
 
-	conn, err := amqp.Dial(url)
+	var conn *amqp.Connection
+	var err error
+	for _, url := range urls {
+		if conn, err = amqp.Dial(strings.TrimSpace(url)); err == nil {
+			break
+		}
+	}
 	check(err, "connect")
 	defer conn.Close()
 	ch, err := conn.Channel()

@@ -3,6 +3,9 @@
 //
 //   npm ci && AMQP_URL=amqp://user:password@host:5672/ node producer.js TOKEN...
 //
+// AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first that
+// answers is used (amqplib connects to one address).
+//
 // Needs amqplib (package.json pins it). Exits 1 if the broker refuses the job, no queue takes
 // it, or no summary comes within a minute.
 'use strict';
@@ -10,12 +13,24 @@ const amqp = require('amqplib');
 const { randomUUID } = require('crypto');
 
 async function main() {
-  const url = process.env.AMQP_URL || 'amqp://guest:guest@127.0.0.1:5672/';
+  const urls = (process.env.AMQP_URL || 'amqp://guest:guest@127.0.0.1:5672/').split(',').map((url) => url.trim());
+  for (let i = urls.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [urls[i], urls[j]] = [urls[j], urls[i]];
+  }
   const exchange = process.env.PUSHWORKER_EXCHANGE || 'push';
   const tokens = process.argv.slice(2);
   if (tokens.length === 0) throw new Error('usage: producer.js TOKEN...');
 
-  const connection = await amqp.connect(url);
+  let connection;
+  for (const [index, url] of urls.entries()) {
+    try {
+      connection = await amqp.connect(url);
+      break;
+    } catch (error) {
+      if (index === urls.length - 1) throw error;
+    }
+  }
   const channel = await connection.createConfirmChannel();
   // The reply queue must exist before the job is taken: a server-named one, private to this connection.
   const { queue: replyTo } = await channel.assertQueue('', { exclusive: true });

@@ -13,14 +13,21 @@ use PhpAmqpLib\Message\AMQPMessage;
 
 function fail(string $message): never { fwrite(STDERR, $message . "\n"); exit(1); }
 
-$url = parse_url(getenv('AMQP_URL') ?: 'amqp://guest:guest@127.0.0.1:5672/');
+// AMQP_URL may list a cluster's nodes, comma-separated: AMQPStreamConnection::create_connection
+// tries them in turn (shuffled here, so producers spread over the nodes).
+$urls = array_map('trim', explode(',', getenv('AMQP_URL') ?: 'amqp://guest:guest@127.0.0.1:5672/'));
+shuffle($urls);
 $exchange = getenv('PUSHWORKER_EXCHANGE') ?: 'push';
 $tokens = array_slice($argv, 1);
 if (!$tokens) fail('usage: producer.php TOKEN...');
 
-$vhost = isset($url['path']) && strlen($url['path']) > 1 ? rawurldecode(substr($url['path'], 1)) : '/';
-$connection = new AMQPStreamConnection($url['host'], $url['port'] ?? 5672,
-    rawurldecode($url['user'] ?? 'guest'), rawurldecode($url['pass'] ?? 'guest'), $vhost);
+$hosts = array_map(function (string $text): array {
+    $url = parse_url($text);
+    return ['host' => $url['host'], 'port' => $url['port'] ?? 5672,
+        'user' => rawurldecode($url['user'] ?? 'guest'), 'password' => rawurldecode($url['pass'] ?? 'guest'),
+        'vhost' => isset($url['path']) && strlen($url['path']) > 1 ? rawurldecode(substr($url['path'], 1)) : '/'];
+}, $urls);
+$connection = AMQPStreamConnection::create_connection($hosts);
 $channel = $connection->channel();
 // The reply queue must exist before the job is taken: a server-named one, private to this connection.
 [$replyTo] = $channel->queue_declare('', false, false, true, true);

@@ -3,23 +3,28 @@
 
     AMQP_URL=amqp://user:password@host:5672/ python3 producer.py TOKEN...
 
+AMQP_URL may list a cluster's nodes, comma-separated: pika tries them in turn (shuffled here, so
+producers spread over the nodes) and connects to the first that answers.
+
 Needs pika (Debian: python3-pika; pip: pika). Exits 1 if the broker refuses the job, no queue
 takes it, or no summary comes within a minute.
 """
 import json
 import os
+import random
 import sys
 import uuid
 
 import pika
 
-url = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+urls = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/").split(",")
+random.shuffle(urls)
 exchange = os.environ.get("PUSHWORKER_EXCHANGE", "push")
 tokens = sys.argv[1:]
 if not tokens:
     sys.exit("usage: producer.py TOKEN...")
 
-connection = pika.BlockingConnection(pika.URLParameters(url))
+connection = pika.BlockingConnection([pika.URLParameters(url.strip()) for url in urls])
 channel = connection.channel()
 # The reply queue must exist before the job is taken: a server-named one, private to this connection.
 reply_to = channel.queue_declare("", exclusive=True).method.queue

@@ -3,6 +3,9 @@
 #
 #   AMQP_URL=amqp://user:password@host:5672/ ruby producer.rb TOKEN...
 #
+# AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first that
+# answers is used (bunny's own hosts: option would share one user and vhost among them).
+#
 # Needs bunny (Debian: ruby-bunny; gem: bunny). Exits 1 if the broker refuses the job, no queue
 # takes it, or no summary comes within a minute.
 require "bunny"
@@ -10,16 +13,22 @@ require "logger"
 require "json"
 require "securerandom"
 
-url = ENV.fetch("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+urls = ENV.fetch("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/").split(",").map(&:strip).shuffle
 # Bunny reads a lone trailing "/" as the vhost "" (as the AMQP URI spec says); RabbitMQ's default
 # vhost is "/", which other clients take it to mean.
-url = url.chomp("/") if url.count("/") == 3
+urls = urls.map { |url| url.count("/") == 3 ? url.chomp("/") : url }
 exchange_name = ENV.fetch("PUSHWORKER_EXCHANGE", "push")
 tokens = ARGV
 abort "usage: producer.rb TOKEN..." if tokens.empty?
 
-connection = Bunny.new(url, logger: Logger.new(IO::NULL))
-connection.start
+connection = nil
+urls.each_with_index do |url, index|
+  connection = Bunny.new(url, logger: Logger.new(IO::NULL), automatically_recover: false)
+  connection.start
+  break
+rescue Bunny::TCPConnectionFailed, Bunny::NetworkFailure => e
+  raise if index == urls.size - 1
+end
 channel = connection.create_channel
 # The reply queue must exist before the job is taken: a server-named one, private to this connection.
 reply = channel.queue("", exclusive: true)
