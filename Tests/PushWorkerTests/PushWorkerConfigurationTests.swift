@@ -56,8 +56,10 @@ struct PushWorkerConfigurationTests {
     @Test("the transport is nghttp2 unless an app asks for curl; a proxy nghttp2 cannot tunnel through is refused naming the key")
     func transport() throws {
         let keyFile = try temporaryFile(try TestKeys.newP8())
+        var count = 0
         func app(_ extra: String) -> String {
-            "  - name: a\(UUID().uuidString.prefix(4))\n    topic: t\n    environment: sandbox\n    token: {key_file: \(keyFile), key_id: k, team_id: t}\n\(extra)"
+            count += 1
+            return "  - name: a\(count)\n    topic: t\n    environment: sandbox\n    token: {key_file: \(keyFile), key_id: k, team_id: t}\n\(extra)"
         }
         let yaml = "apps:\n" + app("") + app("    transport: curl\n    proxy: socks5://10.0.0.1:1080\n")
             + app("    ping_interval_seconds: 0\n    proxy: http://user:secret@10.0.0.1:3128\n") + app("    proxy: https://10.0.0.1:3128\n")

@@ -39,6 +39,8 @@ public enum EffectiveConfiguration {
                 ("registry", scalar(settings.queues.registry)),
                 ("registry_routing_key", scalar(settings.queues.registryRoutingKey)),
                 ("delivery_limit", scalar(settings.queues.deliveryLimit)),
+                ("results_type", scalar(settings.queues.resultsType.rawValue)),
+                ("retry_type", scalar(settings.queues.retryType.rawValue)),
             ])),
             ("chunk_size", scalar(settings.chunkSize)),
             ("retry_max_attempts", scalar(settings.retryMaxAttempts)),

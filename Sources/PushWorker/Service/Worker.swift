@@ -15,6 +15,9 @@ public final class Worker: Service, Sendable {
     private let clients: [APNsClient]
     private let pipeline: JobPipeline
     private let logger: Logger
+    /// Logged with "worker started" once `run` begins: by then the service group traps SIGTERM,
+    /// so a signal sent after that line (a test, an orchestrator) stops the worker gracefully.
+    private let started: Logger.Metadata
     /// Deliveries and the stop request, in one sequence, so a stop ends the loop even while no
     /// delivery comes, without closing the connection the jobs in hand still acknowledge on.
     private let events: AsyncStream<Event>
@@ -29,7 +32,8 @@ public final class Worker: Service, Sendable {
     /// held whole; 1 MiB is ~15,000 tokens, well above a chunk job at the default chunk size.
     public static let streamJobsOverBytes = 1 << 20
 
-    private init(consumer: AMQPConsumer, publisher: AMQPPublisher, clients: [APNsClient], pipeline: JobPipeline, logger: Logger) {
+    private init(consumer: AMQPConsumer, publisher: AMQPPublisher, clients: [APNsClient], pipeline: JobPipeline, started: Logger.Metadata, logger: Logger) {
+        self.started = started
         self.consumer = consumer
         self.publisher = publisher
         self.clients = clients
@@ -80,11 +84,11 @@ public final class Worker: Service, Sendable {
             consuming, queue: settings.queues.jobs, prefetch: UInt16(settings.amqp.prefetch),
             streaming: AMQPBodyStreaming(threshold: streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
             logger: logger)
-        logger.info("worker started", metadata: [
+        let started: Logger.Metadata = [
             "queue": "\(settings.queues.jobs)", "prefetch": "\(settings.amqp.prefetch)",
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
-        ])
-        return Worker(consumer: consumer, publisher: publisher, clients: clients, pipeline: pipeline, logger: logger)
+        ]
+        return Worker(consumer: consumer, publisher: publisher, clients: clients, pipeline: pipeline, started: started, logger: logger)
     }
 
     /// Requests in flight and open connections per app, read at each scrape.
@@ -106,6 +110,7 @@ public final class Worker: Service, Sendable {
     /// finishes the jobs in hand, acknowledges them and closes the connections. Deliveries not yet
     /// started go back to the queue.
     public func run() async throws {
+        logger.info("worker started", metadata: started)
         try await withGracefulShutdownHandler {
             try await consume()
         } onGracefulShutdown: {
