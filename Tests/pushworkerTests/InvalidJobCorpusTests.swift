@@ -16,7 +16,7 @@ struct InvalidJobCorpusTests {
         let prefix = setup.prefix
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true), .durable("\(prefix).dead", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
         let publisher = try await TestBroker.publisher(topology: topology)
         let dead = try await TestBroker.consumer(queue: "\(prefix).dead", prefetch: 100, topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", topology: topology)

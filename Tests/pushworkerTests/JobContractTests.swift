@@ -25,7 +25,7 @@ struct JobContractTests {
             let setup = try await WorkerProcessTests.setUp(faults: faults, appExtra: appExtra)
             let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
             try await worker.waitForLog("worker started")
-            let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results", quorum: true), .durable("\(setup.prefix).dead", quorum: true)])
+            let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results"), .durable("\(setup.prefix).dead", quorum: true)])
             return Running(
                 setup: setup, worker: worker, publisher: try await TestBroker.publisher(topology: topology),
                 results: try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology),

@@ -17,6 +17,7 @@ struct QueuesCommandTests {
         let prefix = TestBroker.uniqueName("migrate")
         let results = "\(prefix).results", retry = "\(prefix).jobs.retry.60000ms"
         let config = try MockAPNsFixture.writeConfiguration("""
+            # quorum queues
             amqp: {url: "\(TestBroker.url)"}
             retry_delays_ms: [60000]
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(results)}

@@ -64,7 +64,7 @@ struct RegistryWorkerTests {
         defer { Task { try? await setup.mock.shutdown() } }
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
-        let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology)
 

@@ -58,7 +58,7 @@ struct WorkerProcessTests {
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
         try await worker.waitForLog("worker started")
 
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true), .durable("\(prefix).dead", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", topology: topology)
         let dead = try await TestBroker.consumer(queue: "\(prefix).dead", topology: topology)
@@ -134,7 +134,7 @@ struct WorkerProcessTests {
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 500, topology: topology)
 
@@ -176,7 +176,7 @@ struct WorkerProcessTests {
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path, "--log-format", "json"])
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 500, topology: topology)
 
@@ -249,7 +249,7 @@ struct WorkerProcessTests {
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", topology: topology)
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "flaky", "audience": {"tokens": ["\#(Self.token(1))", "\#(Self.token(2))"]}, "payload": {"aps": {}}}"#.utf8)))

@@ -17,7 +17,7 @@ private struct JobUnderWay {
         let prefix = setup.prefix
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
         let tokens = (0..<count).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")

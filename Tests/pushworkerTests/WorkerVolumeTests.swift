@@ -18,7 +18,7 @@ struct WorkerVolumeTests {
         try await first.waitForLog("worker started")
         try await second.waitForLog("worker started")
         let prefix = setup.prefix
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
 
@@ -44,7 +44,7 @@ struct WorkerVolumeTests {
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true), .durable("\(prefix).dead", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
         let dead = try await TestBroker.consumer(queue: "\(prefix).dead", topology: topology)
@@ -98,7 +98,7 @@ struct WorkerVolumeTests {
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
-        let topology = AMQPTopology(queues: [.durable("\(prefix).results", quorum: true)])
+        let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 1000, topology: topology)
         // Each job has one device and returns its summary only.
