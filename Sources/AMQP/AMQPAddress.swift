@@ -24,8 +24,7 @@ public struct AMQPAddress: Sendable, Hashable {
     public var redactedURL: String {
         let scheme = tls == nil ? "amqp" : "amqps"
         let vhostPart = vhost == "/" ? "" : (vhost.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? vhost)
-        let hostPart = host.contains(":") ? "[\(host)]" : host
-        return "\(scheme)://\(user):***@\(hostPart):\(port)/\(vhostPart)"
+        return "\(scheme)://\(user):***@\(node)/\(vhostPart)"
     }
 
     /// `host:port`, the short name of a node in logs and metrics.

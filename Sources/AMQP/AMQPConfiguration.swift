@@ -7,30 +7,10 @@ public struct AMQPConfiguration: Sendable {
     /// when it is lost, to the next. Never empty. One address is the single-node form; a cluster
     /// lists every node (see `init(urls:shuffled:)` for spreading a fleet over them).
     public var addresses: [AMQPAddress]
-    /// Host of the first address (the one-address form).
-    public var host: String {
-        get { addresses[0].host }
-        set { addresses[0].host = newValue }
-    }
-    public var port: Int {
-        get { addresses[0].port }
-        set { addresses[0].port = newValue }
-    }
-    public var vhost: String {
-        get { addresses[0].vhost }
-        set { addresses[0].vhost = newValue }
-    }
-    public var user: String {
-        get { addresses[0].user }
-        set { addresses[0].user = newValue }
-    }
-    public var password: String {
-        get { addresses[0].password }
-        set { addresses[0].password = newValue }
-    }
-    public var tls: AMQPTLSConfiguration? {
-        get { addresses[0].tls }
-        set { addresses[0].tls = newValue }
+    /// The first address: the whole of the one-address form, and the node tried first.
+    public var address: AMQPAddress {
+        get { addresses[0] }
+        set { addresses[0] = newValue }
     }
     /// Heartbeat interval requested from the broker; zero disables heartbeats.
     public var heartbeat: Duration = .seconds(30)

@@ -49,8 +49,13 @@ public final class AMQPPublisher: Sendable {
     /// another connection holds exclusively (a producer's private reply queue) exists.
     /// Throws when the broker cannot be asked (connection closed, access refused).
     public func queueExists(_ queue: String) async throws -> Bool {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, Error>) in
-            driver.post(.queueExists(queue, continuation))
+        // AMQP names are short strings: librabbitmq cannot even encode a longer one, and no
+        // queue can have it.
+        guard queue.utf8.count <= 255 else { return false }
+        do {
+            return try await perform(.inspect(queue)) != nil
+        } catch let error as AMQPError where error.replyCode == 405 {
+            return true
         }
     }
 

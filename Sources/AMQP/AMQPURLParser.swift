@@ -81,7 +81,7 @@ enum AMQPURLParser {
         if let tlsConfig = tls, (tlsConfig.certificateFile == nil) != (tlsConfig.keyFile == nil) {
             throw fail("certfile and keyfile must be given together")
         }
-        config.tls = tls
+        config.address.tls = tls
         return config
     }
 

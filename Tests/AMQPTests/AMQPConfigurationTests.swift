@@ -6,37 +6,37 @@ struct AMQPConfigurationTests {
     @Test("a plain URL fills in the RabbitMQ defaults")
     func defaults() throws {
         let configuration = try AMQPConfiguration(url: "amqp://localhost")
-        #expect(configuration.host == "localhost")
-        #expect(configuration.port == 5672)
-        #expect(configuration.vhost == "/")
-        #expect(configuration.user == "guest")
-        #expect(configuration.password == "guest")
-        #expect(configuration.tls == nil)
+        #expect(configuration.address.host == "localhost")
+        #expect(configuration.address.port == 5672)
+        #expect(configuration.address.vhost == "/")
+        #expect(configuration.address.user == "guest")
+        #expect(configuration.address.password == "guest")
+        #expect(configuration.address.tls == nil)
     }
 
     @Test("credentials, port, vhost and query parameters are read")
     func everything() throws {
         let configuration = try AMQPConfiguration(
             url: "amqps://push%40er:s%3Acret@broker.example:5673/prod%2Fpush?heartbeat=7&connection_timeout=2500&cacertfile=/ca.pem&certfile=/c.pem&keyfile=/k.pem")
-        #expect(configuration.user == "push@er")
-        #expect(configuration.password == "s:cret")
-        #expect(configuration.host == "broker.example")
-        #expect(configuration.port == 5673)
-        #expect(configuration.vhost == "prod/push")
+        #expect(configuration.address.user == "push@er")
+        #expect(configuration.address.password == "s:cret")
+        #expect(configuration.address.host == "broker.example")
+        #expect(configuration.address.port == 5673)
+        #expect(configuration.address.vhost == "prod/push")
         #expect(configuration.heartbeat == .seconds(7))
         #expect(configuration.connectTimeout == .milliseconds(2500))
-        #expect(configuration.tls == AMQPTLSConfiguration(caFile: "/ca.pem", certificateFile: "/c.pem", keyFile: "/k.pem"))
-        #expect(configuration.tls?.verifyPeer == true)
+        #expect(configuration.address.tls == AMQPTLSConfiguration(caFile: "/ca.pem", certificateFile: "/c.pem", keyFile: "/k.pem"))
+        #expect(configuration.address.tls?.verifyPeer == true)
         #expect(configuration.redactedURL == "amqps://push@er:***@broker.example:5673/prod%2Fpush")
     }
 
     @Test("amqps defaults to port 5671 with verification on, and verify_none turns it off")
     func tlsDefaults() throws {
         let verified = try AMQPConfiguration(url: "amqps://h/")
-        #expect(verified.port == 5671)
-        #expect(verified.tls?.verifyPeer == true && verified.tls?.verifyHostname == true)
+        #expect(verified.address.port == 5671)
+        #expect(verified.address.tls?.verifyPeer == true && verified.address.tls?.verifyHostname == true)
         let unverified = try AMQPConfiguration(url: "amqps://h/?verify=verify_none")
-        #expect(unverified.tls?.verifyPeer == false && unverified.tls?.verifyHostname == false)
+        #expect(unverified.address.tls?.verifyPeer == false && unverified.address.tls?.verifyHostname == false)
     }
 
     @Test(

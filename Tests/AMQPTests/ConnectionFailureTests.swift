@@ -12,7 +12,7 @@ extension BrokerTests {
         @Test("wrong credentials are refused with the broker's reason, not left to the handshake timeout")
         func wrongCredentials() async throws {
             var configuration = try TestBroker.configuration()
-            configuration.password = "definitely-wrong"
+            configuration.address.password = "definitely-wrong"
             do {
                 _ = try await AMQPPublisher.connect(configuration)
                 Issue.record("connected with a wrong password")
@@ -30,7 +30,7 @@ extension BrokerTests {
             let broker = try TestBroker.configuration()
             var configuration = broker
             // Nothing listens here until the relay to the real broker opens.
-            configuration.port = try TestPorts.free()
+            configuration.address.port = try TestPorts.free()
             configuration.waitsForBroker = true
             configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200))
             let events = Locked<[String]>([])
@@ -48,7 +48,7 @@ extension BrokerTests {
                 guard ContinuousClock.now < deadline else { throw TestFailure("fewer than 3 attempts reported: \(events.value)") }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            let relay = try TCPRelay(port: configuration.port, targetHost: broker.host, targetPort: broker.port)
+            let relay = try TCPRelay(port: configuration.address.port, targetHost: broker.address.host, targetPort: broker.address.port)
             defer { relay.stop() }
             let publisher = try await withTimeout(.seconds(30), "the start after the broker appeared") { try await starting.value }
             let seen = events.value
@@ -57,7 +57,7 @@ extension BrokerTests {
             await publisher.close()
 
             var refused = configuration
-            refused.password = "definitely-wrong"
+            refused.address.password = "definitely-wrong"
             do {
                 _ = try await AMQPPublisher.connect(refused)
                 Issue.record("connected with a wrong password")
@@ -72,8 +72,8 @@ extension BrokerTests {
             let deadPort = try TestPorts.free()
             let relayPort = try TestPorts.free()
             var configuration = try AMQPConfiguration(urls: [
-                "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(deadPort)/",
-                "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(relayPort)/",
+                "amqp://\(broker.address.user):\(broker.address.password)@127.0.0.1:\(deadPort)/",
+                "amqp://\(broker.address.user):\(broker.address.password)@127.0.0.1:\(relayPort)/",
                 TestBroker.url,
             ])
             configuration.connectTimeout = .seconds(3)
@@ -88,7 +88,7 @@ extension BrokerTests {
                 events.withLock { $0.append(name) }
             }
             // Node 1 is down, node 2 (a relay) answers: the start passes node 1 over without waiting.
-            let relay = try TCPRelay(port: relayPort, targetHost: broker.host, targetPort: broker.port)
+            let relay = try TCPRelay(port: relayPort, targetHost: broker.address.host, targetPort: broker.address.port)
             let publisher = try await withTimeout(.seconds(30), "the start") { [configuration] in try await AMQPPublisher.connect(configuration) }
             #expect(events.value == ["failed", "connected \(relayPort)"])
             // Node 2 goes away: the connection moves on, past node 1 (still down), to node 3.
@@ -107,7 +107,7 @@ extension BrokerTests {
                 }
             }
             let seen = events.value
-            #expect(seen.last == "connected \(broker.port) failover", "\(seen)")
+            #expect(seen.last == "connected \(broker.address.port) failover", "\(seen)")
             #expect(seen.contains("lost"), "\(seen)")
             await publisher.close()
 
@@ -186,7 +186,7 @@ extension BrokerTests {
             await publisher.close()
 
             var untrusted = configuration
-            untrusted.tls?.caFile = nil
+            untrusted.address.tls?.caFile = nil
             do {
                 _ = try await AMQPPublisher.connect(untrusted)
                 Issue.record("connected without trusting the test CA")

@@ -130,7 +130,7 @@ struct OperatorEndpointTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try MockAPNsFixture.writeConfiguration("""
             metrics_address: 127.0.0.1:\(metricsPort)
-            amqp: {url: "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(brokerPort)/"}
+            amqp: {url: "amqp://\(broker.address.user):\(broker.address.password)@127.0.0.1:\(brokerPort)/"}
             registry: {sqlite: \(directory.appendingPathComponent("registry.db").path)}
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
             apps:
@@ -147,11 +147,11 @@ struct OperatorEndpointTests {
         #expect(notReady.body.contains(#""apps":"ok""#))
         #expect(worker.process.isRunning)
 
-        let relay = try TCPRelay(port: brokerPort, targetHost: broker.host, targetPort: broker.port)
+        let relay = try TCPRelay(port: brokerPort, targetHost: broker.address.host, targetPort: broker.address.port)
         defer { relay.stop() }
         let ready = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
         // Each connection named with the node it is on, the password masked.
-        let node = "amqp://\(broker.user):***@127.0.0.1:\(brokerPort)/"
+        let node = "amqp://\(broker.address.user):***@127.0.0.1:\(brokerPort)/"
         #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok: publisher → \#(node), jobs → \#(node), registry-replies → \#(node), registry → \#(node)","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
         #expect(worker.log.contains("worker started"))
         #expect(try await worker.stop() == 0, "\(worker.log)")

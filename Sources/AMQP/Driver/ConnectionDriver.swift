@@ -47,8 +47,6 @@ final class ConnectionDriver: @unchecked Sendable {
         self.confirms = confirms
         self.consume = consume
         self.deliveries = deliveries
-        var logger = logger
-        logger[metadataKey: "amqp"] = "\(configuration.addresses[0].redactedURL)"
         self.logger = logger
     }
 
@@ -85,7 +83,6 @@ final class ConnectionDriver: @unchecked Sendable {
         switch command {
         case .publish(let pending): pending.fail(closed)
         case .settle: break
-        case .queueExists(_, let continuation): continuation.resume(throwing: closed)
         case .queue(_, let continuation): continuation.resume(throwing: closed)
         case .shutdown(let continuation): continuation?.resume()
         }
@@ -156,7 +153,7 @@ final class ConnectionDriver: @unchecked Sendable {
             handle = try ConnectionHandle.open(configuration, at: address)
             try configure(handle)
         } catch {
-            addressIndex = (addressIndex + 1) % configuration.addresses.count
+            moveToNextAddress()
             throw error
         }
         self.handle = handle
@@ -175,6 +172,10 @@ final class ConnectionDriver: @unchecked Sendable {
         reconnectAttempt = 0
         connectedIndex = addressIndex
         configuration.onConnectionEvent?(.connected(reconnected: generation > 1, address: address, failover: failover))
+    }
+
+    private func moveToNextAddress() {
+        addressIndex = (addressIndex + 1) % configuration.addresses.count
     }
 
     /// Declares the topology, enables confirms and starts consuming on a fresh connection.
@@ -323,19 +324,12 @@ final class ConnectionDriver: @unchecked Sendable {
             default: unsettled.remove(tag)
             }
             try send(settlement, tag: tag, on: handle)
-        case .queueExists(let queue, let continuation):
-            do {
-                continuation.resume(returning: try handle.queueExists(queue, timeout: configuration.rpcTimeout))
-            } catch {
-                continuation.resume(throwing: error)
-                // A refusal closes only the inspection channel; anything else lost the connection.
-                if !handle.isUsable { throw error }
-            }
         case .queue(let operation, let continuation):
             do {
                 continuation.resume(returning: try handle.perform(operation, timeout: configuration.rpcTimeout))
             } catch {
                 continuation.resume(throwing: error)
+                // A refusal closes only the inspection channel; anything else lost the connection.
                 if !handle.isUsable { throw error }
             }
         case .shutdown(let continuation):
@@ -568,7 +562,7 @@ final class ConnectionDriver: @unchecked Sendable {
         handle?.markBroken()
         handle = nil
         // The node may be gone with the connection: the next attempt goes to the next node.
-        addressIndex = (addressIndex + 1) % configuration.addresses.count
+        moveToNextAddress()
         backoff()
     }
 

@@ -128,19 +128,6 @@ final class ConnectionHandle {
         }
     }
 
-    /// A passive declare of `queue` on the inspection channel. 404 means no such queue; 405 means
-    /// another connection holds it exclusively, so it exists.
-    func queueExists(_ queue: String, timeout: Duration) throws -> Bool {
-        // AMQP names are short strings: librabbitmq cannot even encode a longer one, and no
-        // queue can have it.
-        guard queue.utf8.count <= 255 else { return false }
-        do {
-            return try perform(.inspect(queue), timeout: timeout) != nil
-        } catch let error as AMQPError where error.replyCode == 405 {
-            return true
-        }
-    }
-
     /// Carries out `operation` on the inspection channel, so a refusal closes that channel only.
     /// Frames for channel 1 that arrive meanwhile are queued by librabbitmq and read by the next
     /// `readFrames`. Returns the queue's status for `inspect` (nil: no such queue) and `declare`.

@@ -4,8 +4,6 @@ enum DriverCommand {
     /// Not waited for: a written ack can still be lost with the connection, so waiting for the
     /// write would promise nothing more, and would cost a thread round trip per message.
     case settle(Settlement, generation: UInt64, deliveryTag: UInt64)
-    /// Whether a queue exists (passive declare on a channel of its own), answered on the I/O thread.
-    case queueExists(String, CheckedContinuation<Bool, Error>)
     /// A queue operation on the inspection channel, answered on the I/O thread.
     case queue(AMQPQueueOperation, CheckedContinuation<AMQPQueueStatus?, Error>)
     /// `nil` when nobody waits for the close (a publisher or consumer released without `close()`).
