@@ -68,15 +68,14 @@ struct QueuesCommand: AsyncParsableCommand {
 
         func run() async throws {
             let migration = try await location.connect()
-            do {
-                let done = try await migration.run()
-                for line in done { print(line) }
-                if done.isEmpty { print("every queue is as configured: nothing to migrate") }
-            } catch let refusal as QueueMigration.Refusal {
+            let done: [String]
+            do { done = try await migration.run() } catch {
                 await migration.close()
-                throw CommandFailure(refusal.description)
+                throw error  // a Refusal's text is meant for the operator as it is
             }
             await migration.close()
+            for line in done { print(line) }
+            if done.isEmpty { print("every queue is as configured: nothing to migrate") }
         }
     }
 }

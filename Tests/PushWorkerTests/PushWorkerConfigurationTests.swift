@@ -210,6 +210,11 @@ struct PushWorkerConfigurationTests {
     func brokerNodes() throws {
         let listed = try PushWorkerConfiguration.parse("amqp: {urls: [\"amqp://h1/\", \"amqp://h2/\"], shuffle: false}\napps: []", file: "f").worker
         #expect(try listed.amqpConfiguration(file: "f", environment: [:]).addresses.map(\.host) == ["h1", "h2"])
+        // `config check` shows them as listed, passwords masked, although each process shuffles them.
+        let many = (1...8).map { "\"amqp://u:pw@h\($0)/\"" }.joined(separator: ", ")
+        let shown = try EffectiveConfiguration.check(PushWorkerConfiguration.parse("amqp: {urls: [\(many)]}\napps: []", file: "f"), file: "f", environment: [:])
+        #expect(shown.contains((1...8).map { "  - amqp://u:***@h\($0):5672/" }.joined(separator: "\n")), "\(shown)")
+        #expect(!shown.contains("pw"))
         let fromEnvironment = try listed.amqpConfiguration(file: "f", environment: ["PUSHWORKER_AMQP_URL": "amqp://e1/,amqp://e2/,amqp://e3/"])
         #expect(fromEnvironment.addresses.map(\.host) == ["e1", "e2", "e3"])
         do {

@@ -1,3 +1,4 @@
+import AMQP
 import APNsHTTP2
 import Foundation
 import PostgresRegistry
@@ -20,11 +21,15 @@ public enum EffectiveConfiguration {
             let client = try app.clientConfiguration(file: file, index: index, environment: environment)
             apps.append(Self.app(app, client))
         }
+        // The nodes as listed (`amqp` has them in this process's shuffled order).
+        let brokers = settings.brokerURLs(environment: environment)
+        let listed = ((try? AMQPConfiguration(urls: brokers.urls))?.addresses ?? amqp.addresses).map(\.redactedURL)
+        let source = brokers.key == "PUSHWORKER_AMQP_URL" ? "  (from PUSHWORKER_AMQP_URL)" : ""
         var root: [(String, Node)] = [
             ("amqp", mapping([
-                amqp.addresses.count == 1
-                    ? ("url", scalar(amqp.redactedURL + (environment["PUSHWORKER_AMQP_URL"] != nil ? "  (from PUSHWORKER_AMQP_URL)" : "")))
-                    : ("urls", .sequence(.init(settings.brokerURLs(environment: environment).urls.map { scalar(redacted($0)) }))),
+                listed.count == 1 && brokers.key != "amqp.urls"
+                    ? ("url", scalar(listed[0] + source))
+                    : ("urls", .sequence(.init(listed.map { scalar($0 + source) }))),
                 ("shuffle", scalar(settings.amqp.shuffle ? "true" : "false")),
                 ("prefetch", scalar(settings.amqp.prefetch)),
                 ("heartbeat_seconds", scalar(settings.amqp.heartbeatSeconds)),

@@ -22,7 +22,9 @@ public struct QueueMigration: Sendable {
             case differs(String)
         }
 
-        public var queue: String
+        /// The queue as the configuration declares it.
+        public var declaration: AMQPTopology.Queue
+        public var queue: String { declaration.name }
         public var state: State
         public var messages: Int
         public var consumers: Int
@@ -63,7 +65,7 @@ public struct QueueMigration: Sendable {
         for queue in topology.queues {
             let held = try await publisher.perform(.inspect(Self.holding(queue.name)))?.messages ?? 0
             guard let status = try await publisher.perform(.inspect(queue.name)) else {
-                steps.append(Step(queue: queue.name, state: .absent, messages: 0, consumers: 0, held: held))
+                steps.append(Step(declaration: queue, state: .absent, messages: 0, consumers: 0, held: held))
                 continue
             }
             var state = Step.State.asConfigured
@@ -72,7 +74,7 @@ public struct QueueMigration: Sendable {
             } catch let error as AMQPError where error.replyCode == 406 {
                 state = .differs(error.replyText ?? error.message)
             }
-            steps.append(Step(queue: queue.name, state: state, messages: status.messages, consumers: status.consumers, held: held))
+            steps.append(Step(declaration: queue, state: state, messages: status.messages, consumers: status.consumers, held: held))
         }
         return steps
     }
@@ -88,16 +90,13 @@ public struct QueueMigration: Sendable {
         }
         guard !work.isEmpty else { return [] }
         var report: [String] = []
-        let jobs = try await publisher.perform(.inspect(jobsQueue))
-        var busy = work.filter { $0.consumers > 0 }.map { "\($0.queue) has \($0.consumers) consumer(s)" }
-        if let jobs, jobs.consumers > 0, !busy.contains(where: { $0.hasPrefix("\(jobsQueue) ") }) {
-            busy.insert("\(jobsQueue) has \(jobs.consumers) consumer(s) (workers)", at: 0)
-        }
+        // The workers (consumers of the jobs queue) and whoever reads a queue to migrate.
+        let watched = Set(work.map(\.queue) + [jobsQueue])
+        let busy = steps.filter { watched.contains($0.queue) && $0.consumers > 0 }.map { "\($0.queue) has \($0.consumers) consumer(s)" }
         guard busy.isEmpty else {
             throw Refusal(description: "stop the workers, and the consumers of the queues to migrate, first: \(busy.joined(separator: "; ")). Jobs published meanwhile wait in \(jobsQueue).")
         }
         for step in work {
-            let queue = try declaration(step.queue)
             let bindings = topology.bindings.filter { $0.queue == step.queue }
             let holding = Self.holding(step.queue)
             func rebound(_ binding: AMQPTopology.Binding, to queue: String) -> AMQPTopology.Binding {
@@ -115,7 +114,7 @@ public struct QueueMigration: Sendable {
                 movedOut = try await move(from: step.queue, to: holding)
                 try await publisher.perform(.delete(step.queue, ifEmpty: false))
             }
-            try await publisher.perform(.declare(queue))
+            try await publisher.perform(.declare(step.declaration))
             for binding in bindings {
                 try await publisher.perform(.bind(binding))
                 try await publisher.perform(.unbind(rebound(binding, to: holding)))
@@ -132,17 +131,12 @@ public struct QueueMigration: Sendable {
         return report
     }
 
-    private func declaration(_ name: String) throws -> AMQPTopology.Queue {
-        guard let queue = topology.queues.first(where: { $0.name == name }) else {
-            throw Refusal(description: "queue \(name) is not in the configuration")
-        }
-        return queue
-    }
-
     /// Moves every ready message of `source` to `target`, in order: a batch is published
     /// (confirmed) before it is acknowledged, so a crash leaves a message in one of the two
     /// queues, possibly both (at least once). Properties and headers go along unchanged. Returns
-    /// how many were moved once the broker counts none left in `source`.
+    /// how many were moved once the broker counts none left in `source` (which the caller then
+    /// deletes); throws when the broker counts messages that no consumer is given, rather than
+    /// leave them to be deleted.
     func move(from source: String, to target: String) async throws -> Int {
         var moved = 0
         while let status = try await publisher.perform(.inspect(source)), status.messages > 0 {
@@ -154,7 +148,7 @@ public struct QueueMigration: Sendable {
                     var deliveries: [AMQPDelivery] = []
                     // None within the wait although the broker counted them (they expired, or
                     // another consumer took them): the wait ends the sequence; count again.
-                    while deliveries.count < wanted, let delivery = try await consumer.next(waitingAtMost: .seconds(5)) {
+                    while deliveries.count < wanted, let delivery = try await consumer.next(waitingAtMost: Self.stall) {
                         deliveries.append(delivery)
                     }
                     try await publisher.publish(contentsOf: deliveries.map {
@@ -170,10 +164,15 @@ public struct QueueMigration: Sendable {
             }
             await consumer.close()
             moved += taken
-            if taken == 0 { break }
+            guard taken > 0 else {
+                throw Refusal(description: "\(source) counts \(status.messages) message(s) but none was delivered within \(Self.stall): is something else consuming it? Nothing was deleted; run migrate again")
+            }
         }
         return moved
     }
+
+    /// How long a move waits for the next delivery of a queue the broker says is not empty.
+    static let stall: Duration = .seconds(30)
 
     /// Deliveries held at once, and published as one ordered batch.
     static let batch: UInt16 = 500
