@@ -123,6 +123,44 @@ extension BrokerTests {
             }
         }
 
+        @Test("a connection whose every publish is nacked for over a second is replaced; publishes go on over the new one")
+        func nackStreakReplacesTheConnection() async throws {
+            // A queue that takes nothing: every publish to it is nacked, as a quorum queue between
+            // leaders nacked them on RabbitMQ 3.10 until the connection was replaced.
+            let full = TestBroker.uniqueName("full")
+            let open = TestBroker.uniqueName("open")
+            var configuration = try TestBroker.configuration(topology: AMQPTopology(queues: [
+                .durable(full, extraArguments: TestBroker.expiry.merging(["x-max-length": .int64(0), "x-overflow": "reject-publish"]) { $1 }),
+                .durable(open, extraArguments: TestBroker.expiry),
+            ]))
+            let events = Locked<[String]>([])
+            configuration.onConnectionEvent = { event in
+                let name = switch event {
+                case .attemptFailed: "failed"
+                case .connected(let reconnected, _, _): reconnected ? "reconnected" : "connected"
+                case .lost(let error): "lost: \(error.message)"
+                }
+                events.withLock { $0.append(name) }
+            }
+            let publisher = try await AMQPPublisher.connect(configuration)
+            var nacks = 0
+            // Progress, not a total time: each publish is answered at once, nacked.
+            while !events.value.contains("reconnected") {
+                do {
+                    try await publisher.publish(.toQueue(full, body: [1]))
+                    Issue.record("a publish to a queue that takes nothing was confirmed")
+                } catch let error as AMQPError where error.kind == .nacked || error.isRetryable {
+                    if error.kind == .nacked { nacks += 1 }
+                }
+                try await Task.sleep(for: .milliseconds(20))
+                try #require(nacks < 2_000, "no reconnect after \(nacks) nacks: \(events.value)")
+            }
+            #expect(nacks > 1)
+            #expect(events.value.contains { $0.hasPrefix("lost: the broker nacked every publish for") }, "\(events.value)")
+            try await publisher.publish(.toQueue(open, body: [2]))
+            await publisher.close()
+        }
+
         @Test("a closed port fails with a clear connection error, not a timeout")
         func closedPort() async throws {
             let configuration = try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:1/")

@@ -66,14 +66,15 @@ public struct MockAPNsFixture: Sendable {
     /// Writes a configuration file (a new one each call) and returns its path. Without a
     /// `metrics_address` of its own it serves none: workers of tests running at once would all
     /// want the default port.
-    public static func writeConfiguration(_ yaml: String) throws -> URL {
+    ///
+    /// Results and retry queues are classic unless `quorumQueues`: on the single test node, five
+    /// more quorum queues per test (hundreds in a run) left the node, restarted by the
+    /// broker-restart test, timing out every login for the tests after it. The cluster tests and
+    /// the migration test ask for the quorum default.
+    public static func writeConfiguration(_ yaml: String, quorumQueues: Bool = false) throws -> URL {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("pushworker-\(UUID().uuidString.prefix(8)).yaml")
         var text = yaml.contains("metrics_address") ? yaml : "metrics_address: null\n" + yaml
-        // Results and retry queues classic on the single test node: with quorum ones (5 more per
-        // test) the node's restart in the broker-restart tests recovers so slowly that later
-        // tests time out logging in. The cluster tests (amqp.urls) and tests that ask
-        // ("# quorum queues") keep the quorum default.
-        if !text.contains("urls:") && !text.contains("# quorum queues") && !text.contains("results_type") {
+        if !quorumQueues {
             text = text.replacingOccurrences(of: "queues: {", with: "queues: {results_type: classic, retry_type: classic, ")
                 .replacingOccurrences(of: "\nqueues:\n", with: "\nqueues:\n  results_type: classic\n  retry_type: classic\n")
         }

@@ -65,7 +65,7 @@ public enum TestCluster {
 
     /// The node (1-3) leading quorum queue `queue`, from the broker's own listing.
     public static func leader(of queue: String) throws -> Int? {
-        let output = try run(["/usr/sbin/rabbitmqctl", "-n", "pushworker-1@localhost", "list_queues", "name", "leader", "--no-table-headers", "--quiet"])
+        let output = try run([scriptPath, "cluster", "ctl", "1", "list_queues", "name", "leader", "--no-table-headers", "--quiet"])
         for line in output.split(separator: "\n") {
             let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
             guard fields.count == 2, fields[0] == queue else { continue }
@@ -88,10 +88,7 @@ public enum TestCluster {
     private static func run(_ command: [String]) throws -> String {
         let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("cluster-\(UUID().uuidString.prefix(8)).out")
         defer { try? FileManager.default.removeItem(at: outputFile) }
-        var environment = ProcessInfo.processInfo.environment
-        // rabbitmqctl's own distribution port, below the ephemeral range (as the script sets it).
-        environment["RABBITMQ_CTL_DIST_PORT_MIN"] = "26701"
-        environment["RABBITMQ_CTL_DIST_PORT_MAX"] = "26709"
+        let environment = ProcessInfo.processInfo.environment
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -17,13 +17,12 @@ struct QueuesCommandTests {
         let prefix = TestBroker.uniqueName("migrate")
         let results = "\(prefix).results", retry = "\(prefix).jobs.retry.60000ms"
         let config = try MockAPNsFixture.writeConfiguration("""
-            # quorum queues
             amqp: {url: "\(TestBroker.url)"}
             retry_delays_ms: [60000]
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(results)}
             apps:
             \(fixture.appYAML())
-            """)
+            """, quorumQueues: true)
         // The queues as pushworker 0.4 declared them: classic.
         let old = AMQPTopology(
             exchanges: [.init("\(prefix).push")],

@@ -19,7 +19,7 @@ struct WorkerProcessTests {
 
     static func setUp(
         faults: [MockAPNsFault], unregistered: [String: Date] = [:], maxAttempts: Int = 3, extra: String = "", appExtra: [String] = [],
-        amqp: String? = nil, prefix: String? = nil
+        amqp: String? = nil, prefix: String? = nil, quorumQueues: Bool = false
     ) async throws -> Setup {
         let fixture = try await MockAPNsFixture.start {
             $0.faults = faults
@@ -40,7 +40,7 @@ struct WorkerProcessTests {
             \(extra)
             apps:
             \(fixture.appYAML(extra: appExtra))
-            """)
+            """, quorumQueues: quorumQueues)
         return Setup(mock: fixture.server, config: config, prefix: prefix)
     }
 

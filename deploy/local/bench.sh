@@ -123,17 +123,18 @@ if [ "$mode" = cluster ]; then
   if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
   if ! deploy/local/rabbitmq.sh cluster status >/dev/null 2>&1; then deploy/local/rabbitmq.sh cluster start >/dev/null; cluster_started_here=true; fi
   trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $cluster_started_here; then deploy/local/rabbitmq.sh cluster stop >/dev/null || true; fi' EXIT
-  single_pids="$(cat /tmp/pushworker-rabbitmq-5672/mnesia/rabbit@localhost.pid)"
-  cluster_pids="$(cat /tmp/pushworker-rabbitmq-cluster/{1,2,3}/mnesia/pushworker-*@localhost.pid)"
+  single_pids="$(deploy/local/rabbitmq.sh pid)"
+  cluster_pids="$(deploy/local/rabbitmq.sh cluster pids)"
   brokers_cpu() { local total=0; for pid in $1; do total=$(python3 -c "print($total + $(cpu_of "$pid"))"); done; echo "$total"; }
   run_e2e() { # LABEL URLS WORKERS PIDS
     echo "== $1: pushworker bench e2e --count $count --workers $3"
-    local before after
-    before=$(brokers_cpu "$4")
+    local before after server_cpu wall
+    before=$(brokers_cpu "$4"); server_cpu=$(cpu_of $mock_pid); wall=$(now)
     "$bin/pushworker" bench e2e --transport "$transport" --amqp "$2" --url "$url" --ca-file "$work/ca.pem" --count "$count" --jobs 0 \
       --workers "$3" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app | tee "$work/$1.txt"
     after=$(brokers_cpu "$4")
     python3 -c "print(f'   broker CPU (every node): {$after - $before:.1f} s = {($after - $before) / $count * 1e6:.1f} µs per device')"
+    mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
   }
   run_e2e single-node "$(deploy/local/rabbitmq.sh url)" 1 "$single_pids"
   run_e2e cluster-1-worker "$(deploy/local/rabbitmq.sh cluster urls)" 1 "$cluster_pids"

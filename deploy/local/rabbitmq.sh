@@ -2,8 +2,8 @@
 # Starts or stops user-space RabbitMQ nodes for tests, the demo and benchmarks, listening on
 # 127.0.0.1 only.
 #
-#   deploy/local/rabbitmq.sh start|stop|reset|status|url
-#   deploy/local/rabbitmq.sh cluster start|stop|reset|status|urls|kill N|restart N|stop-node N|start-node N
+#   deploy/local/rabbitmq.sh start|stop|reset|status|url|pid
+#   deploy/local/rabbitmq.sh cluster start|stop|reset|status|urls|pids|kill N|restart N|stop-node N|start-node N|ctl N ARGS...
 #
 # PUSHWORKER_RABBITMQ_PORT      AMQP port (default 5672); TLS listens on PORT-1 (default 5671)
 # PUSHWORKER_RABBITMQ_NODE      Erlang node name (default rabbit@localhost)
@@ -18,7 +18,8 @@
 # Erlang distribution ports 20000 above (25701...), all below the ephemeral range, data under
 # /tmp/pushworker-rabbitmq-cluster/N. `kill N` is a SIGKILL of node N's Erlang VM (a machine lost);
 # `restart N` stops it cleanly and starts it again (a rolling restart's step); `start-node N` brings
-# back a killed or stopped node, which rejoins the cluster by itself.
+# back a killed or stopped node, which rejoins the cluster by itself. `pid`/`pids`: the Erlang VMs'
+# process ids (for CPU figures); `ctl N ARGS`: rabbitmqctl against node N.
 set -euo pipefail
 
 port="${PUSHWORKER_RABBITMQ_PORT:-5672}"
@@ -122,10 +123,11 @@ cluster_node() {
   dir="$cluster_dir/$n"
 }
 
-# The OS process id of node N's Erlang VM (rabbitmq-server -detached writes it under the data dir).
-cluster_pid() {
-  cluster_node "$1"
-  cat "$dir/mnesia/$node.pid" 2>/dev/null || true
+# The OS process id of the node's Erlang VM (rabbitmq-server -detached writes it under the data dir).
+pid_of_node() {
+  local pid
+  pid="$(cat "$dir/mnesia/$node.pid" 2>/dev/null || true)"
+  [ -z "$pid" ] || echo "$pid"
 }
 
 cluster_start() {
@@ -170,9 +172,12 @@ cluster_command() {
       done
       return $down ;;
     urls) cluster_urls ;;
+    pids) for n in 1 2 3; do cluster_node "$n"; pid_of_node; done ;;
+    ctl) cluster_node "${2:-}"; shift 2; ctl "$@" ;;
     kill)
       local pid
-      pid="$(cluster_pid "${2:-}")"
+      cluster_node "${2:-}"
+      pid="$(pid_of_node)"
       [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || { echo "node ${2:-} is not running" >&2; exit 1; }
       # Wait until the VM is gone, so the caller sees the node down.
       while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
@@ -189,7 +194,7 @@ cluster_command() {
       stop; start ;;
     stop-node) cluster_node "${2:-}"; stop ;;
     start-node) cluster_node "${2:-}"; start ;;
-    *) echo "usage: $0 cluster start|stop|reset|status|urls|kill N|restart N|stop-node N|start-node N" >&2; exit 2 ;;
+    *) echo "usage: $0 cluster start|stop|reset|status|urls|pids|kill N|restart N|stop-node N|start-node N|ctl N ARGS..." >&2; exit 2 ;;
   esac
 }
 
@@ -199,6 +204,7 @@ case "${1:-}" in
   stop) stop ;;
   status) running && echo running || { echo stopped; exit 1; } ;;
   url) echo "amqp://guest:guest@127.0.0.1:$port/" ;;
+  pid) pid_of_node ;;
   cluster) shift; cluster_command "$@" ;;
-  *) echo "usage: $0 start|stop|reset|status|url|cluster ..." >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|reset|status|url|pid|cluster ..." >&2; exit 2 ;;
 esac

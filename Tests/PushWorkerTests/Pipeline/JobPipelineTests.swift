@@ -189,6 +189,21 @@ struct JobPipelineTests {
         #expect(harness.sender.sent.count < 50, "\(harness.sender.sent.count) sent of a job going back to the queue")
     }
 
+    @Test("a result the broker nacks a few times (a quorum queue between leaders) is published again: the job is acknowledged, each device reported once")
+    func nackedResultsPublishedAgain() async throws {
+        let nacks = Locked(0)
+        let harness = Harness(chunkSize: 100, failure: { message in
+            guard message.properties.type == "result" else { return nil }
+            return nacks.withLock { count in
+                count += 1
+                return count <= 3 ? AMQPError(.nacked, "the broker refused") : nil
+            }
+        })
+        #expect(await harness.run(Self.job(Array(1...5))) == .acknowledge)
+        #expect(nacks.value == 3 + 5)
+        #expect(try harness.publisher.results(to: Self.results).map(\.token).sorted() == (1...5).map { Self.token($0) }.sorted())
+    }
+
     @Test("a split job reports its unresolved audience before its chunks, so nothing after the chunks can requeue it")
     func unresolvedBeforeChunks() async throws {
         let harness = Harness()
