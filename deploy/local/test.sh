@@ -51,9 +51,16 @@ export PUSHWORKER_TEST_LOG="${PUSHWORKER_TEST_LOG:-$PWD/.build/test-logs/tests-$
 mkdir -p "$(dirname "$PUSHWORKER_TEST_LOG")"
 echo "== log lines of the clients inside the tests (reconnects and faults are expected there): $PUSHWORKER_TEST_LOG"
 
+# Each pass's output is kept beside the client log, and its failures are printed again at the end:
+# with tests running in parallel, a failure's lines are far from the summary a CI log shows.
+outputs="${PUSHWORKER_TEST_LOG%.log}"
+rm -f "$outputs.swift-test.out" "$outputs.swift-test-curl.out"
+failures() {
+  grep -a -A8 -E 'recorded an issue|recorded [0-9]+ issues' "$1" || true
+}
 started_at=$SECONDS
 status=0
-swift test "$@" || status=$?
+swift test "$@" 2>&1 | tee "$outputs.swift-test.out" || status=$?
 echo "== swift test exited $status after $((SECONDS - started_at)) s (build included)"
 # The worker-level suites again on the second APNs transport (libcurl): the first pass ran them on
 # the default (nghttp2), and the client's own tests already run on both. The SIGKILL, broker-restart
@@ -66,11 +73,18 @@ if [ $# -eq 0 ] && [ $status -eq 0 ]; then
     grep -q "\.$suite/" <<<"$listed" || { echo "== the curl pass names $suite, which has no tests: update curl_suites in $0" >&2; status=1; }
   done
   curl_started_at=$SECONDS
-  PUSHWORKER_TEST_TRANSPORT=curl swift test --skip-build --filter "$(IFS='|'; echo "${curl_suites[*]}")" || status=$?
+  PUSHWORKER_TEST_TRANSPORT=curl swift test --skip-build --filter "$(IFS='|'; echo "${curl_suites[*]}")" 2>&1 | tee "$outputs.swift-test-curl.out" || status=$?
   echo "== worker suites on the curl transport: swift test exited $status after $((SECONDS - curl_started_at)) s"
 fi
 # The deployment manifests against Kubernetes' schemas (offline); only on a full run.
 if [ $# -eq 0 ]; then
   deploy/check.sh || status=$?
+fi
+if [ $status -ne 0 ]; then
+  for out in "$outputs.swift-test.out" "$outputs.swift-test-curl.out"; do
+    [ -f "$out" ] || continue
+    echo "== failures in $(basename "$out") (the whole output is in $out)"
+    failures "$out"
+  done
 fi
 exit $status
