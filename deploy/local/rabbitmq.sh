@@ -75,6 +75,18 @@ CONF
   : > "$dir/enabled_plugins"
   echo "[]." > "$dir/enabled_plugins"
   chown -R rabbitmq:rabbitmq "$dir"
+  # Open files: `su` (which rabbitmq-server runs) gives the node a soft limit of 1024. Its file
+  # handle cache then allows 927 handles; the test suites' classic queues and connections used them
+  # all, and classic queues waited for a handle forever: a node that accepted connections and
+  # answered nothing (seen as "no delivery within 20 s" and workers that never started). The node's
+  # environment file, which rabbitmq-server sources as the rabbitmq user, raises the soft limit to
+  # the hard one, at most 65536 (what RabbitMQ's own packages set).
+  cat > "$dir/rabbitmq-env.conf" <<'ENV'
+open_files="$(ulimit -Hn)"
+if [ "$open_files" = unlimited ] || [ "$open_files" -gt 65536 ]; then open_files=65536; fi
+ulimit -n "$open_files"
+ENV
+  chown rabbitmq:rabbitmq "$dir/rabbitmq-env.conf"
   # rabbitmq-server switches to the rabbitmq user and keeps these variables. Its output goes to a
   # file: the detached node would otherwise hold the caller's stdout open, and a caller reading
   # it to the end (a test) would wait forever.
@@ -83,6 +95,7 @@ CONF
   RABBITMQ_LOG_BASE="$dir/log" \
   RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
   RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" \
+  RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
   RABBITMQ_DIST_PORT="$((port + 20000))" \
     rabbitmq-server -detached </dev/null >"$dir/log/startup.out" 2>&1
   # await_startup fails at once until the Erlang node has registered, so poll for that first.
@@ -96,7 +109,9 @@ CONF
     tail -50 "$dir"/log/*.log >&2 || true
     exit 1
   fi
-  echo "RabbitMQ node $node ready on amqp://127.0.0.1:$port and amqps://localhost:$tls_port (CA $dir/tls/ca.pem)"
+  local files
+  files="$(awk '/Max open files/ { print $4 }' "/proc/$(pid_of_node)/limits" 2>/dev/null || true)"
+  echo "RabbitMQ node $node ready on amqp://127.0.0.1:$port and amqps://localhost:$tls_port (CA $dir/tls/ca.pem; open files limit ${files:-unknown})"
 }
 
 stop() {
