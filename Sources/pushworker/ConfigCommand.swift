@@ -14,7 +14,7 @@ struct ConfigCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Validate a configuration without connecting, and print the effective configuration (secrets masked).",
             discussion: """
-                Applies the environment as `run` does (PUSHWORKER_AMQP_URL, PUSHWORKER_POSTGRES_URL, \
+                Applies the environment as `run` does (PUSHWORKER_AMQP_URL, PUSHWORKER_METRICS_ADDRESS, PUSHWORKER_POSTGRES_URL, \
                 PUSHWORKER_APNS_URL_<APP>, key_env and password_env variables), reads the key and \
                 certificate files, and prints the result with defaults filled in. Exits 1 and names \
                 the file and the key on the first problem. Passwords and keys are never printed.

@@ -13,6 +13,8 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             The broker URL comes from amqp.url in the configuration, or from the environment \
             variable PUSHWORKER_AMQP_URL, which wins (it keeps the password out of files). \
+            PUSHWORKER_METRICS_ADDRESS likewise overrides metrics_address (HOST:PORT, or null), \
+            so that several workers on one host can share a configuration file. \
             Logs go to standard error.
 
             SIGTERM or SIGINT: stop taking jobs, finish the jobs in hand (at most \

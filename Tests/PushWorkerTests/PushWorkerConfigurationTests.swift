@@ -198,12 +198,28 @@ struct PushWorkerConfigurationTests {
         }
     }
 
-    @Test("metrics_address: loopback port 9090 unless set, null turns the endpoint off, [::1]:PORT is IPv6")
+    @Test("metrics_address: loopback port 9090 unless set, null turns the endpoint off, [::1]:PORT is IPv6; PUSHWORKER_METRICS_ADDRESS wins and is named in its errors")
     func metricsAddress() throws {
-        #expect(try PushWorkerConfiguration.parse("apps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("127.0.0.1", 9090))
-        #expect(try PushWorkerConfiguration.parse("metrics_address: null\napps: []", file: "f").worker.metricsEndpoint(file: "f") == nil)
-        #expect(try PushWorkerConfiguration.parse("metrics_address: \"0.0.0.0:9100\"\napps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("0.0.0.0", 9100))
-        #expect(try PushWorkerConfiguration.parse("metrics_address: \"[::1]:9100\"\napps: []", file: "f").worker.metricsEndpoint(file: "f")! == ("::1", 9100))
+        func endpoint(_ yaml: String, _ environment: [String: String] = [:]) throws -> (String, Int, String)? {
+            try PushWorkerConfiguration.parse(yaml + "\napps: []", file: "f").worker.metricsEndpoint(file: "f", environment: environment)
+        }
+        #expect(try endpoint("")! == ("127.0.0.1", 9090, "metrics_address"))
+        #expect(try endpoint("metrics_address: null") == nil)
+        #expect(try endpoint("metrics_address: \"0.0.0.0:9100\"")! == ("0.0.0.0", 9100, "metrics_address"))
+        #expect(try endpoint("metrics_address: \"[::1]:9100\"")! == ("::1", 9100, "metrics_address"))
+        let set = ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:9191"]
+        #expect(try endpoint("metrics_address: \"0.0.0.0:9100\"", set)! == ("127.0.0.1", 9191, "PUSHWORKER_METRICS_ADDRESS"))
+        #expect(try endpoint("metrics_address: null", set)! == ("127.0.0.1", 9191, "PUSHWORKER_METRICS_ADDRESS"))
+        #expect(try endpoint("", ["PUSHWORKER_METRICS_ADDRESS": "null"]) == nil)
+        do {
+            _ = try endpoint("", ["PUSHWORKER_METRICS_ADDRESS": "localhost"])
+            Issue.record("a malformed PUSHWORKER_METRICS_ADDRESS accepted")
+        } catch {
+            #expect("\(error)".hasPrefix("f: PUSHWORKER_METRICS_ADDRESS: 'localhost' is not HOST:PORT"), "\(error)")
+        }
+        // `config check` shows the address in force and where it came from.
+        let shown = try EffectiveConfiguration.check(PushWorkerConfiguration.parse("apps: []", file: "f"), file: "f", environment: set)
+        #expect(shown.contains("metrics_address: 127.0.0.1:9191  (from PUSHWORKER_METRICS_ADDRESS)"), "\(shown)")
     }
 
     @Test("amqp.urls lists a cluster's nodes; PUSHWORKER_AMQP_URL may too; url and urls together, or a node twice, are refused naming the key; queue types are quorum unless set")

@@ -36,7 +36,7 @@ struct DeployManifestTests {
         let configMap = try #require(try Self.objects("kubernetes/configmap.yaml")["ConfigMap"])
         let yaml = try #require(Self.dig(configMap, "data", "pushworker.yaml") as? String)
         let configuration = try PushWorkerConfiguration.parse(yaml, file: "configmap.yaml")
-        let endpoint = try #require(try configuration.worker.metricsEndpoint(file: "configmap.yaml"))
+        let endpoint = try #require(try configuration.worker.metricsEndpoint(file: "configmap.yaml", environment: [:]))
         #expect(endpoint.host == "0.0.0.0")
 
         let deployment = try #require(try Self.objects("kubernetes/deployment.yaml")["Deployment"])
@@ -79,7 +79,7 @@ struct DeployManifestTests {
     @Test("Docker: the compose stack's configuration parses and serves metrics on all interfaces; the image runs as a user, with no key baked in")
     func docker() throws {
         let configuration = try PushWorkerConfiguration.parse(try Self.text("docker/pushworker.yaml"), file: "pushworker.yaml")
-        #expect(try configuration.worker.metricsEndpoint(file: "pushworker.yaml")! == ("0.0.0.0", 9090))
+        #expect(try configuration.worker.metricsEndpoint(file: "pushworker.yaml", environment: [:])! == ("0.0.0.0", 9090, "metrics_address"))
         let compose = try #require(try Yams.load(yaml: try Self.text("docker/compose.yaml")) as? [String: Any])
         let worker = try #require(Self.dig(compose, "services", "worker") as? [String: Any])
         #expect(Self.dig(worker, "deploy", "replicas") as? Int == 3)

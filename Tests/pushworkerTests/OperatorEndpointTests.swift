@@ -170,5 +170,73 @@ struct OperatorEndpointTests {
         #expect(run.status != 0)
         #expect(run.standardError.contains("metrics_address"), "\(run.standardError)")
         #expect(run.standardError.contains("cannot listen on 127.0.0.1:\(taken.port)"), "\(run.standardError)")
+        #expect(run.standardError.contains("PUSHWORKER_METRICS_ADDRESS"), "the way out is named: \(run.standardError)")
+    }
+
+    @Test("two workers from one configuration on one host: the second, given PUSHWORKER_METRICS_ADDRESS, serves its own port and both take jobs; without it, it refuses naming the key")
+    func workersShareAHost() async throws {
+        let fixture = try await MockAPNsFixture.start()
+        let mock = fixture.server
+        defer { Task { try? await mock.shutdown() } }
+        let prefix = TestBroker.uniqueName("twohost")
+        let filePort = try TestPorts.free()
+        let config = try MockAPNsFixture.writeConfiguration("""
+            metrics_address: 127.0.0.1:\(filePort)
+            amqp: {url: "\(TestBroker.url)", prefetch: 1}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
+            apps:
+            \(fixture.appYAML())
+            """)
+        let first = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        try await first.waitForLog("worker started")
+        _ = try await Self.poll(port: filePort, "/readyz") { $0.status == 200 }
+
+        // The same file again: the port is taken, and the error says which key and what to do.
+        let refused = try Program.run(["run", "--config", config.path])
+        #expect(refused.status != 0)
+        #expect(refused.standardError.contains("metrics_address: cannot listen on 127.0.0.1:\(filePort)"), "\(refused.standardError)")
+        #expect(refused.standardError.contains("PUSHWORKER_METRICS_ADDRESS"), "\(refused.standardError)")
+        // A bad override names the variable, not the file's key.
+        let malformed = try Program.run(["run", "--config", config.path], environment: ["PUSHWORKER_METRICS_ADDRESS": "9100"])
+        #expect(malformed.status != 0)
+        #expect(malformed.standardError.contains("PUSHWORKER_METRICS_ADDRESS: '9100' is not HOST:PORT"), "\(malformed.standardError)")
+
+        let secondPort = try TestPorts.free()
+        let second = try RunningProgram(
+            Program.executable, arguments: ["run", "--config", config.path],
+            environment: ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:\(secondPort)"])
+        try await second.waitForLog("worker started")
+        #expect(second.log.contains("address=127.0.0.1:\(secondPort)"), "\(second.log)")
+        _ = try await Self.poll(port: secondPort, "/readyz") { $0.status == 200 }
+
+        // Both consume (prefetch 1: the broker hands the jobs round), each counting on its own port.
+        let publisher = try await TestBroker.publisher()
+        let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 200)
+        let jobs = 40
+        for index in 0..<jobs {
+            try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(
+                #"{"id": "host-\#(index)", "audience": {"tokens": ["\#(Self.token(index))"]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)))
+        }
+        var summaries = 0
+        while summaries < jobs {
+            let delivery = try await results.next(within: .seconds(30))
+            try await delivery.ack()
+            if delivery.properties.type == "summary" { summaries += 1 }
+        }
+        func done(_ port: Int) async throws -> Double {
+            HTTPProbe.samples(try await Self.poll(port: port, "/metrics") { _ in true }.body).sum("pushworker_jobs_total", ["outcome": "done"])
+        }
+        // A counter may move just after its summary is published: wait for the two to add up.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var counts = [try await done(filePort), try await done(secondPort)]
+        while counts.reduce(0, +) < Double(jobs) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(200))
+            counts = [try await done(filePort), try await done(secondPort)]
+        }
+        #expect(counts.reduce(0, +) == Double(jobs) && counts.allSatisfy { $0 > 0 }, "jobs done per worker: \(counts)")
+        #expect(try await first.stop() == 0, "\(first.log)")
+        #expect(try await second.stop() == 0, "\(second.log)")
+        await results.close()
+        await publisher.close()
     }
 }

@@ -53,7 +53,7 @@ public enum EffectiveConfiguration {
             ("retry_delays_ms", Node.sequence(.init(settings.retryDelaysMilliseconds.map { scalar($0) }, .implicit, .flow))),
             ("retry_initial_delay_ms", scalar(settings.retryInitialDelayMilliseconds)),
             ("shutdown_grace_seconds", scalar(settings.shutdownGraceSeconds)),
-            ("metrics_address", scalar(settings.metricsAddress ?? "null")),
+            ("metrics_address", scalar(try Self.metricsAddress(settings, file: file, environment: environment))),
         ]
         if let registry = settings.registry {
             if registry.postgres != nil && registry.sqlite != nil {
@@ -78,6 +78,16 @@ public enum EffectiveConfiguration {
         } catch {
             throw ConfigurationError(file: file, key: "", "cannot print the configuration: \(error)")
         }
+    }
+
+    /// `metrics_address` as the worker will use it, checked, and marked when the environment set it.
+    private static func metricsAddress(
+        _ settings: WorkerSettings, file: String, environment: [String: String]
+    ) throws(ConfigurationError) -> String {
+        let endpoint = try settings.metricsEndpoint(file: file, environment: environment)
+        let (address, key) = settings.metricsAddress(environment: environment)
+        let source = key == "PUSHWORKER_METRICS_ADDRESS" ? "  (from PUSHWORKER_METRICS_ADDRESS)" : ""
+        return (endpoint == nil ? "null" : address ?? "null") + source
     }
 
     private static func app(_ app: AppConfiguration, _ client: APNsClientConfiguration) -> Node {

@@ -215,15 +215,29 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         }
     }
 
-    /// The host and port `metrics_address` names, or nil when it is off.
-    public func metricsEndpoint(file: String) throws(ConfigurationError) -> (host: String, port: Int)? {
-        guard let address = metricsAddress else { return nil }
-        let refusal = ConfigurationError(file: file, key: "metrics_address", "'\(address)' is not HOST:PORT (e.g. 127.0.0.1:9090, or 0.0.0.0:9090 in a container), or null to serve no metrics")
+    /// The operator endpoint's address in force, and the key it came from (for errors):
+    /// `PUSHWORKER_METRICS_ADDRESS` wins over the file, so that several workers started from one
+    /// configuration on one host each take a port of their own. `null` there turns it off.
+    public func metricsAddress(environment: [String: String] = ProcessInfo.processInfo.environment) -> (address: String?, key: String) {
+        if let set = environment["PUSHWORKER_METRICS_ADDRESS"] {
+            return (set == "null" ? nil : set, "PUSHWORKER_METRICS_ADDRESS")
+        }
+        return (metricsAddress, "metrics_address")
+    }
+
+    /// The host and port of the operator endpoint (see `metricsAddress(environment:)`), and the key
+    /// they came from; nil when it is off.
+    public func metricsEndpoint(
+        file: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> (host: String, port: Int, key: String)? {
+        let (configured, key) = metricsAddress(environment: environment)
+        guard let address = configured else { return nil }
+        let refusal = ConfigurationError(file: file, key: key, "'\(address)' is not HOST:PORT (e.g. 127.0.0.1:9090, or 0.0.0.0:9090 in a container), or null to serve no metrics")
         guard let colon = address.lastIndex(of: ":") else { throw refusal }
         var host = String(address[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         guard !host.isEmpty, let port = Int(address[address.index(after: colon)...]), (0...65_535).contains(port) else { throw refusal }
-        return (host, port)
+        return (host, port, key)
     }
 
     /// How devices are retried: all attempts, this worker's share, and the first backoff.

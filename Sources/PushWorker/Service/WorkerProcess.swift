@@ -51,14 +51,16 @@ public enum WorkerProcess {
     private static func startEndpoint(
         _ configuration: PushWorkerConfiguration, file: String, metrics: WorkerMetrics, health: WorkerHealth, logger: Logger
     ) async throws -> OperatorEndpoint? {
-        guard let (host, port) = try configuration.worker.metricsEndpoint(file: file) else { return nil }
+        guard let (host, port, key) = try configuration.worker.metricsEndpoint(file: file) else { return nil }
         let registry = PrometheusExport.bootstrap()
         let endpoint: OperatorEndpoint
         do {
             endpoint = try await OperatorEndpoint.start(
                 host: host, port: port, registry: registry, beforeScrape: { metrics.sampleGauges() }, readiness: { await health.report() })
         } catch {
-            throw ConfigurationError(file: file, key: "metrics_address", "cannot listen on \(host):\(port): \(error)")
+            throw ConfigurationError(
+                file: file, key: key,
+                "cannot listen on \(host):\(port): \(error). Another process (another worker on this host?) may hold the port: give each worker its own with PUSHWORKER_METRICS_ADDRESS, or null for none")
         }
         logger.info("serving /metrics, /healthz and /readyz", metadata: ["address": "\(host):\(endpoint.port)"])
         return endpoint
