@@ -10,8 +10,9 @@
 #                                   COMPARE_METRICS=N: N runs with metrics off and N on, compared)
 #   deploy/local/bench.sh resolve [MEMBERS] [sqlite|postgres]   a group job's resolution and
 #                                   filtering into chunk jobs, no broker or APNs
-#   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker) and on a three-node
-#                                   cluster (one worker, then two, each preferring another node),
+#   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
+#                                   then classic) and on a three-node cluster (one worker, then two,
+#                                   each preferring another node),
 #                                   with the broker's CPU per device (every node's Erlang VM)
 #
 # TRANSPORT=nghttp2 (default) or curl: the APNs transport measured (apns and e2e).
@@ -126,20 +127,23 @@ if [ "$mode" = cluster ]; then
   single_pids="$(deploy/local/rabbitmq.sh pid)"
   cluster_pids="$(deploy/local/rabbitmq.sh cluster pids)"
   brokers_cpu() { local total=0; for pid in $1; do total=$(python3 -c "print($total + $(cpu_of "$pid"))"); done; echo "$total"; }
-  run_e2e() { # LABEL URLS WORKERS PIDS
-    echo "== $1: pushworker bench e2e --count $count --workers $3"
+  run_e2e() { # LABEL URLS WORKERS PIDS [RESULTS_TYPE]
+    echo "== $1: pushworker bench e2e --count $count --workers $3 --results-type ${5:-quorum}"
     local before after server_cpu wall
     before=$(brokers_cpu "$4"); server_cpu=$(cpu_of $mock_pid); wall=$(now)
     "$bin/pushworker" bench e2e --transport "$transport" --amqp "$2" --url "$url" --ca-file "$work/ca.pem" --count "$count" --jobs 0 \
-      --workers "$3" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app | tee "$work/$1.txt"
+      --workers "$3" --results-type "${5:-quorum}" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app | tee "$work/$1.txt"
     after=$(brokers_cpu "$4")
     python3 -c "print(f'   broker CPU (every node): {$after - $before:.1f} s = {($after - $before) / $count * 1e6:.1f} µs per device')"
     mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
   }
   run_e2e single-node "$(deploy/local/rabbitmq.sh url)" 1 "$single_pids"
+  # What the quorum default costs a single node, beside the classic queue it may choose instead.
+  run_e2e single-node-classic "$(deploy/local/rabbitmq.sh url)" 1 "$single_pids" classic
   run_e2e cluster-1-worker "$(deploy/local/rabbitmq.sh cluster urls)" 1 "$cluster_pids"
   run_e2e cluster-2-workers "$(deploy/local/rabbitmq.sh cluster urls)" 2 "$cluster_pids"
   rate() { grep -o '= [0-9]* devices/s' "$work/$1.txt" | grep -o '[0-9]*'; }
+  echo "== devices/s, single node, classic/quorum results queue: $(python3 -c "print(f'{$(rate single-node-classic)/$(rate single-node):.2f}')")"
   echo "== devices/s, cluster/single node: one worker $(python3 -c "print(f'{$(rate cluster-1-worker)/$(rate single-node):.2f}')"), two workers $(python3 -c "print(f'{$(rate cluster-2-workers)/$(rate single-node):.2f}')")"
   exit 0
 fi

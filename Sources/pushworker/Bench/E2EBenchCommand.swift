@@ -34,6 +34,8 @@ struct E2EBenchCommand: AsyncParsableCommand {
     var group = false
     @Flag(name: .customLong("group-first"), help: "With --group: time the group job before the explicit one (the second job of a run meets a busier broker).")
     var groupFirst = false
+    @Option(name: .customLong("results-type"), help: "The results queue's type, quorum (the worker's default) or classic: what a per-device result costs the broker.")
+    var resultsType: WorkerSettings.QueueType = .quorum
     @Option(help: "Worker processes sharing the job; on a cluster (--amqp listing its nodes) worker i prefers node i.")
     var workers = 1
     @Option(name: .customLong("compare-metrics"), help: "Instead: time the job this many times with metrics off and as many with metrics on (a new worker each, in the order off, on, on, off, …), and compare.")
@@ -69,7 +71,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
             \(registryLine)
             metrics_address: \(metrics ? "127.0.0.1:\(metricsPort + index)" : "null")
             \(amqpLine(index))
-            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry, results_type: \(resultsType.rawValue)}
             apps:
               - name: bench
                 topic: \(topic)
