@@ -84,10 +84,10 @@ public enum EffectiveConfiguration {
     private static func metricsAddress(
         _ settings: WorkerSettings, file: String, environment: [String: String]
     ) throws(ConfigurationError) -> String {
-        let endpoint = try settings.metricsEndpoint(file: file, environment: environment)
+        _ = try settings.metricsEndpoint(file: file, environment: environment)
         let (address, key) = settings.metricsAddress(environment: environment)
         let source = key == "PUSHWORKER_METRICS_ADDRESS" ? "  (from PUSHWORKER_METRICS_ADDRESS)" : ""
-        return (endpoint == nil ? "null" : address ?? "null") + source
+        return (address ?? "null") + source
     }
 
     private static func app(_ app: AppConfiguration, _ client: APNsClientConfiguration) -> Node {

@@ -2,5 +2,5 @@ import ArgumentParser
 import PushWorker
 
 /// `--results-type quorum|classic` on `bench e2e`, so the cost of the default queue type is measured
-/// beside the cheaper one by one command.
+/// beside the classic one by one command.
 extension WorkerSettings.QueueType: ExpressibleByArgument {}
