@@ -46,7 +46,9 @@ public struct PushWorkerConfiguration: Sendable, Decodable, Equatable {
             }
             guard !app.topic.isEmpty else { throw ConfigurationError(file: file, key: "apps[\(index)].topic", "is empty") }
         }
-        _ = try configuration.worker.metricsEndpoint(file: file)
+        // The file's own value; PUSHWORKER_METRICS_ADDRESS is checked where it is applied (the
+        // worker's start and `config check`), so parsing a file never depends on the environment.
+        _ = try configuration.worker.metricsEndpoint(file: file, environment: [:])
         return configuration
     }
 
