@@ -34,7 +34,7 @@ public final class APNsClient: Sendable {
         self.resendsWithNewToken = CoreMetrics.Counter(
             label: "pushworker_apns_resends_total", dimensions: [("app", configuration.name), ("cause", "provider_token")])
         self.pool = APNsConnectionPool(configuration: configuration)
-        self.admission = AsyncSemaphore(limit: max(1, configuration.maxInFlight))
+        self.admission = AsyncSemaphore(limit: max(1, configuration.maxInFlight), reserve: configuration.highPriorityReserve)
     }
 
     deinit {

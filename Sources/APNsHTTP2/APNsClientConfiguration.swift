@@ -31,6 +31,9 @@ public struct APNsClientConfiguration: Sendable {
     public var maxConcurrentStreams = 1000
     /// Requests admitted at once; further `send` calls wait. Bounds memory whatever the job size.
     public var maxInFlight = 2000
+    /// Of `maxInFlight`, the slots only `.high` senders take (one-device jobs beside a
+    /// broadcast); see `AsyncSemaphore`.
+    public var highPriorityReserve = 0
     public var requestTimeout: Duration = .seconds(15)
     public var connectTimeout: Duration = .seconds(10)
     /// Extra PEM CA file to trust (the mock's); nil uses the system store.

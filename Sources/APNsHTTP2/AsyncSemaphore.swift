@@ -3,46 +3,90 @@ import Synchronization
 /// Admits at most `limit` holders; the others wait in arrival order. Keeps a million-device send
 /// from turning into a million buffered requests. Public so the worker can bound the devices it
 /// starts by the same budget, before a task (and its memory) exists for each.
+///
+/// `reserve` of the slots are kept for `.high` holders, which are also served before any `.normal`
+/// waiter: a broadcast (normal) may fill all the others and queue for more, and a one-device job
+/// (high) still finds a slot at once instead of waiting behind it.
 public final class AsyncSemaphore: Sendable {
+    public enum Priority: Sendable {
+        /// May take any free slot, reserved ones too, and goes ahead of normal waiters.
+        case high
+        /// May take only slots beyond the reserve.
+        case normal
+    }
+
+    /// Continuations waiting in arrival order; the served prefix is dropped in bulk, so a queue
+    /// that never empties under steady pressure does not grow with every waiter ever queued.
+    private struct Waiters {
+        var items: [CheckedContinuation<Void, Never>] = []
+        var head = 0
+
+        var isEmpty: Bool { head == items.count }
+
+        mutating func append(_ continuation: CheckedContinuation<Void, Never>) {
+            items.append(continuation)
+        }
+
+        mutating func removeFirst() -> CheckedContinuation<Void, Never> {
+            let first = items[head]
+            head += 1
+            if head == items.count {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 1024 && head * 2 > items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+            return first
+        }
+    }
+
     private struct State {
         var available: Int
-        var waiters: [CheckedContinuation<Void, Never>] = []
-        var head = 0
+        let reserve: Int
+        var high = Waiters()
+        var normal = Waiters()
+
+        /// Whether a holder of `priority` may take a slot now without going ahead of a waiter
+        /// that has the same or a higher claim.
+        func admits(_ priority: Priority) -> Bool {
+            switch priority {
+            case .high: available > 0 && high.isEmpty
+            case .normal: available > reserve && high.isEmpty && normal.isEmpty
+            }
+        }
     }
 
     private let state: Mutex<State>
 
-    public init(limit: Int) {
-        state = Mutex(State(available: limit))
+    /// - Parameter reserve: slots only `.high` holders take; at most `limit - 1`.
+    public init(limit: Int, reserve: Int = 0) {
+        state = Mutex(State(available: limit, reserve: max(0, min(reserve, limit - 1))))
     }
 
-    public func acquire() async {
-        let admitted = state.withLock { state -> Bool in
-            if state.available > 0 {
-                state.available -= 1
-                return true
-            }
-            return false
-        }
-        if admitted { return }
+    public func acquire(_ priority: Priority = .normal) async {
+        if tryAcquire(priority) { return }
         await withCheckedContinuation { continuation in
             let resumeNow = state.withLock { state -> Bool in
-                if state.available > 0 {
+                if state.admits(priority) {
                     state.available -= 1
                     return true
                 }
-                state.waiters.append(continuation)
+                switch priority {
+                case .high: state.high.append(continuation)
+                case .normal: state.normal.append(continuation)
+                }
                 return false
             }
             if resumeNow { continuation.resume() }
         }
     }
 
-    /// Takes a slot only if one is free now (never ahead of a waiter: a free slot means none
-    /// waits); for a caller that adds to what it already holds without waiting for more.
-    public func tryAcquire() -> Bool {
+    /// Takes a slot only if one is free now for `priority` (never ahead of a waiter with the same
+    /// or a higher claim); for a caller that adds to what it already holds without waiting for more.
+    public func tryAcquire(_ priority: Priority = .normal) -> Bool {
         state.withLock { state in
-            guard state.available > 0 else { return false }
+            guard state.admits(priority) else { return false }
             state.available -= 1
             return true
         }
@@ -50,22 +94,10 @@ public final class AsyncSemaphore: Sendable {
 
     public func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard state.head < state.waiters.count else {
-                state.available += 1
-                return nil
-            }
-            let waiter = state.waiters[state.head]
-            state.head += 1
-            if state.head == state.waiters.count {
-                state.waiters.removeAll(keepingCapacity: true)
-                state.head = 0
-            } else if state.head > 1024 && state.head * 2 > state.waiters.count {
-                // Under steady pressure the queue never empties: drop the served prefix so the
-                // array does not grow with every waiter ever queued.
-                state.waiters.removeFirst(state.head)
-                state.head = 0
-            }
-            return waiter
+            if !state.high.isEmpty { return state.high.removeFirst() }
+            if !state.normal.isEmpty && state.available >= state.reserve { return state.normal.removeFirst() }
+            state.available += 1
+            return nil
         }
         next?.resume()
     }

@@ -21,8 +21,8 @@ struct JobContractTests {
         var prefix: String { setup.prefix }
         var mock: MockAPNsServer { setup.mock }
 
-        static func start(faults: [MockAPNsFault] = [], appExtra: [String] = []) async throws -> Running {
-            let setup = try await WorkerProcessTests.setUp(faults: faults, appExtra: appExtra)
+        static func start(faults: [MockAPNsFault] = [], extra: String = "", appExtra: [String] = []) async throws -> Running {
+            let setup = try await WorkerProcessTests.setUp(faults: faults, extra: extra, appExtra: appExtra)
             let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
             try await worker.waitForLog("worker started")
             let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results"), .durable("\(setup.prefix).dead", quorum: true)])

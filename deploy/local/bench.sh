@@ -10,6 +10,10 @@
 #                                   COMPARE_METRICS=N: N runs with metrics off and N on, compared)
 #   deploy/local/bench.sh resolve [MEMBERS] [sqlite|postgres]   a group job's resolution and
 #                                   filtering into chunk jobs, no broker or APNs
+#   deploy/local/bench.sh lanes [COUNT]   a broadcast of COUNT devices (default 300000; results:
+#                                   failures) alone, then with one-device jobs published every
+#                                   INTERVAL_MS (250) while it runs, then alone again: their latency
+#                                   and the broadcast's rate with them
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -28,7 +32,7 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|e2e|resolve|cluster) ;; *) echo "usage: $0 apns|e2e|resolve|cluster [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|e2e|resolve|cluster|lanes) ;; *) echo "usage: $0 apns|e2e|resolve|cluster|lanes [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 
 deploy/local/install-deps.sh
 if [ "$mode" = resolve ]; then
@@ -145,6 +149,18 @@ if [ "$mode" = cluster ]; then
   rate() { grep -o '= [0-9]* devices/s' "$work/$1.txt" | grep -o '[0-9]*'; }
   echo "== devices/s, single node, classic/quorum results queue: $(python3 -c "print(f'{$(rate single-node-classic)/$(rate single-node):.2f}')")"
   echo "== devices/s, cluster/single node: one worker $(python3 -c "print(f'{$(rate cluster-1-worker)/$(rate single-node):.2f}')"), two workers $(python3 -c "print(f'{$(rate cluster-2-workers)/$(rate single-node):.2f}')")"
+  exit 0
+fi
+
+if [ "$mode" = lanes ]; then
+  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  count="${2:-300000}"
+  echo "== pushworker bench e2e --lanes --count $count --interval-ms ${INTERVAL_MS:-250} --connections $connections"
+  server_cpu=$(cpu_of $mock_pid); wall=$(now)
+  "$bin/pushworker" bench e2e --lanes --interval-ms "${INTERVAL_MS:-250}" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" \
+    --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs 0 --key-file "$work/key.p8" --key-id BENCHKEY01 \
+    --team-id BENCHTEAM1 --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"}
+  mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
   exit 0
 fi
 

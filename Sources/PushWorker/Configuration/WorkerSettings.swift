@@ -47,6 +47,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var exchange = "push"
         public var jobsRoutingKey = "jobs"
         public var jobs = "push.jobs"
+        /// The bulk lane: chunks of split jobs, consumed apart from `jobs` so that a small job
+        /// never waits behind a broadcast. Default: the jobs queue's name + `.bulk`.
+        public var bulk: String?
         public var deadLetterExchange = "push.dlx"
         public var deadLetters = "push.dead"
         public var results = "push.results"
@@ -62,7 +65,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var retryType = QueueType.quorum
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case exchange, jobs, results, registry
+            case exchange, jobs, bulk, results, registry
             case jobsRoutingKey = "jobs_routing_key"
             case registryRoutingKey = "registry_routing_key"
             case deadLetterExchange = "dead_letter_exchange"
@@ -80,6 +83,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             exchange = try container.decodeIfPresent(String.self, forKey: .exchange) ?? exchange
             jobsRoutingKey = try container.decodeIfPresent(String.self, forKey: .jobsRoutingKey) ?? jobsRoutingKey
             jobs = try container.decodeIfPresent(String.self, forKey: .jobs) ?? jobs
+            bulk = try container.decodeIfPresent(String.self, forKey: .bulk)
             deadLetterExchange = try container.decodeIfPresent(String.self, forKey: .deadLetterExchange) ?? deadLetterExchange
             deadLetters = try container.decodeIfPresent(String.self, forKey: .deadLetters) ?? deadLetters
             results = try container.decodeIfPresent(String.self, forKey: .results) ?? results
@@ -89,6 +93,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             resultsType = try container.decodeIfPresent(QueueType.self, forKey: .resultsType) ?? resultsType
             retryType = try container.decodeIfPresent(QueueType.self, forKey: .retryType) ?? retryType
         }
+
+        /// The bulk lane's queue in force.
+        public var bulkJobs: String { bulk ?? "\(jobs).bulk" }
 
         /// The delayed retry queue for a pause of `milliseconds`.
         public func retryQueue(milliseconds: Int) -> String { "\(jobs).retry.\(milliseconds)ms" }
@@ -123,6 +130,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             exchanges: [.init(names.exchange, type: "topic"), .init(names.deadLetterExchange, type: "fanout")],
             queues: [
                 .durable(names.jobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
+                .durable(names.bulkJobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
                 .durable(names.deadLetters, quorum: true),
                 .durable(names.results, quorum: names.resultsType == .quorum),
             ] + retryDelaysMilliseconds.map {
@@ -166,8 +174,46 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         }
     }
 
+    /// Two lanes through the worker, so a one-device job never queues behind a broadcast's
+    /// chunks: the now lane is the jobs queue producers publish to; a job with more devices than
+    /// `now_max_devices` is split there into chunk jobs on the bulk queue. Each lane has its own
+    /// consumer, prefetch and results connection, and the now lane keeps a share of every app's
+    /// `max_in_flight` that the bulk lane never takes.
+    public struct Lanes: Sendable, Decodable, Equatable {
+        /// Now-lane jobs taken from the broker at once (and processed concurrently).
+        public var nowPrefetch = 16
+        /// Devices above which a job goes to the bulk lane as chunk jobs; nil: `chunk_size`.
+        public var nowMaxDevices: Int?
+        /// Percent of each app's `max_in_flight` kept for the now lane.
+        public var nowSharePercent = 10
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case nowPrefetch = "now_prefetch"
+            case nowMaxDevices = "now_max_devices"
+            case nowSharePercent = "now_share_percent"
+        }
+
+        public init() {}
+
+        public init(from decoder: Decoder) throws {
+            try KnownKeys.check(decoder, CodingKeys.self)
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            nowPrefetch = try container.decodeIfPresent(Int.self, forKey: .nowPrefetch) ?? nowPrefetch
+            nowMaxDevices = try container.decodeIfPresent(Int.self, forKey: .nowMaxDevices)
+            nowSharePercent = try container.decodeIfPresent(Int.self, forKey: .nowSharePercent) ?? nowSharePercent
+        }
+
+        /// The admission slots of an app with `maxInFlight` kept for the now lane: at least
+        /// one when the share is not zero, and never all of them.
+        public func nowReserve(ofMaxInFlight maxInFlight: Int) -> Int {
+            guard nowSharePercent > 0 else { return 0 }
+            return min(max(1, maxInFlight * nowSharePercent / 100), maxInFlight - 1)
+        }
+    }
+
     public var amqp = Broker()
     public var queues = Names()
+    public var lanes = Lanes()
     public var registry: Registry?
     public var retryMaxAttempts = 6
     /// Attempts one worker makes per device before handing it on to a delayed retry queue.
@@ -186,7 +232,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     /// Read from the top level of the configuration file, beside `apps`: the file's unknown keys
     /// are refused there (`PushWorkerConfiguration`), which knows both sets.
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case amqp, queues, registry
+        case amqp, queues, registry, lanes
         case chunkSize = "chunk_size"
         case retryMaxAttempts = "retry_max_attempts"
         case retryInProcessAttempts = "retry_in_process_attempts"
@@ -203,6 +249,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         amqp = try container.decodeIfPresent(Broker.self, forKey: .amqp) ?? amqp
         queues = try container.decodeIfPresent(Names.self, forKey: .queues) ?? queues
         registry = try container.decodeIfPresent(Registry.self, forKey: .registry)
+        lanes = try container.decodeIfPresent(Lanes.self, forKey: .lanes) ?? lanes
         retryMaxAttempts = try container.decodeIfPresent(Int.self, forKey: .retryMaxAttempts) ?? retryMaxAttempts
         retryInProcessAttempts = try container.decodeIfPresent(Int.self, forKey: .retryInProcessAttempts) ?? retryInProcessAttempts
         retryDelaysMilliseconds = try container.decodeIfPresent([Int].self, forKey: .retryDelaysMilliseconds) ?? retryDelaysMilliseconds
@@ -240,6 +287,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         return (host, port, key)
     }
 
+    /// Devices above which a job leaves the now lane as chunk jobs on the bulk lane.
+    public var nowMaxDevices: Int { lanes.nowMaxDevices ?? chunkSize }
+
     /// How devices are retried: all attempts, this worker's share, and the first backoff.
     public var retryPolicy: RetryPolicy {
         RetryPolicy(
@@ -275,6 +325,18 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         // which a body is streamed.
         guard (1...10_000).contains(chunkSize) else {
             throw ConfigurationError(file: file, key: "chunk_size", "\(chunkSize) is not between 1 and 10000")
+        }
+        guard (1...10_000).contains(lanes.nowPrefetch) else {
+            throw ConfigurationError(file: file, key: "lanes.now_prefetch", "\(lanes.nowPrefetch) is not between 1 and 10000")
+        }
+        if let most = lanes.nowMaxDevices, !(1...chunkSize).contains(most) {
+            throw ConfigurationError(file: file, key: "lanes.now_max_devices", "\(most) is not between 1 and chunk_size (\(chunkSize)): a job that fits one chunk is sent where it is")
+        }
+        guard (0...90).contains(lanes.nowSharePercent) else {
+            throw ConfigurationError(file: file, key: "lanes.now_share_percent", "\(lanes.nowSharePercent) is not between 0 and 90 (percent of each app's max_in_flight kept for the now lane)")
+        }
+        if queues.bulkJobs == queues.jobs {
+            throw ConfigurationError(file: file, key: "queues.bulk", "'\(queues.bulkJobs)' is the jobs queue; the bulk lane needs a queue of its own")
         }
         guard !retryDelaysMilliseconds.isEmpty, retryDelaysMilliseconds.allSatisfy({ $0 > 0 }) else {
             throw ConfigurationError(file: file, key: "retry_delays_ms", "needs at least one positive number of milliseconds")

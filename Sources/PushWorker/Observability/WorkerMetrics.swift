@@ -18,6 +18,8 @@ public final class WorkerMetrics: Sendable {
         case refused
         /// Could not be finished (results or hand-ons not confirmed): returned to the queue.
         case requeued
+        /// A split job's chunk that came to the now lane (after a retry round), moved to the bulk lane.
+        case movedToBulk = "moved_to_bulk"
     }
 
     struct NotificationKey: Hashable, Sendable {
@@ -29,12 +31,20 @@ public final class WorkerMetrics: Sendable {
     struct JobKey: Hashable, Sendable {
         var outcome: JobOutcome
         var code: String?
+        var lane: Lane
     }
 
     private let notifications = CounterFamily<NotificationKey>("pushworker_notifications_total") {
         [("app", $0.app), ("outcome", $0.outcome.rawValue), ("reason", $0.reason ?? "")]
     }
-    private let jobs = CounterFamily<JobKey>("pushworker_jobs_total") { [("outcome", $0.outcome.rawValue), ("code", $0.code ?? "")] }
+    private let jobs = CounterFamily<JobKey>("pushworker_jobs_total") {
+        [("outcome", $0.outcome.rawValue), ("code", $0.code ?? ""), ("lane", $0.lane.rawValue)]
+    }
+    /// From a job's delivery to its settlement, per lane: how long a one-device job takes beside
+    /// a broadcast's chunks. Made once per lane, as a handle per job would cost a registry lookup.
+    private let jobDurations = Dictionary(uniqueKeysWithValues: Lane.allCases.map {
+        ($0, CoreMetrics.Timer(label: "pushworker_job_duration_seconds", dimensions: [("lane", $0.rawValue)]))
+    })
     private let retries = CounterFamily<String>("pushworker_retries_handed_on_total") { [("app", $0)] }
     private let deadLetters = CounterFamily<[String]>("pushworker_dead_letters_total") { [("queue", $0[0]), ("code", $0[1])] }
     private let registryCommands = CounterFamily<[String]>("pushworker_registry_commands_total") { [("command", $0[0]), ("result", $0[1])] }
@@ -60,8 +70,12 @@ public final class WorkerMetrics: Sendable {
         notifications.increment(NotificationKey(app: app, outcome: outcome, reason: reason))
     }
 
-    func job(_ outcome: JobOutcome, code: String? = nil) {
-        jobs.increment(JobKey(outcome: outcome, code: code))
+    func job(_ outcome: JobOutcome, code: String? = nil, lane: Lane) {
+        jobs.increment(JobKey(outcome: outcome, code: code, lane: lane))
+    }
+
+    func jobTook(_ duration: Duration, lane: Lane) {
+        jobDurations[lane]?.recordNanoseconds(Int64(duration / .nanoseconds(1)))
     }
 
     /// Devices handed on to a delayed retry queue.

@@ -23,6 +23,8 @@ public struct JobPipeline: Sendable {
     }
 
     private let settings: WorkerSettings
+    private let lane: Lane
+    private let publisher: any MessagePublishing
     private let decoder: JobDecoder
     private let processors: [String: JobProcessor]
     private let results: ResultPublisher
@@ -34,27 +36,32 @@ public struct JobPipeline: Sendable {
     private let metrics: WorkerMetrics
     private let logger: Logger
 
+    /// - Parameter lane: the queue the deliveries come from; the now lane hands chunks of split
+    ///   jobs on to the bulk lane, and its devices go ahead of the bulk lane's for APNs.
     public init(
-        settings: WorkerSettings, apps: [App], publisher: any MessagePublishing, resolver: any AudienceResolver = ExplicitTokenResolver(),
-        feedback: (any DeviceFeedback)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        settings: WorkerSettings, lane: Lane = .now, apps: [App], publisher: any MessagePublishing,
+        resolver: any AudienceResolver = ExplicitTokenResolver(), feedback: (any DeviceFeedback)? = nil,
+        metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         let results = ResultPublisher(publisher: publisher)
         self.settings = settings
+        self.lane = lane
+        self.publisher = publisher
         self.decoder = JobDecoder(apps: Dictionary(apps.map { ($0.name, $0.topic) }, uniquingKeysWith: { first, _ in first }))
         self.processors = Dictionary(
             apps.map { app in
                 (app.name, JobProcessor(
                     client: app.sender, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
-                    feedback: feedback, metrics: metrics, logger: logger))
+                    lane: lane, feedback: feedback, metrics: metrics, logger: logger))
             },
             uniquingKeysWith: { first, _ in first })
         self.results = results
         self.replyQueues = ReplyQueues(publisher: publisher)
         self.resolver = resolver
-        self.splitter = JobSplitter(publisher: publisher, jobsQueue: settings.queues.jobs, chunkSize: settings.chunkSize, logger: logger)
+        self.splitter = JobSplitter(publisher: publisher, chunksQueue: settings.queues.bulkJobs, chunkSize: settings.chunkSize, logger: logger)
         self.retries = RetryHandOff(
             publisher: publisher, queues: settings.queues, delaysMilliseconds: settings.retryDelaysMilliseconds, metrics: metrics, logger: logger)
-        self.refusal = JobRefusal(publisher: publisher, results: results, queues: settings.queues, metrics: metrics, logger: logger)
+        self.refusal = JobRefusal(publisher: publisher, results: results, queues: settings.queues, lane: lane, metrics: metrics, logger: logger)
         self.metrics = metrics
         self.logger = logger
     }
@@ -62,6 +69,18 @@ public struct JobPipeline: Sendable {
     /// Sees one job through. Never throws: every failure ends in a settlement, and a job is
     /// acknowledged only once its results, chunks, hand-ons or dead letter are confirmed.
     public func run(_ delivery: JobDelivery) async -> JobSettlement {
+        let start = ContinuousClock.now
+        let settlement = await process(delivery)
+        metrics.jobTook(ContinuousClock.now - start, lane: lane)
+        return settlement
+    }
+
+    private func process(_ delivery: JobDelivery) async -> JobSettlement {
+        if lane == .now, let chunk = delivery.chunk, chunk != RetryHandOff.wholeJobChunk, delivery.streamed == nil {
+            // A split job's chunk on the now lane: back from a retry round (the retry queues
+            // return to the jobs queue), replayed there, or split by a worker without lanes.
+            return await handToBulkLane(delivery, chunk: chunk)
+        }
         var job: PushJob
         var streamed: DeviceTokenList?
         do {
@@ -97,7 +116,7 @@ public struct JobPipeline: Sendable {
                 }
                 job.audience.tokens = []  // held once, in `explicit`
                 guard let whole = try await resolve(job, explicit: explicit, from: delivery, replyTo: replyTo, unresolved: &unresolved) else {
-                    metrics.job(.split)
+                    metrics.job(.split, lane: lane)
                     return .acknowledge  // split into chunk jobs, all confirmed
                 }
                 audience = whole
@@ -111,11 +130,11 @@ public struct JobPipeline: Sendable {
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }
-            metrics.job(.done, code: unresolved?.code.rawValue)
+            metrics.job(.done, code: unresolved?.code.rawValue, lane: lane)
             return .acknowledge
         } catch {
             logger.error("job failed; returning it to the queue", metadata: ["job": "\(job.id)", "error": "\(error)"])
-            metrics.job(.requeued)
+            metrics.job(.requeued, lane: lane)
             return .requeue
         }
     }
@@ -141,7 +160,7 @@ public struct JobPipeline: Sendable {
         var error: JobError?
         try await resolver.resolve(job, explicit: explicit, pageSize: Self.pageSize) { audience in
             error = unresolvedError(audience.unresolved, of: job)
-            if delivery.chunk == nil && audience.count > settings.chunkSize {
+            if delivery.chunk == nil && audience.count > settings.nowMaxDevices {
                 // Before the chunks: once they are confirmed, nothing may send the job back.
                 if let error { try await publishUnresolved(error, of: job, to: replyTo) }
                 try await splitter.split(job, audience, from: delivery)
@@ -156,6 +175,24 @@ public struct JobPipeline: Sendable {
         }
         unresolved = error
         return whole
+    }
+
+    /// Republishes a chunk as it is to the bulk lane, confirmed, and acknowledges it here.
+    private func handToBulkLane(_ delivery: JobDelivery, chunk: String) async -> JobSettlement {
+        var properties = delivery.properties
+        properties.headers = JobSplitter.ownHeaders(properties.headers)
+        properties.persistent = true
+        do {
+            try await publisher.publish(.toQueue(settings.queues.bulkJobs, body: delivery.body, properties: properties))
+            metrics.job(.movedToBulk, lane: lane)
+            return .acknowledge
+        } catch {
+            logger.error("cannot hand a chunk on to the bulk lane; returning it to the queue", metadata: [
+                "job": "\(delivery.properties.messageID ?? "unknown")", "chunk": "\(chunk)", "error": "\(error)",
+            ])
+            metrics.job(.requeued, lane: lane)
+            return .requeue
+        }
     }
 
     /// Devices read from the registry at a time.

@@ -18,6 +18,8 @@ public struct JobProcessor: Sendable {
     public var appName: String
     public var results: ResultPublisher
     public var retry: RetryPolicy
+    /// The lane the processor serves, which sets its claim on the admission slots.
+    public var lane: Lane
     /// Told of devices APNs rejected for good (the registry, when there is one).
     public var feedback: (any DeviceFeedback)?
     public var metrics: WorkerMetrics
@@ -25,8 +27,10 @@ public struct JobProcessor: Sendable {
 
     public init(
         client: any NotificationSending, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
-        feedback: (any DeviceFeedback)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger = Logger(label: "pushworker.job")
+        lane: Lane = .now, feedback: (any DeviceFeedback)? = nil, metrics: WorkerMetrics = WorkerMetrics(),
+        logger: Logger = Logger(label: "pushworker.job")
     ) {
+        self.lane = lane
         self.metrics = metrics
         self.client = client
         self.topic = topic
@@ -102,12 +106,13 @@ public struct JobProcessor: Sendable {
         // is confirmed. Children report into one tally and are discarded as they finish, so a
         // finished device holds no memory while the rest of the job waits for slots.
         let admission = client.admission
+        let priority = lane.admission
         try await withThrowingDiscardingTaskGroup { group in
             var next = recipients.startIndex
             while next < recipients.endIndex {
-                await admission.acquire()
+                await admission.acquire(priority)
                 var taken = 1
-                while taken < min(Self.batchSize, recipients.endIndex - next), admission.tryAcquire() { taken += 1 }
+                while taken < min(Self.batchSize, recipients.endIndex - next), admission.tryAcquire(priority) { taken += 1 }
                 // A device whose result could not be published failed the group: send no more of
                 // a job that goes back to the queue.
                 guard !group.isCancelled else {

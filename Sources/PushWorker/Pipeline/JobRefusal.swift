@@ -7,8 +7,12 @@ struct JobRefusal: Sendable {
     let publisher: any MessagePublishing
     let results: ResultPublisher
     let queues: WorkerSettings.Names
+    let lane: Lane
     let metrics: WorkerMetrics
     let logger: Logger
+
+    /// The lane's queue, which a replayed dead letter goes back to.
+    private var queue: String { lane == .now ? queues.jobs : queues.bulkJobs }
 
     func refuse(_ delivery: JobDelivery, _ error: JobError) async -> JobSettlement {
         let jobID = delivery.properties.messageID ?? "unknown"
@@ -18,21 +22,21 @@ struct JobRefusal: Sendable {
             // dead-letters the original (x-death reason "rejected"); the reason is in the log
             // line above and in the error summary.
             await sendErrorSummary(delivery, jobID: jobID, error)
-            metrics.job(.refused, code: error.code.rawValue)
-            metrics.deadLetter(queue: queues.jobs, code: error.code.rawValue)
+            metrics.job(.refused, code: error.code.rawValue, lane: lane)
+            metrics.deadLetter(queue: queue, code: error.code.rawValue)
             return .reject
         }
         do {
             try await publisher.publish(AMQPMessage(
-                exchange: queues.deadLetterExchange, routingKey: queues.jobs, body: delivery.body,
-                properties: DeadLetter.properties(refusing: delivery.properties, from: queues.jobs, error), mandatory: true))
+                exchange: queues.deadLetterExchange, routingKey: queue, body: delivery.body,
+                properties: DeadLetter.properties(refusing: delivery.properties, from: queue, error), mandatory: true))
         } catch {
             logger.error("cannot dead-letter the job; returning it to the queue", metadata: ["job": "\(jobID)", "error": "\(error)"])
-            metrics.job(.requeued)
+            metrics.job(.requeued, lane: lane)
             return .requeue
         }
-        metrics.job(.refused, code: error.code.rawValue)
-        metrics.deadLetter(queue: queues.jobs, code: error.code.rawValue)
+        metrics.job(.refused, code: error.code.rawValue, lane: lane)
+        metrics.deadLetter(queue: queue, code: error.code.rawValue)
         await sendErrorSummary(delivery, jobID: jobID, error)
         return .acknowledge
     }

@@ -1,14 +1,15 @@
 import AMQP
 import Logging
 
-/// Republishes a large job as chunk jobs on the jobs queue, so every worker can take a share.
+/// Republishes a large job as chunk jobs on the bulk lane's queue, so every worker can take a share
+/// and the jobs queue stays free for small jobs.
 /// Chunks are made from the resolved audience as its pages arrive, each carrying its devices as
 /// `(token, user)` pairs (and those preferences filtered), so no worker resolves them again and a
 /// million-device group is never held whole. All chunks are confirmed before the original is
 /// acknowledged; a crash in between only repeats chunks.
 struct JobSplitter: Sendable {
     let publisher: any MessagePublishing
-    let jobsQueue: String
+    let chunksQueue: String
     let chunkSize: Int
     let logger: Logger
 
@@ -29,7 +30,7 @@ struct JobSplitter: Sendable {
                 properties.headers = headers
                 properties.persistent = true
                 properties.messageID = "\(job.id)#\(published + 1)"
-                let message = AMQPMessage.toQueue(jobsQueue, body: try job.chunkBody(devices: chunk.recipients, filtered: chunk.filtered), properties: properties)
+                let message = AMQPMessage.toQueue(chunksQueue, body: try job.chunkBody(devices: chunk.recipients, filtered: chunk.filtered), properties: properties)
                 group.addTask { try await publisher.publish(message) }
                 published += 1
                 devices += chunk.count

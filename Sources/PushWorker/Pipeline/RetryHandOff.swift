@@ -13,12 +13,15 @@ struct RetryHandOff: Sendable {
     let metrics: WorkerMetrics
     let logger: Logger
 
+    /// The chunk header of a retry job of a job sent whole (not split): it stays in the now lane.
+    static let wholeJobChunk = "retry"
+
     func handOn(_ job: PushJob, _ recipients: [Recipient], from delivery: JobDelivery) async throws {
         let round = Int(delivery.properties.headers?[WireHeader.retryRound]?.intValue ?? 0)
         let delay = delaysMilliseconds[min(round, delaysMilliseconds.count - 1)]
         var properties = delivery.properties
         var headers = JobSplitter.ownHeaders(properties.headers)
-        headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string("retry")
+        headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string(Self.wholeJobChunk)
         headers[WireHeader.attempts] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
         headers[WireHeader.retryRound] = .int64(Int64(round + 1))
         properties.headers = headers

@@ -4,16 +4,26 @@ import CoreMetrics
 import Logging
 import ServiceLifecycle
 
-/// The service around the `JobPipeline`: consumes push jobs, hands each to the pipeline, settles
-/// the delivery as the pipeline says, and shuts down gracefully.
+/// The service around the `JobPipeline`s: consumes push jobs from both lanes, hands each to its
+/// lane's pipeline, settles the delivery as the pipeline says, and shuts down gracefully.
+///
+/// Each lane has a consumer and a results publisher of its own (a connection each), so the now
+/// lane's one-device jobs are neither queued behind a broadcast's chunks at the broker nor behind
+/// their results in a publisher's confirm window.
 ///
 /// A job is acknowledged only after its results (or its dead letter) are confirmed by the broker,
 /// so a worker killed at any moment loses nothing: the broker redelivers what was not acked.
 public final class Worker: Service, Sendable {
-    private let consumer: AMQPConsumer
-    private let publisher: AMQPPublisher
+    /// A lane's consumer, publisher and pipeline.
+    private struct Route: Sendable {
+        var lane: Lane
+        var consumer: AMQPConsumer
+        var publisher: AMQPPublisher
+        var pipeline: JobPipeline
+    }
+
+    private let routes: [Route]
     private let clients: [APNsClient]
-    private let pipeline: JobPipeline
     private let logger: Logger
     /// Logged with "worker started" once `run` begins: by then the service group traps SIGTERM,
     /// so a signal sent after that line (a test, an orchestrator) stops the worker gracefully.
@@ -24,7 +34,7 @@ public final class Worker: Service, Sendable {
     private let eventSink: AsyncStream<Event>.Continuation
 
     private enum Event: Sendable {
-        case delivery(AMQPDelivery)
+        case delivery(AMQPDelivery, JobPipeline)
         case stop
     }
 
@@ -32,12 +42,10 @@ public final class Worker: Service, Sendable {
     /// held whole; 1 MiB is ~15,000 tokens, well above a chunk job at the default chunk size.
     public static let streamJobsOverBytes = 1 << 20
 
-    private init(consumer: AMQPConsumer, publisher: AMQPPublisher, clients: [APNsClient], pipeline: JobPipeline, started: Logger.Metadata, logger: Logger) {
+    private init(routes: [Route], clients: [APNsClient], started: Logger.Metadata, logger: Logger) {
         self.started = started
-        self.consumer = consumer
-        self.publisher = publisher
+        self.routes = routes
         self.clients = clients
-        self.pipeline = pipeline
         self.logger = logger
         (events, eventSink) = AsyncStream<Event>.makeStream()
     }
@@ -59,17 +67,20 @@ public final class Worker: Service, Sendable {
         var clients: [APNsClient] = []
         var apps: [JobPipeline.App] = []
         for (index, app) in configuration.apps.enumerated() {
-            let client = APNsClient(configuration: try app.clientConfiguration(file: file, index: index), logger: logger)
+            var clientConfiguration = try app.clientConfiguration(file: file, index: index)
+            clientConfiguration.highPriorityReserve = settings.lanes.nowReserve(ofMaxInFlight: clientConfiguration.maxInFlight)
+            let client = APNsClient(configuration: clientConfiguration, logger: logger)
             clients.append(client)
             apps.append(JobPipeline.App(name: app.name, topic: app.topic, sender: client))
         }
         health.appsLoaded()
         sampleGauges(of: clients, into: metrics)
-        let publishing = health.observed(amqp, name: "pushworker results", as: "publisher")
-        let consuming = health.observed(amqp, name: "pushworker jobs", as: "jobs")
-        let publisher: AMQPPublisher
+        var publishers: [AMQPPublisher] = []
         do {
-            publisher = try await AMQPPublisher.connect(publishing, logger: logger)
+            // The first declares the topology; a queue declared with other arguments fails it.
+            for (name, label) in [("pushworker results", "publisher"), ("pushworker bulk results", "bulk publisher")] {
+                publishers.append(try await AMQPPublisher.connect(health.observed(amqp, name: name, as: label), logger: logger))
+            }
         } catch let error as AMQPError where error.replyCode == 406 {
             // A queue exists with other arguments than configured: an upgrade (classic results or
             // retry queues now quorum), or a changed delivery limit.
@@ -77,18 +88,26 @@ public final class Worker: Service, Sendable {
                 error.kind,
                 "\(error). A queue's type and arguments cannot change in place: with the workers stopped, `pushworker queues migrate --config \(file)` redeclares it as configured and keeps its messages (docs/operations.md)")
         }
-        let pipeline = JobPipeline(
-            settings: settings, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(), feedback: registry,
-            metrics: metrics, logger: logger)
-        let consumer = try await AMQPConsumer.connect(
-            consuming, queue: settings.queues.jobs, prefetch: UInt16(settings.amqp.prefetch),
-            streaming: AMQPBodyStreaming(threshold: streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
-            logger: logger)
+        var routes: [Route] = []
+        for (lane, publisher) in zip([Lane.now, .bulk], publishers) {
+            let pipeline = JobPipeline(
+                settings: settings, lane: lane, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
+                feedback: registry, metrics: metrics, logger: logger)
+            let (queue, prefetch, name, label) = lane == .now
+                ? (settings.queues.jobs, settings.lanes.nowPrefetch, "pushworker jobs", "jobs")
+                : (settings.queues.bulkJobs, settings.amqp.prefetch, "pushworker bulk jobs", "bulk jobs")
+            let consumer = try await AMQPConsumer.connect(
+                health.observed(amqp, name: name, as: label), queue: queue, prefetch: UInt16(prefetch),
+                streaming: AMQPBodyStreaming(threshold: streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
+                logger: logger)
+            routes.append(Route(lane: lane, consumer: consumer, publisher: publisher, pipeline: pipeline))
+        }
         let started: Logger.Metadata = [
-            "queue": "\(settings.queues.jobs)", "prefetch": "\(settings.amqp.prefetch)",
+            "queue": "\(settings.queues.jobs)", "prefetch": "\(settings.lanes.nowPrefetch)",
+            "bulk_queue": "\(settings.queues.bulkJobs)", "bulk_prefetch": "\(settings.amqp.prefetch)",
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
         ]
-        return Worker(consumer: consumer, publisher: publisher, clients: clients, pipeline: pipeline, started: started, logger: logger)
+        return Worker(routes: routes, clients: clients, started: started, logger: logger)
     }
 
     /// Requests in flight and open connections per app, read at each scrape.
@@ -124,26 +143,28 @@ public final class Worker: Service, Sendable {
     }
 
     private func consume() async throws {
-        let feeder = Task { [consumer, eventSink, logger] in
-            do {
-                for try await delivery in consumer { eventSink.yield(.delivery(delivery)) }
-            } catch {
-                logger.error("the job consumer stopped", metadata: ["error": "\(error)"])
+        let feeders = routes.map { route in
+            Task { [eventSink, logger] in
+                do {
+                    for try await delivery in route.consumer { eventSink.yield(.delivery(delivery, route.pipeline)) }
+                } catch {
+                    logger.error("a job consumer stopped", metadata: ["lane": "\(route.lane)", "error": "\(error)"])
+                }
+                eventSink.yield(.stop)
             }
-            eventSink.yield(.stop)
         }
         // Discarding: a plain task group keeps every finished child until `next()` collects it,
         // which this loop never calls; a worker then held a few KiB per job it had ever taken.
         await withDiscardingTaskGroup { jobs in
             for await event in events {
-                guard case .delivery(let delivery) = event else { break }
-                jobs.addTask { await self.settle(delivery, as: await self.pipeline.run(JobDelivery(delivery))) }
+                guard case .delivery(let delivery, let pipeline) = event else { break }
+                jobs.addTask { await self.settle(delivery, as: await pipeline.run(JobDelivery(delivery))) }
             }
         }
         // Deliveries received but not started go back to the queue when the connection closes.
-        await consumer.close()
-        feeder.cancel()
-        await publisher.close()
+        for route in routes { await route.consumer.close() }
+        for feeder in feeders { feeder.cancel() }
+        for route in routes { await route.publisher.close() }
         for client in clients { client.shutdown() }
         logger.info("worker stopped")
     }

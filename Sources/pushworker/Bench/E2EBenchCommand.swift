@@ -38,6 +38,9 @@ struct E2EBenchCommand: AsyncParsableCommand {
     var resultsType: WorkerSettings.QueueType = .quorum
     @Option(help: "Worker processes sharing the job; on a cluster (--amqp listing its nodes) worker i prefers node i.")
     var workers = 1
+    @Flag(help: "Instead: time a broadcast of --count devices (results: failures) alone, then with one-device jobs published every --interval-ms while it runs, then alone again: the one-device jobs' latency and the broadcast's rate with them.")
+    var lanes = false
+    @Option(name: .customLong("interval-ms"), help: "With --lanes: milliseconds between one-device jobs.") var intervalMilliseconds = 250
     @Option(name: .customLong("compare-metrics"), help: "Instead: time the job this many times with metrics off and as many with metrics on (a new worker each, in the order off, on, on, off, …), and compare.")
     var compareMetrics: Int?
 
@@ -123,6 +126,18 @@ struct E2EBenchCommand: AsyncParsableCommand {
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(Self.oneDeviceJob(id: "warm-up", index: 0).utf8)))
         guard let warmUp = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
         try await warmUp.ack()
+
+        if lanes {
+            try await LaneBench(
+                publisher: publisher, jobsQueue: "\(prefix).jobs", count: count, interval: .milliseconds(intervalMilliseconds), workersCPU: workersCPU
+            ).measure(results: &iterator)
+            print(String(format: "worker peak memory (VmHWM of the pushworker run process) %.1f MiB", Double(PeakMemory.kibibytes(of: worker.processIdentifier)) / 1024))
+            worker.terminate()
+            try await Self.waitForExit(worker)
+            await results.close()
+            await publisher.close()
+            return
+        }
 
         // Throughput: one job of `count` tokens, from publish to its last result.
         var body = #"{"id": "bench", "audience": {"tokens": ["#

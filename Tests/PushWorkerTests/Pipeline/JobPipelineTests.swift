@@ -13,11 +13,14 @@ import Testing
 struct JobPipelineTests {
     static func token(_ index: Int) -> String { String(format: "%064x", 0xC000 + index) }
     static let results = "push.results"
+    static let bulk = "push.jobs.bulk"
 
     struct Harness {
         let sender: ScriptedSender
         let publisher: RecordingPublisher
+        /// The now lane's pipeline, which takes producers' jobs.
         let pipeline: JobPipeline
+        let bulk: JobPipeline
 
         init(
             script: [String: [ScriptedSender.Answer]] = [:], chunkSize: Int = 3, inProcessAttempts: Int = 3,
@@ -33,18 +36,19 @@ struct JobPipelineTests {
             settings.retryDelaysMilliseconds = [100]
             sender = ScriptedSender(script)
             publisher = RecordingPublisher(queues: queues, failure: failure)
-            pipeline = JobPipeline(
-                settings: settings, apps: [JobPipeline.App(name: "demo", topic: "com.example.app", sender: sender)],
-                publisher: publisher, resolver: resolver, logger: Logger(label: "test.pipeline"))
+            let apps = [JobPipeline.App(name: "demo", topic: "com.example.app", sender: sender)]
+            pipeline = JobPipeline(settings: settings, lane: .now, apps: apps, publisher: publisher, resolver: resolver, logger: Logger(label: "test.pipeline"))
+            bulk = JobPipeline(settings: settings, lane: .bulk, apps: apps, publisher: publisher, resolver: resolver, logger: Logger(label: "test.pipeline"))
         }
 
         func run(_ json: String, properties: AMQPProperties = AMQPProperties(messageID: "m-1")) async -> JobSettlement {
             await pipeline.run(JobDelivery(body: Array(json.utf8), properties: properties))
         }
 
-        /// A message the pipeline published, fed back to it as the broker would deliver it.
+        /// A message the pipeline published, fed back to the lane of the queue it went to, as the
+        /// broker would deliver it (a retry job comes back to the jobs queue, the now lane).
         func run(_ message: AMQPMessage) async -> JobSettlement {
-            await pipeline.run(JobDelivery(body: message.body, properties: message.properties))
+            await (message.routingKey == JobPipelineTests.bulk ? bulk : pipeline).run(JobDelivery(body: message.body, properties: message.properties))
         }
     }
 
@@ -111,7 +115,8 @@ struct JobPipelineTests {
         let harness = Harness()
         #expect(await harness.run(Self.job([1, 2, 3, 4, 2, 5])) == .acknowledge)
         #expect(harness.sender.sent.isEmpty)
-        let chunks = harness.publisher.messages(to: "push.jobs")
+        #expect(harness.publisher.messages(to: "push.jobs").isEmpty)
+        let chunks = harness.publisher.messages(to: Self.bulk)
         #expect(chunks.map { $0.properties.headers?[WireHeader.chunk]?.stringValue } == ["1/2", "2/2"])
         #expect(chunks.map(\.properties.messageID) == ["j#1", "j#2"])
         // Each chunk is a job of its own, which the pipeline sends whole.
@@ -120,13 +125,37 @@ struct JobPipelineTests {
         #expect(try harness.publisher.summaries(to: Self.results).map(\.chunk).sorted { ($0 ?? "") < ($1 ?? "") } == ["1/2", "2/2"])
     }
 
-    @Test("a chunk job is never split again, whatever its size")
-    func chunkNotSplit() async {
+    @Test("a chunk job is never split again, whatever its size; one on the now lane (back from a retry round) moves to the bulk lane as it is")
+    func chunkNotSplit() async throws {
         let harness = Harness(chunkSize: 1)
-        let settlement = await harness.run(Self.job([1, 2, 3]), properties: AMQPProperties(headers: [WireHeader.chunk: "2/7"], messageID: "j#2"))
-        #expect(settlement == .acknowledge)
+        let properties = AMQPProperties(headers: [WireHeader.chunk: "2/7", "x-delivery-count": 1, "producer": "p"], messageID: "j#2")
+        #expect(await harness.run(Self.job([1, 2, 3]), properties: properties) == .acknowledge)
+        #expect(harness.sender.sent.isEmpty)
+        let moved = try #require(harness.publisher.messages(to: Self.bulk).first)
+        #expect(harness.publisher.messages.count == 1)
+        #expect(moved.body == Array(Self.job([1, 2, 3]).utf8) && moved.properties.messageID == "j#2")
+        #expect(moved.properties.headers?[WireHeader.chunk] == "2/7" && moved.properties.headers?["producer"] == "p")
+        #expect(moved.properties.headers?["x-delivery-count"] == nil)
+        #expect(await harness.run(moved) == .acknowledge)
         #expect(harness.sender.sent.count == 3)
-        #expect(harness.publisher.messages(to: "push.jobs").isEmpty)
+        #expect(harness.publisher.messages(to: Self.bulk).count == 1 && harness.publisher.messages(to: "push.jobs").isEmpty)
+        #expect(try harness.publisher.summaries(to: Self.results).first?.chunk == "2/7")
+    }
+
+    @Test("a job larger than lanes.now_max_devices but within a chunk goes to the bulk lane as one chunk")
+    func nowMaxDevices() async throws {
+        var settings = WorkerSettings()
+        settings.lanes.nowMaxDevices = 2
+        let sender = ScriptedSender([:])
+        let publisher = RecordingPublisher(queues: [Self.results])
+        let pipeline = JobPipeline(
+            settings: settings, apps: [JobPipeline.App(name: "demo", topic: "com.example.app", sender: sender)], publisher: publisher,
+            logger: Logger(label: "test.pipeline"))
+        #expect(await pipeline.run(JobDelivery(body: Array(Self.job([1, 2]).utf8), properties: AMQPProperties(messageID: "a"))) == .acknowledge)
+        #expect(sender.sent.count == 2 && publisher.messages(to: Self.bulk).isEmpty)
+        #expect(await pipeline.run(JobDelivery(body: Array(Self.job([1, 2, 3]).utf8), properties: AMQPProperties(messageID: "b"))) == .acknowledge)
+        #expect(sender.sent.count == 2)
+        #expect(publisher.messages(to: Self.bulk).map { $0.properties.headers?[WireHeader.chunk]?.stringValue } == ["1/1"])
     }
 
     @Test("devices still failing after this worker's share are handed on with their attempts, and finish in the retry job")
@@ -158,7 +187,7 @@ struct JobPipelineTests {
         let resolver = CountingResolver()
         let harness = Harness(chunkSize: 2, resolver: resolver)
         #expect(await harness.run(Self.job([1, 2, 3])) == .acknowledge)
-        for chunk in harness.publisher.messages(to: "push.jobs") { _ = await harness.run(chunk) }
+        for chunk in harness.publisher.messages(to: Self.bulk) { _ = await harness.run(chunk) }
         #expect(resolver.calls == 1)
         #expect(harness.sender.sent.count == 3)
     }
@@ -170,7 +199,7 @@ struct JobPipelineTests {
         let body = Array(Self.job([5, 1, 3, 1, 4]).utf8)
         body.withUnsafeBytes { reader.receive(RawSpan(_unsafeBytes: $0)) }
         #expect(await harness.pipeline.run(JobDelivery(body: [], streamed: reader, properties: AMQPProperties(messageID: "s"))) == .acknowledge)
-        let tokens = try harness.publisher.messages(to: "push.jobs").flatMap { message in
+        let tokens = try harness.publisher.messages(to: Self.bulk).flatMap { message in
             try JSONDecoder().decode(ChunkAudience.self, from: Data(message.body)).audience.devices.map { $0[0] ?? "" }
         }
         #expect(tokens == [1, 3, 4, 5].map(Self.token))

@@ -46,7 +46,7 @@ struct RegistryPipelineTests {
         let settlement = try await withDeadline { await harness.run(job) }
         #expect(settlement == .acknowledge)
         #expect(harness.sender.sent.isEmpty, "the splitting worker sends nothing")
-        let chunks = harness.publisher.messages(to: "push.jobs")
+        let chunks = harness.publisher.messages(to: JobPipelineTests.bulk)
         // 9 devices of app demo + token 20 = 10 devices in chunks of 4.
         #expect(chunks.compactMap { $0.properties.headers?[WireHeader.chunk]?.stringValue } == ["1/3", "2/3", "3/3"])
         for chunk in chunks { #expect(await harness.run(chunk) == .acknowledge) }
