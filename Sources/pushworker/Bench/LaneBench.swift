@@ -41,10 +41,13 @@ struct LaneBench {
         let start = ContinuousClock.now
         try await publisher.publish(.toQueue(jobsQueue, body: body, properties: AMQPProperties(persistent: true)))
         let sentAt = Mutex<[String: ContinuousClock.Instant]>([:])
+        // Stopped by a flag, not by cancellation, which would cut a publish short.
+        let stop = Atomic<Bool>(false)
         let pacer: Task<Int, Error>? = withSmallJobs ? Task { [publisher, jobsQueue, interval] in
             var index = 0
-            while !Task.isCancelled {
+            while true {
                 try await Task.sleep(for: interval)
+                if stop.load(ordering: .relaxed) { break }
                 let id = "\(label)-one-\(index)"
                 sentAt.withLock { $0[id] = .now }
                 try await publisher.publish(.toQueue(jobsQueue, body: Array(E2EBenchCommand.oneDeviceJob(id: id, index: index).utf8)))
@@ -65,14 +68,13 @@ struct LaneBench {
                 devices += try JSONDecoder().decode(JobSummary.self, from: Data(delivery.body)).devices
                 if devices >= count {
                     broadcastEnd = .now
-                    pacer?.cancel()
+                    stop.store(true, ordering: .relaxed)
                     published = try await pacer?.value ?? 0
                 }
             } else if let sent = sentAt.withLock({ $0[id] }) {
                 latencies.append((ContinuousClock.now - sent) / .milliseconds(1))
             }
         }
-        if let pacer, published == nil { pacer.cancel() }
         let seconds = (broadcastEnd! - start) / .seconds(1)
         return Run(seconds: seconds, cpuPerDevice: (workersCPU() - cpuBefore) / Double(count) * 1e6, latencies: latencies.sorted())
     }
