@@ -11,6 +11,9 @@ public final class ProviderTokenSource: Sendable {
     private let key: ES256Key
     private let clock: @Sendable () -> Date
     private let state = Mutex<ProviderToken?>(nil)
+    /// Told of each token this source signs itself (none agreed in time, or APNs called the
+    /// current one expired), with the token it replaces: the fleet's agreement publishes it.
+    private let signedHere = Mutex<(@Sendable (_ fresh: ProviderToken, _ replaced: ProviderToken?) -> Void)?>(nil)
     /// Tokens signed: one every 50 minutes per key is healthy; more means APNs keeps calling them
     /// expired (a clock or key problem).
     private let signings: CoreMetrics.Counter
@@ -59,12 +62,56 @@ public final class ProviderTokenSource: Sendable {
 
     private func sign(into token: inout ProviderToken?, at now: Date) -> Result<ProviderToken, APNsCredentialError> {
         do {
+            let replaced = token
             let fresh = try ProviderToken.sign(keyID: keyID, teamID: teamID, issuedAt: now, key: key)
             token = fresh
             signings.increment()
+            if let hook = signedHere.withLock({ $0 }) { hook(fresh, replaced) }
             return .success(fresh)
         } catch {
             return .failure(error)
         }
     }
+
+    // MARK: One token for a fleet of workers
+
+    /// The token requests use now, if any; never signs.
+    public var installed: ProviderToken? { state.withLock { $0 } }
+
+    /// Signs a token without using it yet: a candidate the fleet may agree on.
+    public func signCandidate() throws(APNsCredentialError) -> ProviderToken {
+        let fresh = try ProviderToken.sign(keyID: keyID, teamID: teamID, issuedAt: clock(), key: key)
+        signings.increment()
+        return fresh
+    }
+
+    /// Makes `token` (signed by this key, see `verified(_:)`) the one requests use from now on.
+    public func adopt(_ token: ProviderToken) {
+        precondition(token.keyID == keyID && token.teamID == teamID, "a token of another key")
+        state.withLock { $0 = token }
+    }
+
+    /// Installs the closure told of every token this source signs itself (see `signedHere`).
+    public func onSignedHere(_ hook: @escaping @Sendable (_ fresh: ProviderToken, _ replaced: ProviderToken?) -> Void) {
+        signedHere.withLock { $0 = hook }
+    }
+
+    /// The token a JWT is, when it is an ES256 token of this key and team signed by this key (as
+    /// another worker publishes it); nil for anything else, so no one else's message can put a
+    /// token into use.
+    public func verified(_ jwt: String) -> ProviderToken? {
+        let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let header = Base64URL.decode(parts[0]), let claims = Base64URL.decode(parts[1]),
+            let signature = Base64URL.decode(parts[2]),
+            let headerFields = try? JSONSerialization.jsonObject(with: Data(header)) as? [String: Any],
+            let claimFields = try? JSONSerialization.jsonObject(with: Data(claims)) as? [String: Any],
+            headerFields["alg"] as? String == "ES256", headerFields["kid"] as? String == keyID,
+            claimFields["iss"] as? String == teamID, let iat = (claimFields["iat"] as? NSNumber)?.int64Value
+        else { return nil }
+        guard key.verify(signature, of: Array((parts[0] + "." + parts[1]).utf8)) else { return nil }
+        return ProviderToken(jwt: jwt, keyID: keyID, teamID: teamID, issuedAt: Date(timeIntervalSince1970: Double(iat)))
+    }
+
+    /// Now, by the clock this source signs with.
+    public var now: Date { clock() }
 }

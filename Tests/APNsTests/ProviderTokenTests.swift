@@ -107,6 +107,35 @@ struct ProviderTokenTests {
         #expect(try source.current() == third)
     }
 
+    @Test("a token another worker published is taken only when this key signed it for this team; a token signed here tells the hook what it replaces")
+    func verifiedAndAdopted() throws {
+        let key = try ES256Key.privateKey(pem: try TestKeys.newP8())
+        let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
+        let source = ProviderTokenSource(keyID: "K", teamID: "T", key: key, clock: { clock.now })
+        let peer = ProviderTokenSource(keyID: "K", teamID: "T", key: key, clock: { clock.now })
+        let theirs = try peer.signCandidate()
+        #expect(source.verified(theirs.jwt) == theirs)
+        #expect(peer.installed == nil, "a candidate is not in use until adopted")
+
+        let otherKey = try ES256Key.privateKey(pem: try TestKeys.newP8())
+        #expect(source.verified(try ProviderToken.sign(keyID: "K", teamID: "T", issuedAt: clock.now, key: otherKey).jwt) == nil)
+        #expect(source.verified(try ProviderToken.sign(keyID: "K2", teamID: "T", issuedAt: clock.now, key: key).jwt) == nil)
+        #expect(source.verified(try ProviderToken.sign(keyID: "K", teamID: "T2", issuedAt: clock.now, key: key).jwt) == nil)
+        var tampered = Array(theirs.jwt.utf8)
+        tampered[tampered.count - 3] = tampered[tampered.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(source.verified(String(decoding: tampered, as: UTF8.self)) == nil)
+        #expect(source.verified("not.a.token") == nil && source.verified("") == nil)
+
+        let signed = Locked<[(ProviderToken, ProviderToken?)]>([])
+        source.onSignedHere { fresh, replaced in signed.withLock { $0.append((fresh, replaced)) } }
+        source.adopt(theirs)
+        #expect(try source.current() == theirs && signed.value.isEmpty, "an adopted token is used, nothing signed")
+        clock.advance(50 * 60)
+        let own = try source.current()
+        #expect(own != theirs)
+        #expect(signed.value.count == 1 && signed.value.first?.0 == own && signed.value.first?.1 == theirs)
+    }
+
     @Test("many tasks asking at once all get the same token")
     func concurrency() async throws {
         let key = try ES256Key.privateKey(pem: try TestKeys.newP8())

@@ -152,7 +152,7 @@ struct OperatorEndpointTests {
         let ready = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
         // Each connection named with the node it is on, the password masked.
         let node = "amqp://\(broker.address.user):***@127.0.0.1:\(brokerPort)/"
-        #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok: publisher → \#(node), bulk publisher → \#(node), jobs → \#(node), bulk jobs → \#(node), registry-replies → \#(node), registry → \#(node)","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
+        #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok: publisher → \#(node), bulk publisher → \#(node), jobs → \#(node), bulk jobs → \#(node), tokens → \#(node), registry-replies → \#(node), registry → \#(node)","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
         #expect(worker.log.contains("worker started"))
         #expect(try await worker.stop() == 0, "\(worker.log)")
     }

@@ -47,6 +47,7 @@ public enum EffectiveConfiguration {
                 ("delivery_limit", scalar(settings.queues.deliveryLimit)),
                 ("results_type", scalar(settings.queues.resultsType.rawValue)),
                 ("retry_type", scalar(settings.queues.retryType.rawValue)),
+                ("tokens", scalar(settings.queues.tokensExchange)),
             ])),
             ("lanes", mapping([
                 ("now_prefetch", scalar(settings.lanes.nowPrefetch)),
@@ -59,6 +60,7 @@ public enum EffectiveConfiguration {
             ("retry_delays_ms", Node.sequence(.init(settings.retryDelaysMilliseconds.map { scalar($0) }, .implicit, .flow))),
             ("retry_initial_delay_ms", scalar(settings.retryInitialDelayMilliseconds)),
             ("shutdown_grace_seconds", scalar(settings.shutdownGraceSeconds)),
+            ("share_provider_tokens", scalar(settings.shareProviderTokens ? "true" : "false")),
             ("metrics_address", scalar(try Self.metricsAddress(settings, file: file, environment: environment))),
         ]
         if let registry = settings.registry {

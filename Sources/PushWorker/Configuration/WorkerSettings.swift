@@ -63,6 +63,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var resultsType = QueueType.quorum
         /// The type of the delayed retry queues, as for results.
         public var retryType = QueueType.quorum
+        /// The fanout exchange over which workers agree on one provider token per key. Default: the
+        /// exchange's name + `.tokens`.
+        public var tokens: String?
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case exchange, jobs, bulk, results, registry
@@ -73,6 +76,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             case deliveryLimit = "delivery_limit"
             case resultsType = "results_type"
             case retryType = "retry_type"
+            case tokens
         }
 
         public init() {}
@@ -92,7 +96,11 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             deliveryLimit = try container.decodeIfPresent(Int.self, forKey: .deliveryLimit) ?? deliveryLimit
             resultsType = try container.decodeIfPresent(QueueType.self, forKey: .resultsType) ?? resultsType
             retryType = try container.decodeIfPresent(QueueType.self, forKey: .retryType) ?? retryType
+            tokens = try container.decodeIfPresent(String.self, forKey: .tokens)
         }
+
+        /// The provider-token exchange in force.
+        public var tokensExchange: String { tokens ?? "\(exchange).tokens" }
 
         /// The bulk lane's queue in force.
         public var bulkJobs: String { bulk ?? "\(jobs).bulk" }
@@ -127,7 +135,10 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         let retryArguments: AMQPTable = names.retryType == .quorum
             ? ["x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"] : [:]
         var topology = AMQPTopology(
-            exchanges: [.init(names.exchange, type: "topic"), .init(names.deadLetterExchange, type: "fanout")],
+            exchanges: [
+                .init(names.exchange, type: "topic"), .init(names.deadLetterExchange, type: "fanout"),
+                .init(names.tokensExchange, type: "fanout"),
+            ],
             queues: [
                 .durable(names.jobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
                 .durable(names.bulkJobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
@@ -225,6 +236,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     public var retryInitialDelayMilliseconds = 200
     /// Seconds a worker takes to finish what it holds after SIGTERM.
     public var shutdownGraceSeconds = 30
+    /// Whether the workers agree on one provider token per key over the broker (the tokens
+    /// exchange), so APNs sees one token however many replicas run; false: each signs its own.
+    public var shareProviderTokens = true
     /// `host:port` of `/metrics`, `/healthz` and `/readyz`; nil (`null` in the file) serves none.
     /// Loopback by default: a container or pod sets `0.0.0.0:9090` for its scraper and probes.
     public var metricsAddress: String? = "127.0.0.1:9090"
@@ -239,6 +253,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         case retryDelaysMilliseconds = "retry_delays_ms"
         case retryInitialDelayMilliseconds = "retry_initial_delay_ms"
         case shutdownGraceSeconds = "shutdown_grace_seconds"
+        case shareProviderTokens = "share_provider_tokens"
         case metricsAddress = "metrics_address"
     }
 
@@ -256,6 +271,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         chunkSize = try container.decodeIfPresent(Int.self, forKey: .chunkSize) ?? chunkSize
         retryInitialDelayMilliseconds = try container.decodeIfPresent(Int.self, forKey: .retryInitialDelayMilliseconds) ?? retryInitialDelayMilliseconds
         shutdownGraceSeconds = try container.decodeIfPresent(Int.self, forKey: .shutdownGraceSeconds) ?? shutdownGraceSeconds
+        shareProviderTokens = try container.decodeIfPresent(Bool.self, forKey: .shareProviderTokens) ?? shareProviderTokens
         // Absent: the default; present as null: off.
         if container.contains(.metricsAddress) {
             metricsAddress = try container.decodeNil(forKey: .metricsAddress) ? nil : try container.decode(String.self, forKey: .metricsAddress)

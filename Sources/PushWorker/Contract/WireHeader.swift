@@ -22,6 +22,9 @@ public enum WireHeader {
     public static let retryRound = "x-pushworker-retry-round"
     /// On a replayed dead letter: how often operators have replayed it.
     public static let replays = "x-pushworker-replays"
+    /// On a provider token a worker signed because APNs called the fleet's token expired: the
+    /// `iat` (unix seconds) of the token it replaces, which every worker then drops at once.
+    public static let supersedes = "x-pushworker-supersedes-iat"
 
     /// The broker's bookkeeping of a message's past (dead-lettering, quorum delivery count): not
     /// carried over to the jobs the worker publishes from it, where it would only mislead.

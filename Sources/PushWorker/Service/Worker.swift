@@ -1,4 +1,5 @@
 import AMQP
+import APNs
 import APNsHTTP2
 import CoreMetrics
 import Logging
@@ -24,6 +25,9 @@ public final class Worker: Service, Sendable {
 
     private let routes: [Route]
     private let clients: [APNsClient]
+    /// The fleet's one provider token per key; nil without token apps or with
+    /// `share_provider_tokens: false`.
+    private let tokens: ProviderTokenAgreement?
     private let logger: Logger
     /// Logged with "worker started" once `run` begins: by then the service group traps SIGTERM,
     /// so a signal sent after that line (a test, an orchestrator) stops the worker gracefully.
@@ -42,10 +46,11 @@ public final class Worker: Service, Sendable {
     /// held whole; 1 MiB is ~15,000 tokens, well above a chunk job at the default chunk size.
     public static let streamJobsOverBytes = 1 << 20
 
-    private init(routes: [Route], clients: [APNsClient], started: Logger.Metadata, logger: Logger) {
+    private init(routes: [Route], clients: [APNsClient], tokens: ProviderTokenAgreement?, started: Logger.Metadata, logger: Logger) {
         self.started = started
         self.routes = routes
         self.clients = clients
+        self.tokens = tokens
         self.logger = logger
         (events, eventSink) = AsyncStream<Event>.makeStream()
     }
@@ -66,8 +71,14 @@ public final class Worker: Service, Sendable {
         let amqp = try settings.amqpConfiguration(file: file)
         var clients: [APNsClient] = []
         var apps: [JobPipeline.App] = []
+        /// One source per key and team, whichever apps use it: one token per key from this worker.
+        var tokenSources: [String: ProviderTokenSource] = [:]
         for (index, app) in configuration.apps.enumerated() {
             var clientConfiguration = try app.clientConfiguration(file: file, index: index)
+            if case .token(let source) = clientConfiguration.authentication {
+                let name = ProviderTokenAgreement.name(of: source)
+                if let shared = tokenSources[name] { clientConfiguration.authentication = .token(shared) } else { tokenSources[name] = source }
+            }
             clientConfiguration.highPriorityReserve = settings.lanes.nowReserve(ofMaxInFlight: clientConfiguration.maxInFlight)
             let client = APNsClient(configuration: clientConfiguration, logger: logger)
             clients.append(client)
@@ -88,16 +99,26 @@ public final class Worker: Service, Sendable {
                 error.kind,
                 "\(error). A queue's type and arguments cannot change in place: with the workers stopped, `pushworker queues migrate --config \(file)` redeclares it as configured and keeps its messages (docs/operations.md)")
         }
+        // Registered now, so /readyz says "not connected yet" for them until they are, not ready
+        // while the tokens are agreed on.
+        let consuming = [
+            health.observed(amqp, name: "pushworker jobs", as: "jobs"), health.observed(amqp, name: "pushworker bulk jobs", as: "bulk jobs"),
+        ]
+        var tokens: ProviderTokenAgreement?
+        if settings.shareProviderTokens && !tokenSources.isEmpty {
+            // Before any job is taken: the first request already sends the fleet's token.
+            tokens = try await ProviderTokenAgreement.start(
+                sources: Array(tokenSources.values), amqp: health.observed(amqp, name: "pushworker tokens", as: "tokens"),
+                exchange: settings.queues.tokensExchange, publisher: publishers[0], logger: logger)
+        }
         var routes: [Route] = []
-        for (lane, publisher) in zip([Lane.now, .bulk], publishers) {
+        for ((lane, publisher), consuming) in zip(zip([Lane.now, .bulk], publishers), consuming) {
             let pipeline = JobPipeline(
                 settings: settings, lane: lane, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
                 feedback: registry, metrics: metrics, logger: logger)
-            let (queue, prefetch, name, label) = lane == .now
-                ? (settings.queues.jobs, settings.lanes.nowPrefetch, "pushworker jobs", "jobs")
-                : (settings.queues.bulkJobs, settings.amqp.prefetch, "pushworker bulk jobs", "bulk jobs")
+            let (queue, prefetch) = lane == .now ? (settings.queues.jobs, settings.lanes.nowPrefetch) : (settings.queues.bulkJobs, settings.amqp.prefetch)
             let consumer = try await AMQPConsumer.connect(
-                health.observed(amqp, name: name, as: label), queue: queue, prefetch: UInt16(prefetch),
+                consuming, queue: queue, prefetch: UInt16(prefetch),
                 streaming: AMQPBodyStreaming(threshold: streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
                 logger: logger)
             routes.append(Route(lane: lane, consumer: consumer, publisher: publisher, pipeline: pipeline))
@@ -107,7 +128,7 @@ public final class Worker: Service, Sendable {
             "bulk_queue": "\(settings.queues.bulkJobs)", "bulk_prefetch": "\(settings.amqp.prefetch)",
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
         ]
-        return Worker(routes: routes, clients: clients, started: started, logger: logger)
+        return Worker(routes: routes, clients: clients, tokens: tokens, started: started, logger: logger)
     }
 
     /// Requests in flight and open connections per app, read at each scrape.
@@ -164,6 +185,7 @@ public final class Worker: Service, Sendable {
         // Deliveries received but not started go back to the queue when the connection closes.
         for route in routes { await route.consumer.close() }
         for feeder in feeders { feeder.cancel() }
+        await tokens?.stop()
         for route in routes { await route.publisher.close() }
         for client in clients { client.shutdown() }
         logger.info("worker stopped")
