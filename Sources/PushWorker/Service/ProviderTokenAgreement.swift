@@ -57,7 +57,8 @@ public actor ProviderTokenAgreement {
         sources: [ProviderTokenSource], amqp: AMQPConfiguration, exchange: String, publisher: AMQPPublisher, logger: Logger
     ) async throws -> ProviderTokenAgreement {
         var configuration = amqp
-        let queue = "\(exchange).\(ProcessInfo.processInfo.hostName).\(ProcessInfo.processInfo.processIdentifier).\(UUID().uuidString.prefix(8).lowercased())"
+        // (Not the host name: Foundation may look it up in DNS.)
+        let queue = "\(exchange).worker-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8).lowercased())"
         configuration.topology = AMQPTopology(
             exchanges: [.init(exchange, type: "fanout")],
             queues: [.init(queue, durable: false, exclusive: true, autoDelete: true)],
