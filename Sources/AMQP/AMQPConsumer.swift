@@ -29,11 +29,28 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
         streaming: AMQPBodyStreaming? = nil,
         logger: Logger = Logger(label: "pushworker.amqp")
     ) async throws -> AMQPConsumer {
+        try await connect(
+            configuration, queues: [(queue, prefetch)], consumerTag: consumerTag, arguments: arguments, streaming: streaming, logger: logger)
+    }
+
+    /// Consumes several queues over one connection, each with its own prefetch, as one sequence;
+    /// a delivery's `consumerTag` tells them apart (`consumerTag` + `-` + the queue's index).
+    public static func connect(
+        _ configuration: AMQPConfiguration,
+        queues: [(name: String, prefetch: UInt16)],
+        consumerTag: String? = nil,
+        arguments: AMQPTable = [:],
+        streaming: AMQPBodyStreaming? = nil,
+        logger: Logger = Logger(label: "pushworker.amqp")
+    ) async throws -> AMQPConsumer {
+        precondition(!queues.isEmpty, "a consumer needs a queue")
         let (stream, continuation) = AsyncThrowingStream<AMQPDelivery, Error>.makeStream()
+        let tag = consumerTag ?? "pushworker-\(UUID().uuidString.lowercased())"
         let specification = ConsumeSpecification(
-            queue: queue, prefetch: prefetch,
-            consumerTag: consumerTag ?? "pushworker-\(UUID().uuidString.lowercased())", arguments: arguments,
-            streaming: streaming)
+            subscriptions: queues.enumerated().map { index, queue in
+                .init(queue: queue.name, prefetch: queue.prefetch, consumerTag: queues.count == 1 ? tag : "\(tag)-\(index)")
+            },
+            arguments: arguments, streaming: streaming)
         let driver = ConnectionDriver(
             configuration: configuration, confirms: false, consume: specification, deliveries: continuation, logger: logger)
         try await driver.start()

@@ -1,7 +1,8 @@
 import Foundation
 
 /// An APNs provider token: an ES256-signed JWT with header {alg, kid} and claims {iss, iat}.
-public struct ProviderToken: Sendable, Hashable {
+/// It is a bearer credential: its description names the key and the time, never the JWT.
+public struct ProviderToken: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The compact JWT, sent as `authorization: bearer <jwt>`.
     public let jwt: String
     public let keyID: String
@@ -9,6 +10,9 @@ public struct ProviderToken: Sendable, Hashable {
     public let issuedAt: Date
     /// `bearer <jwt>`, made once: every request of the next 50 minutes sends it.
     public let authorization: String
+
+    public var description: String { "provider token of key \(keyID), team \(teamID), issued at \(Int64(issuedAt.timeIntervalSince1970))" }
+    public var debugDescription: String { description }
 
     public init(jwt: String, keyID: String, teamID: String, issuedAt: Date) {
         self.jwt = jwt

@@ -12,8 +12,17 @@ public final class ProviderTokenSource: Sendable {
     private let clock: @Sendable () -> Date
     private let state = Mutex<ProviderToken?>(nil)
     /// Told of each token this source signs itself (none agreed in time, or APNs called the
-    /// current one expired), with the token it replaces: the fleet's agreement publishes it.
-    private let signedHere = Mutex<(@Sendable (_ fresh: ProviderToken, _ replaced: ProviderToken?) -> Void)?>(nil)
+    /// current one expired), after the fact and outside the lock: the fleet's agreement publishes it.
+    private let signedHere = Mutex<(@Sendable (SignedHere) -> Void)?>(nil)
+
+    /// A token this source signed itself, and why.
+    public struct SignedHere: Sendable {
+        public var fresh: ProviderToken
+        /// The token it replaces, if any.
+        public var replaced: ProviderToken?
+        /// APNs called `replaced` expired (rather than: there was none, or it was 50 minutes old).
+        public var replacedAfterRefusal: Bool
+    }
     /// Tokens signed: one every 50 minutes per key is healthy; more means APNs keeps calling them
     /// expired (a clock or key problem).
     private let signings: CoreMetrics.Counter
@@ -34,13 +43,16 @@ public final class ProviderTokenSource: Sendable {
     /// The current token, signing a new one when there is none or it is 50 minutes old.
     public func current() throws(APNsCredentialError) -> ProviderToken {
         let now = clock()
-        let result: Result<ProviderToken, APNsCredentialError> = state.withLock { token in
+        let (result, replaced): (Result<ProviderToken, APNsCredentialError>, ProviderToken??) = state.withLock { token in
             if let existing = token, now.timeIntervalSince(existing.issuedAt) < Self.reuseInterval {
-                return .success(existing)
+                return (.success(existing), nil)
             }
-            return sign(into: &token, at: now)
+            let before = token
+            return (sign(into: &token, at: now), .some(before))
         }
-        return try result.get()
+        let fresh = try result.get()
+        if case .some(let before) = replaced { tell(SignedHere(fresh: fresh, replaced: before, replacedAfterRefusal: false)) }
+        return fresh
     }
 
     /// Called when APNs answered ExpiredProviderToken for `rejected`. Signs a new token unless
@@ -48,25 +60,29 @@ public final class ProviderTokenSource: Sendable {
     /// replacement would only earn TooManyProviderTokenUpdates). Returns the token to retry with.
     public func replace(_ rejected: ProviderToken) throws(APNsCredentialError) -> ProviderToken {
         let now = clock()
-        let result: Result<ProviderToken, APNsCredentialError> = state.withLock { token in
+        let (result, signed): (Result<ProviderToken, APNsCredentialError>, Bool) = state.withLock { token in
             if let existing = token, existing.jwt != rejected.jwt {
-                return .success(existing)
+                return (.success(existing), false)
             }
             if let existing = token, now.timeIntervalSince(existing.issuedAt) < Self.minimumRegenerationInterval {
-                return .success(existing)
+                return (.success(existing), false)
             }
-            return sign(into: &token, at: now)
+            return (sign(into: &token, at: now), true)
         }
-        return try result.get()
+        let fresh = try result.get()
+        if signed { tell(SignedHere(fresh: fresh, replaced: rejected, replacedAfterRefusal: true)) }
+        return fresh
+    }
+
+    private func tell(_ signed: SignedHere) {
+        if let hook = signedHere.withLock({ $0 }) { hook(signed) }
     }
 
     private func sign(into token: inout ProviderToken?, at now: Date) -> Result<ProviderToken, APNsCredentialError> {
         do {
-            let replaced = token
             let fresh = try ProviderToken.sign(keyID: keyID, teamID: teamID, issuedAt: now, key: key)
             token = fresh
             signings.increment()
-            if let hook = signedHere.withLock({ $0 }) { hook(fresh, replaced) }
             return .success(fresh)
         } catch {
             return .failure(error)
@@ -85,14 +101,21 @@ public final class ProviderTokenSource: Sendable {
         return fresh
     }
 
-    /// Makes `token` (signed by this key, see `verified(_:)`) the one requests use from now on.
-    public func adopt(_ token: ProviderToken) {
+    /// Makes `token` (signed by this key, see `verified(_:)`) the one requests use from now on,
+    /// if the one in use is still `expected`: a token signed here meanwhile (APNs refused the old
+    /// one) is not overwritten. Returns whether it was adopted.
+    @discardableResult
+    public func adopt(_ token: ProviderToken, replacing expected: ProviderToken?) -> Bool {
         precondition(token.keyID == keyID && token.teamID == teamID, "a token of another key")
-        state.withLock { $0 = token }
+        return state.withLock { current in
+            guard current?.jwt == expected?.jwt else { return false }
+            current = token
+            return true
+        }
     }
 
-    /// Installs the closure told of every token this source signs itself (see `signedHere`).
-    public func onSignedHere(_ hook: @escaping @Sendable (_ fresh: ProviderToken, _ replaced: ProviderToken?) -> Void) {
+    /// Installs the closure told of every token this source signs itself (see `SignedHere`).
+    public func onSignedHere(_ hook: @escaping @Sendable (SignedHere) -> Void) {
         signedHere.withLock { $0 = hook }
     }
 

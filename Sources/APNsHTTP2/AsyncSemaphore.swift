@@ -6,7 +6,9 @@ import Synchronization
 ///
 /// `reserve` of the slots are kept for `.high` holders, which are also served before any `.normal`
 /// waiter: a broadcast (normal) may fill all the others and queue for more, and a one-device job
-/// (high) still finds a slot at once instead of waiting behind it.
+/// (high) still finds a slot at once instead of waiting behind it. So that a steady stream of high
+/// holders cannot starve the normal ones, every `normalShare`-th slot handed to a waiter while both
+/// kinds wait goes to a normal one.
 public final class AsyncSemaphore: Sendable {
     public enum Priority: Sendable {
         /// May take any free slot, reserved ones too, and goes ahead of normal waiters.
@@ -46,6 +48,8 @@ public final class AsyncSemaphore: Sendable {
         let reserve: Int
         var high = Waiters()
         var normal = Waiters()
+        /// Slots handed to high waiters in a row while normal ones waited.
+        var highInARow = 0
 
         /// Whether a holder of `priority` may take a slot now without going ahead of a waiter
         /// that has the same or a higher claim.
@@ -58,6 +62,8 @@ public final class AsyncSemaphore: Sendable {
     }
 
     private let state: Mutex<State>
+    /// While both kinds wait, one slot in this many goes to a normal waiter.
+    static let normalShare = 8
 
     /// - Parameter reserve: slots only `.high` holders take; at most `limit - 1`.
     public init(limit: Int, reserve: Int = 0) {
@@ -94,7 +100,15 @@ public final class AsyncSemaphore: Sendable {
 
     public func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if !state.high.isEmpty { return state.high.removeFirst() }
+            if !state.high.isEmpty {
+                if state.normal.isEmpty || state.highInARow < Self.normalShare - 1 {
+                    if !state.normal.isEmpty { state.highInARow += 1 }
+                    return state.high.removeFirst()
+                }
+                state.highInARow = 0
+                return state.normal.removeFirst()
+            }
+            state.highInARow = 0
             if !state.normal.isEmpty && state.available >= state.reserve { return state.normal.removeFirst() }
             state.available += 1
             return nil

@@ -22,7 +22,9 @@ public enum PrometheusExport {
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.defaultDurationHistogramBuckets = durationBuckets
-        factory.durationHistogramBuckets = ["pushworker_job_duration_seconds": jobDurationBuckets]
+        factory.durationHistogramBuckets = [
+            "pushworker_job_duration_seconds": jobDurationBuckets, "pushworker_job_queue_wait_seconds": jobDurationBuckets,
+        ]
         MetricsSystem.bootstrap(factory)
         return registry
     }

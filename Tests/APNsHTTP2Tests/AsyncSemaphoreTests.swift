@@ -64,3 +64,31 @@ struct AsyncSemaphoreTests {
         try await Task.sleep(for: .milliseconds(50))
     }
 }
+
+extension AsyncSemaphoreTests {
+    @Test("high holders arriving without end do not starve a normal waiter: one slot in eight handed on goes to it")
+    func noStarvation() async throws {
+        let semaphore = AsyncSemaphore(limit: 1, reserve: 0)
+        #expect(semaphore.tryAcquire(.high))
+        let normalServed = Locked(false)
+        let normal = Task {
+            await semaphore.acquire(.normal)
+            normalServed.withLock { $0 = true }
+            semaphore.release()
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        // Each round: a high waiter queues, then the holder releases; the slot goes to the high
+        // waiter, which becomes the holder. The normal waiter must be served within eight rounds.
+        var rounds = 0
+        while !normalServed.value && rounds < 8 {
+            let high = Task { await semaphore.acquire(.high) }
+            try await Task.sleep(for: .milliseconds(20))
+            semaphore.release()
+            await high.value
+            rounds += 1
+        }
+        #expect(normalServed.value, "the normal waiter was starved through \(rounds) rounds")
+        semaphore.release()
+        await normal.value
+    }
+}

@@ -126,14 +126,22 @@ struct ProviderTokenTests {
         #expect(source.verified(String(decoding: tampered, as: UTF8.self)) == nil)
         #expect(source.verified("not.a.token") == nil && source.verified("") == nil)
 
-        let signed = Locked<[(ProviderToken, ProviderToken?)]>([])
-        source.onSignedHere { fresh, replaced in signed.withLock { $0.append((fresh, replaced)) } }
-        source.adopt(theirs)
+        let signed = Locked<[ProviderTokenSource.SignedHere]>([])
+        source.onSignedHere { event in signed.withLock { $0.append(event) } }
+        #expect(source.adopt(theirs, replacing: nil))
         #expect(try source.current() == theirs && signed.value.isEmpty, "an adopted token is used, nothing signed")
         clock.advance(50 * 60)
         let own = try source.current()
         #expect(own != theirs)
-        #expect(signed.value.count == 1 && signed.value.first?.0 == own && signed.value.first?.1 == theirs)
+        #expect(signed.value.count == 1 && signed.value.first?.fresh == own && signed.value.first?.replaced == theirs)
+        #expect(signed.value.first?.replacedAfterRefusal == false)
+        // Not over a token signed here since the caller looked (APNs refused the old one).
+        #expect(!source.adopt(theirs, replacing: theirs) && source.installed == own)
+        clock.advance(21 * 60)
+        let replacement = try source.replace(own)
+        #expect(signed.value.last?.fresh == replacement && signed.value.last?.replaced == own && signed.value.last?.replacedAfterRefusal == true)
+        // Its description never holds the JWT.
+        #expect(!"\(replacement)".contains(replacement.jwt) && !String(reflecting: replacement).contains(replacement.jwt))
     }
 
     @Test("many tasks asking at once all get the same token")

@@ -97,6 +97,10 @@ struct OperatorEndpointTests {
         #expect(samples.sum("pushworker_apns_request_duration_seconds_count", ["app": "demo"]) == Double(count))
         #expect(samples.sum("pushworker_apns_request_duration_seconds_bucket", ["app": "demo", "le": "+Inf"]) == Double(count))
         #expect(samples.sum("pushworker_jobs_total", ["outcome": "refused", "code": "invalid_json"]) == 1)
+        // Per lane and app: the job of app demo, and the one refused before its app was read.
+        #expect(samples.sum("pushworker_jobs_total", ["lane": "now"]) == 2)
+        #expect(samples.sum("pushworker_job_duration_seconds_count", ["lane": "now", "app": "demo"]) == 1)
+        #expect(samples.sum("pushworker_job_duration_seconds_count", ["lane": "now", "app": ""]) == 1)
         #expect(samples.sum("pushworker_dead_letters_total", ["queue": "\(prefix).jobs", "code": "invalid_json"]) == 1)
         #expect(samples.sum("pushworker_apns_requests_in_flight", ["app": "demo"]) == 0)
         // A new connection carries one stream until APNs has accepted a request, so 40 devices

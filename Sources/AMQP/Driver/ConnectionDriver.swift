@@ -186,14 +186,20 @@ final class ConnectionDriver: @unchecked Sendable {
             try handle.check(amqp_get_rpc_reply(handle.state), during: "enabling publisher confirms", timeout: configuration.rpcTimeout)
         }
         if let consume, !consumerCancelled {
-            amqp_basic_qos(handle.state, ConnectionHandle.channel, 0, consume.prefetch, 0)
-            try handle.check(amqp_get_rpc_reply(handle.state), during: "setting prefetch \(consume.prefetch)", timeout: configuration.rpcTimeout)
-            CArena.with { arena in
-                _ = amqp_basic_consume(
-                    handle.state, ConnectionHandle.channel, arena.bytes(consume.queue), arena.bytes(consume.consumerTag),
-                    0, 0, 0, arena.table(consume.arguments))
+            // basic.qos (not global) applies to the consumers started after it on the channel:
+            // each subscription gets its own prefetch.
+            for subscription in consume.subscriptions {
+                amqp_basic_qos(handle.state, ConnectionHandle.channel, 0, subscription.prefetch, 0)
+                try handle.check(
+                    amqp_get_rpc_reply(handle.state), during: "setting prefetch \(subscription.prefetch)", timeout: configuration.rpcTimeout)
+                CArena.with { arena in
+                    _ = amqp_basic_consume(
+                        handle.state, ConnectionHandle.channel, arena.bytes(subscription.queue), arena.bytes(subscription.consumerTag),
+                        0, 0, 0, arena.table(consume.arguments))
+                }
+                try handle.check(
+                    amqp_get_rpc_reply(handle.state), during: "consuming from queue '\(subscription.queue)'", timeout: configuration.rpcTimeout)
             }
-            try handle.check(amqp_get_rpc_reply(handle.state), during: "consuming from queue '\(consume.queue)'", timeout: configuration.rpcTimeout)
         }
     }
 
@@ -427,9 +433,12 @@ final class ConnectionDriver: @unchecked Sendable {
             markReturned(exchange: exchange, routingKey: routingKey, messageID: content.properties.messageID, code: code, text: text)
         case PW_BASIC_CANCEL:
             consumerCancelled = true
-            logger.error("the broker cancelled the consumer", metadata: ["queue": "\(consume?.queue ?? "")"])
+            let cancel = method.decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
+            let tag = CDecoding.string(cancel.consumer_tag)
+            let queue = consume?.subscriptions.first { $0.consumerTag == tag }?.queue ?? consume?.queues ?? ""
+            logger.error("the broker cancelled the consumer", metadata: ["queue": "\(queue)"])
             deliveries?.finish(throwing: AMQPError(
-                .consumerCancelled, "the broker cancelled the consumer on queue '\(consume?.queue ?? "")' (was it deleted?)"))
+                .consumerCancelled, "the broker cancelled the consumer on queue '\(queue)' (was it deleted?)"))
         case PW_CHANNEL_CLOSE, PW_CONNECTION_CLOSE:
             throw handle.serverClose(id: method.id, decoded: method.decoded, during: "while connected")
         case PW_CONNECTION_BLOCKED:

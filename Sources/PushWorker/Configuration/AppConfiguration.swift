@@ -30,11 +30,14 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     public var pingIntervalSeconds: Int?
     public var token: TokenCredentials?
     public var certificate: CertificateCredentials?
+    /// The app's share of a worker's bulk lane beside other apps' broadcasts (1–100, default 1):
+    /// its chunks in hand are `amqp.prefetch` × weight.
+    public var weight: Int?
 
     public static let defaultMaxInFlight = 256
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, topic, environment, port, url, connections, proxy, transport, token, certificate
+        case name, topic, environment, port, url, connections, proxy, transport, token, certificate, weight
         case pingIntervalSeconds = "ping_interval_seconds"
         case caFile = "ca_file"
         case requestTimeoutMilliseconds = "request_timeout_ms"
@@ -58,6 +61,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         pingIntervalSeconds = try container.decodeIfPresent(Int.self, forKey: .pingIntervalSeconds)
         token = try container.decodeIfPresent(TokenCredentials.self, forKey: .token)
         certificate = try container.decodeIfPresent(CertificateCredentials.self, forKey: .certificate)
+        weight = try container.decodeIfPresent(Int.self, forKey: .weight)
     }
 
     public struct TokenCredentials: Sendable, Decodable, Equatable {
@@ -205,6 +209,9 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         configuration.maxInFlight = maxInFlight ?? Self.defaultMaxInFlight
         guard (1...100_000).contains(configuration.maxInFlight) else {
             throw fail("max_in_flight", "\(configuration.maxInFlight) is not between 1 and 100000")
+        }
+        if let weight, !(1...100).contains(weight) {
+            throw fail("weight", "\(weight) is not between 1 and 100")
         }
         return configuration
     }

@@ -48,7 +48,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var jobsRoutingKey = "jobs"
         public var jobs = "push.jobs"
         /// The bulk lane: chunks of split jobs, consumed apart from `jobs` so that a small job
-        /// never waits behind a broadcast. Default: the jobs queue's name + `.bulk`.
+        /// never waits behind a broadcast; one queue per app, named this + `.` + the app's name,
+        /// so that one app's broadcast never waits behind another's. Default: the jobs queue's
+        /// name + `.bulk`.
         public var bulk: String?
         public var deadLetterExchange = "push.dlx"
         public var deadLetters = "push.dead"
@@ -102,8 +104,11 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// The provider-token exchange in force.
         public var tokensExchange: String { tokens ?? "\(exchange).tokens" }
 
-        /// The bulk lane's queue in force.
+        /// The bulk lane's queue name prefix in force.
         public var bulkJobs: String { bulk ?? "\(jobs).bulk" }
+
+        /// The bulk lane's queue for `app`'s chunks.
+        public func bulkJobs(app: String) -> String { "\(bulkJobs).\(app)" }
 
         /// The delayed retry queue for a pause of `milliseconds`.
         public func retryQueue(milliseconds: Int) -> String { "\(jobs).retry.\(milliseconds)ms" }
@@ -121,6 +126,11 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             }
             self = type
         }
+    }
+
+    /// The bulk lane's queues of `apps`, declared by workers beside `topology` (which knows no apps).
+    public func bulkQueues(apps: [String]) -> [AMQPTopology.Queue] {
+        apps.map { .durable(queues.bulkJobs(app: $0), quorum: true, deliveryLimit: queues.deliveryLimit, deadLetterExchange: queues.deadLetterExchange) }
     }
 
     /// Everything declared at start-up and after every reconnect. Retry queues hold retry jobs for
@@ -141,7 +151,6 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             ],
             queues: [
                 .durable(names.jobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
-                .durable(names.bulkJobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
                 .durable(names.deadLetters, quorum: true),
                 .durable(names.results, quorum: names.resultsType == .quorum),
             ] + retryDelaysMilliseconds.map {
@@ -350,9 +359,6 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         }
         guard (0...90).contains(lanes.nowSharePercent) else {
             throw ConfigurationError(file: file, key: "lanes.now_share_percent", "\(lanes.nowSharePercent) is not between 0 and 90 (percent of each app's max_in_flight kept for the now lane)")
-        }
-        if queues.bulkJobs == queues.jobs {
-            throw ConfigurationError(file: file, key: "queues.bulk", "'\(queues.bulkJobs)' is the jobs queue; the bulk lane needs a queue of its own")
         }
         guard !retryDelaysMilliseconds.isEmpty, retryDelaysMilliseconds.allSatisfy({ $0 > 0 }) else {
             throw ConfigurationError(file: file, key: "retry_delays_ms", "needs at least one positive number of milliseconds")

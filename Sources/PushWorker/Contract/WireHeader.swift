@@ -1,3 +1,5 @@
+import Foundation
+
 /// The AMQP headers pushworker reads and writes: the one place their names are spelt, for the
 /// worker, `pushworker dlq`, tests and producers' documentation (docs/jobs.md) alike.
 public enum WireHeader {
@@ -22,12 +24,17 @@ public enum WireHeader {
     public static let retryRound = "x-pushworker-retry-round"
     /// On a replayed dead letter: how often operators have replayed it.
     public static let replays = "x-pushworker-replays"
+    /// On a chunk job: when it was published to its bulk queue (unix milliseconds), for the queue
+    /// wait metric.
+    public static let enqueuedAt = "x-pushworker-enqueued-ms"
     /// On a provider token a worker signed because APNs called the fleet's token expired: the
     /// `iat` (unix seconds) of the token it replaces, which every worker then drops at once.
     public static let supersedes = "x-pushworker-supersedes-iat"
 
     /// The broker's bookkeeping of a message's past (dead-lettering, quorum delivery count): not
     /// carried over to the jobs the worker publishes from it, where it would only mislead.
+    static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
     static let brokerBookkeeping: Set<String> = ["x-death", "x-delivery-count"]
     /// The broker's summary of a message's first and last death, beside `x-death`.
     static let brokerDeathSummary: Set<String> = [

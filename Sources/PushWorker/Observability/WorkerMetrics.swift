@@ -40,11 +40,16 @@ public final class WorkerMetrics: Sendable {
     private let jobs = CounterFamily<JobKey>("pushworker_jobs_total") {
         [("outcome", $0.outcome.rawValue), ("code", $0.code ?? ""), ("lane", $0.lane.rawValue)]
     }
-    /// From a job's delivery to its settlement, per lane: how long a one-device job takes beside
-    /// a broadcast's chunks. Made once per lane, as a handle per job would cost a registry lookup.
-    private let jobDurations = Dictionary(uniqueKeysWithValues: Lane.allCases.map {
-        ($0, CoreMetrics.Timer(label: "pushworker_job_duration_seconds", dimensions: [("lane", $0.rawValue)]))
-    })
+    struct LaneKey: Hashable, Sendable {
+        var lane: Lane
+        var app: String
+    }
+
+    /// From a job's delivery to its settlement, per lane and app: how long a one-device job takes
+    /// beside a broadcast's chunks. (`app` is empty for a job refused before its app was read.)
+    private let jobDurations = TimerFamily<LaneKey>("pushworker_job_duration_seconds") { [("lane", $0.lane.rawValue), ("app", $0.app)] }
+    /// How long a chunk waited in its bulk queue, from its publishing to its delivery, per app.
+    private let queueWaits = TimerFamily<LaneKey>("pushworker_job_queue_wait_seconds") { [("lane", $0.lane.rawValue), ("app", $0.app)] }
     private let retries = CounterFamily<String>("pushworker_retries_handed_on_total") { [("app", $0)] }
     private let deadLetters = CounterFamily<[String]>("pushworker_dead_letters_total") { [("queue", $0[0]), ("code", $0[1])] }
     private let registryCommands = CounterFamily<[String]>("pushworker_registry_commands_total") { [("command", $0[0]), ("result", $0[1])] }
@@ -74,8 +79,12 @@ public final class WorkerMetrics: Sendable {
         jobs.increment(JobKey(outcome: outcome, code: code, lane: lane))
     }
 
-    func jobTook(_ duration: Duration, lane: Lane) {
-        jobDurations[lane]?.recordNanoseconds(Int64(duration / .nanoseconds(1)))
+    func jobTook(_ duration: Duration, lane: Lane, app: String) {
+        jobDurations.record(LaneKey(lane: lane, app: app), duration)
+    }
+
+    func jobWaited(_ duration: Duration, lane: Lane, app: String) {
+        queueWaits.record(LaneKey(lane: lane, app: app), duration)
     }
 
     /// Devices handed on to a delayed retry queue.

@@ -7,15 +7,21 @@ public struct JobDelivery: Sendable {
     /// The reader a body over `Worker.streamJobsOverBytes` was parsed into as it arrived.
     public var streamed: StreamedJobReader?
     public var properties: AMQPProperties
+    /// The queue a message published straight to it (through the default exchange, as chunks
+    /// are) came from; nil for one routed by an exchange.
+    public var queue: String?
 
-    public init(body: [UInt8], streamed: StreamedJobReader? = nil, properties: AMQPProperties) {
+    public init(body: [UInt8], streamed: StreamedJobReader? = nil, properties: AMQPProperties, queue: String? = nil) {
         self.body = body
         self.streamed = streamed
         self.properties = properties
+        self.queue = queue
     }
 
     public init(_ delivery: AMQPDelivery) {
-        self.init(body: delivery.body, streamed: delivery.streamedBody as? StreamedJobReader, properties: delivery.properties)
+        self.init(
+            body: delivery.body, streamed: delivery.streamedBody as? StreamedJobReader, properties: delivery.properties,
+            queue: delivery.exchange.isEmpty ? delivery.routingKey : nil)
     }
 
     /// The `x-pushworker-chunk` header: set on chunk and retry jobs, which are never split again.

@@ -58,7 +58,7 @@ public struct JobPipeline: Sendable {
         self.results = results
         self.replyQueues = ReplyQueues(publisher: publisher)
         self.resolver = resolver
-        self.splitter = JobSplitter(publisher: publisher, chunksQueue: settings.queues.bulkJobs, chunkSize: settings.chunkSize, logger: logger)
+        self.splitter = JobSplitter(publisher: publisher, queues: settings.queues, chunkSize: settings.chunkSize, logger: logger)
         self.retries = RetryHandOff(
             publisher: publisher, queues: settings.queues, delaysMilliseconds: settings.retryDelaysMilliseconds, metrics: metrics, logger: logger)
         self.refusal = JobRefusal(publisher: publisher, results: results, queues: settings.queues, lane: lane, metrics: metrics, logger: logger)
@@ -70,23 +70,29 @@ public struct JobPipeline: Sendable {
     /// acknowledged only once its results, chunks, hand-ons or dead letter are confirmed.
     public func run(_ delivery: JobDelivery) async -> JobSettlement {
         let start = ContinuousClock.now
-        let settlement = await process(delivery)
-        metrics.jobTook(ContinuousClock.now - start, lane: lane)
+        var app = ""
+        let settlement = await process(delivery, app: &app)
+        metrics.jobTook(ContinuousClock.now - start, lane: lane, app: app)
         return settlement
     }
 
-    private func process(_ delivery: JobDelivery) async -> JobSettlement {
-        if lane == .now, let chunk = delivery.chunk, chunk != RetryHandOff.wholeJobChunk, delivery.streamed == nil {
-            // A split job's chunk on the now lane: back from a retry round (the retry queues
-            // return to the jobs queue), replayed there, or split by a worker without lanes.
-            return await handToBulkLane(delivery, chunk: chunk)
-        }
+    /// `app`: set to the job's app once it is read.
+    private func process(_ delivery: JobDelivery, app: inout String) async -> JobSettlement {
         var job: PushJob
         var streamed: DeviceTokenList?
         do {
             (job, streamed) = try decode(delivery)
         } catch {
             return await refusal.refuse(delivery, error)
+        }
+        app = job.app
+        if let enqueued = delivery.properties.headers?[WireHeader.enqueuedAt]?.intValue {
+            metrics.jobWaited(.milliseconds(max(0, WireHeader.nowMilliseconds() - enqueued)), lane: lane, app: job.app)
+        }
+        if lane == .now, let chunk = delivery.chunk, chunk != RetryHandOff.wholeJobChunk, delivery.streamed == nil {
+            // A split job's chunk on the now lane: back from a retry round (the retry queues
+            // return to the jobs queue), replayed there, or split by a worker without lanes.
+            return await handToBulkLane(delivery, app: job.app, chunk: chunk)
         }
         let replyTo = job.replyTo ?? delivery.properties.replyTo ?? settings.queues.results
         do {
@@ -178,12 +184,14 @@ public struct JobPipeline: Sendable {
     }
 
     /// Republishes a chunk as it is to the bulk lane, confirmed, and acknowledges it here.
-    private func handToBulkLane(_ delivery: JobDelivery, chunk: String) async -> JobSettlement {
+    private func handToBulkLane(_ delivery: JobDelivery, app: String, chunk: String) async -> JobSettlement {
         var properties = delivery.properties
-        properties.headers = JobSplitter.ownHeaders(properties.headers)
+        var headers = JobSplitter.ownHeaders(properties.headers)
+        headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds())
+        properties.headers = headers
         properties.persistent = true
         do {
-            try await publisher.publish(.toQueue(settings.queues.bulkJobs, body: delivery.body, properties: properties))
+            try await publisher.publish(.toQueue(settings.queues.bulkJobs(app: app), body: delivery.body, properties: properties))
             metrics.job(.movedToBulk, lane: lane)
             return .acknowledge
         } catch {

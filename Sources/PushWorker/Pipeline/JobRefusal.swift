@@ -11,10 +11,10 @@ struct JobRefusal: Sendable {
     let metrics: WorkerMetrics
     let logger: Logger
 
-    /// The lane's queue, which a replayed dead letter goes back to.
-    private var queue: String { lane == .now ? queues.jobs : queues.bulkJobs }
 
     func refuse(_ delivery: JobDelivery, _ error: JobError) async -> JobSettlement {
+        // The queue a replayed dead letter goes back to: an app's bulk queue for a chunk.
+        let queue = lane == .bulk ? delivery.queue ?? queues.bulkJobs : queues.jobs
         let jobID = delivery.properties.messageID ?? "unknown"
         logger.warning("job refused", metadata: ["job": "\(jobID)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
         guard delivery.streamed == nil else {

@@ -9,7 +9,8 @@ import Logging
 /// acknowledged; a crash in between only repeats chunks.
 struct JobSplitter: Sendable {
     let publisher: any MessagePublishing
-    let chunksQueue: String
+    /// Where the chunks go: the bulk lane's queue of the job's app.
+    let queues: WorkerSettings.Names
     let chunkSize: Int
     let logger: Logger
 
@@ -18,6 +19,7 @@ struct JobSplitter: Sendable {
 
     func split(_ job: PushJob, _ audience: any AudienceStream, from delivery: JobDelivery) async throws {
         let size = max(1, chunkSize)
+        let chunksQueue = queues.bulkJobs(app: job.app)
         let count = (audience.count + size - 1) / size
         var published = 0
         var devices = 0
@@ -27,6 +29,7 @@ struct JobSplitter: Sendable {
                 var properties = delivery.properties
                 var headers = Self.ownHeaders(properties.headers)
                 headers[WireHeader.chunk] = .string("\(published + 1)/\(count)")
+                headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds())
                 properties.headers = headers
                 properties.persistent = true
                 properties.messageID = "\(job.id)#\(published + 1)"

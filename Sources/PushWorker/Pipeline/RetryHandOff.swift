@@ -22,6 +22,7 @@ struct RetryHandOff: Sendable {
         var properties = delivery.properties
         var headers = JobSplitter.ownHeaders(properties.headers)
         headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string(Self.wholeJobChunk)
+        headers[WireHeader.enqueuedAt] = nil  // its pause is no queue wait; moved to the bulk lane, it gets a new one
         headers[WireHeader.attempts] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
         headers[WireHeader.retryRound] = .int64(Int64(round + 1))
         properties.headers = headers

@@ -34,6 +34,10 @@ public actor ProviderTokenAgreement {
     private let logger: Logger
     /// Candidates heard since the last decision, per key.
     private var heard: [String: [ProviderToken]] = [:]
+    /// `iat`s of tokens APNs called expired somewhere in the fleet, per key: never picked again.
+    private var superseded: [String: Set<Int64>] = [:]
+    /// When this worker last re-announced its token for a key that lost to it.
+    private var announced: [String: ContinuousClock.Instant] = [:]
     private var deciding: Set<String> = []
     private var refreshes: [String: Task<Void, Never>] = [:]
     private var listener: Task<Void, Never>?
@@ -84,8 +88,8 @@ public actor ProviderTokenAgreement {
             }
         }
         for source in sources.values {
-            source.onSignedHere { [weak self] fresh, replaced in
-                Task { await self?.signedHere(fresh, replacing: replaced) }
+            source.onSignedHere { [weak self] signed in
+                Task { await self?.signedHere(signed) }
             }
         }
         await publish(AMQPMessage(exchange: exchange, routingKey: "", body: [], properties: AMQPProperties(type: Self.queryType)))
@@ -125,12 +129,14 @@ public actor ProviderTokenAgreement {
             }
             let installed = source.installed
             guard token.jwt != installed?.jwt else { return }
-            if let superseded = properties.headers?[WireHeader.supersedes]?.intValue, let installed,
-                Int64(installed.issuedAt.timeIntervalSince1970) == superseded, ProviderTokenChoice.isFresh(token, now: source.now) {
-                // APNs called the token in use expired where the other worker sent: take its
-                // replacement now, before this worker's requests are refused too.
-                adopt(token, into: source, name: name, because: "it replaces the token APNs called expired")
-                return
+            if let old = properties.headers?[WireHeader.supersedes]?.intValue {
+                superseded[name, default: []].insert(old)
+                if let installed, installed.iat == old, ProviderTokenChoice.isFresh(token, now: source.now) {
+                    // APNs called the token in use expired where the other worker sent: take its
+                    // replacement now, before this worker's requests are refused too.
+                    adopt(token, into: source, replacing: installed, name: name, because: "it replaces the token APNs called expired")
+                    return
+                }
             }
             heard[name, default: []].append(token)
             scheduleDecision(name)
@@ -145,14 +151,27 @@ public actor ProviderTokenAgreement {
         deciding.remove(name)
         guard let source = sources[name] else { return false }
         let installed = source.installed
-        let candidates = heard.removeValue(forKey: name) ?? []
-        guard let chosen = ProviderTokenChoice.pick(current: installed, heard: candidates, now: source.now) else { return false }
+        let void = superseded[name] ?? []
+        let candidates = (heard.removeValue(forKey: name) ?? []).filter { !void.contains($0.iat) }
+        let current = installed.flatMap { void.contains($0.iat) ? nil : $0 }
+        guard let chosen = ProviderTokenChoice.pick(current: current, heard: candidates, now: source.now) else { return false }
         if chosen.jwt != installed?.jwt {
-            adopt(chosen, into: source, name: name, because: installed == nil ? "the fleet's token" : "the fleet's pick")
-        } else if refreshes[name] == nil {
-            scheduleRefresh(name)
+            adopt(chosen, into: source, replacing: installed, name: name, because: installed == nil ? "the fleet's token" : "the fleet's pick")
+        } else {
+            if refreshes[name] == nil { scheduleRefresh(name) }
+            if candidates.contains(where: { $0.jwt != chosen.jwt }) { Task { await self.announce(name) } }
         }
         return true
+    }
+
+    /// Publishes the token in use here again, at most once per settling time: a worker that
+    /// offered a rival (it missed this one: a reconnect, a clock a little behind) hears the
+    /// token that wins over its own and takes it.
+    private func announce(_ name: String) async {
+        guard let source = sources[name], let token = source.installed, ProviderTokenChoice.isFresh(token, now: source.now) else { return }
+        if let last = announced[name], ContinuousClock.now - last < Self.settle { return }
+        announced[name] = .now
+        await publish(token)
     }
 
     private func scheduleDecision(_ name: String) {
@@ -163,11 +182,11 @@ public actor ProviderTokenAgreement {
         }
     }
 
-    private func adopt(_ token: ProviderToken, into source: ProviderTokenSource, name: String, because reason: String) {
-        source.adopt(token)
-        logger.info("provider token adopted", metadata: [
-            "key_id": "\(source.keyID)", "issued_at": "\(Int64(token.issuedAt.timeIntervalSince1970))", "reason": "\(reason)",
-        ])
+    private func adopt(_ token: ProviderToken, into source: ProviderTokenSource, replacing installed: ProviderToken?, name: String, because reason: String) {
+        // Not over a token this worker signed meanwhile because APNs refused the old one: that
+        // one is being published, and the fleet picks again.
+        guard source.adopt(token, replacing: installed) else { return }
+        logger.info("provider token adopted", metadata: ["key_id": "\(source.keyID)", "issued_at": "\(token.iat)", "reason": "\(reason)"])
         scheduleRefresh(name)
     }
 
@@ -206,15 +225,18 @@ public actor ProviderTokenAgreement {
         scheduleDecision(name)
     }
 
-    /// The source signed a token itself: tell the fleet, naming the one it replaces.
-    private func signedHere(_ fresh: ProviderToken, replacing replaced: ProviderToken?) async {
-        await publish(fresh, superseding: replaced)
-        scheduleRefresh(Self.name(of: fresh))
+    /// The source signed a token itself: tell the fleet, naming the one it replaces when APNs
+    /// refused that one, so that no worker picks it again.
+    private func signedHere(_ signed: ProviderTokenSource.SignedHere) async {
+        let name = Self.name(of: signed.fresh)
+        if signed.replacedAfterRefusal, let old = signed.replaced { superseded[name, default: []].insert(old.iat) }
+        await publish(signed.fresh, superseding: signed.replacedAfterRefusal ? signed.replaced : nil)
+        scheduleRefresh(name)
     }
 
     private func publish(_ token: ProviderToken, superseding replaced: ProviderToken? = nil) async {
         var headers: AMQPTable = [:]
-        if let replaced { headers[WireHeader.supersedes] = .int64(Int64(replaced.issuedAt.timeIntervalSince1970)) }
+        if let replaced { headers[WireHeader.supersedes] = .int64(replaced.iat) }
         await publish(AMQPMessage(
             exchange: exchange, routingKey: "", body: Array(token.jwt.utf8),
             properties: AMQPProperties(headers: headers.isEmpty ? nil : headers, type: Self.tokenType)))
@@ -227,4 +249,9 @@ public actor ProviderTokenAgreement {
             logger.warning("cannot tell the fleet of a provider token; workers may use their own until the broker is back", metadata: ["error": "\(error)"])
         }
     }
+}
+
+extension ProviderToken {
+    /// The `iat` claim: names a token in logs and in `x-pushworker-supersedes-iat`.
+    var iat: Int64 { Int64(issuedAt.timeIntervalSince1970) }
 }

@@ -68,7 +68,8 @@ public final class Worker: Service, Sendable {
         metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> Worker {
         let settings = configuration.worker
-        let amqp = try settings.amqpConfiguration(file: file)
+        var amqp = try settings.amqpConfiguration(file: file)
+        amqp.topology.queues += settings.bulkQueues(apps: configuration.apps.map(\.name))
         var clients: [APNsClient] = []
         var apps: [JobPipeline.App] = []
         /// One source per key and team, whichever apps use it: one token per key from this worker.
@@ -86,46 +87,65 @@ public final class Worker: Service, Sendable {
         }
         health.appsLoaded()
         sampleGauges(of: clients, into: metrics)
+        // Whatever was opened is closed again when a later step fails: a caller that goes on
+        // (a test, an embedder) keeps no connection, thread or unacknowledged job.
         var publishers: [AMQPPublisher] = []
-        do {
-            // The first declares the topology; a queue declared with other arguments fails it.
-            for (name, label) in [("pushworker results", "publisher"), ("pushworker bulk results", "bulk publisher")] {
-                publishers.append(try await AMQPPublisher.connect(health.observed(amqp, name: name, as: label), logger: logger))
-            }
-        } catch let error as AMQPError where error.replyCode == 406 {
-            // A queue exists with other arguments than configured: an upgrade (classic results or
-            // retry queues now quorum), or a changed delivery limit.
-            throw AMQPError(
-                error.kind,
-                "\(error). A queue's type and arguments cannot change in place: with the workers stopped, `pushworker queues migrate --config \(file)` redeclares it as configured and keeps its messages (docs/operations.md)")
-        }
-        // Registered now, so /readyz says "not connected yet" for them until they are, not ready
-        // while the tokens are agreed on.
-        let consuming = [
-            health.observed(amqp, name: "pushworker jobs", as: "jobs"), health.observed(amqp, name: "pushworker bulk jobs", as: "bulk jobs"),
-        ]
         var tokens: ProviderTokenAgreement?
-        if settings.shareProviderTokens && !tokenSources.isEmpty {
-            // Before any job is taken: the first request already sends the fleet's token.
-            tokens = try await ProviderTokenAgreement.start(
-                sources: Array(tokenSources.values), amqp: health.observed(amqp, name: "pushworker tokens", as: "tokens"),
-                exchange: settings.queues.tokensExchange, publisher: publishers[0], logger: logger)
-        }
         var routes: [Route] = []
-        for ((lane, publisher), consuming) in zip(zip([Lane.now, .bulk], publishers), consuming) {
-            let pipeline = JobPipeline(
-                settings: settings, lane: lane, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
-                feedback: registry, metrics: metrics, logger: logger)
-            let (queue, prefetch) = lane == .now ? (settings.queues.jobs, settings.lanes.nowPrefetch) : (settings.queues.bulkJobs, settings.amqp.prefetch)
-            let consumer = try await AMQPConsumer.connect(
-                consuming, queue: queue, prefetch: UInt16(prefetch),
-                streaming: AMQPBodyStreaming(threshold: streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
-                logger: logger)
-            routes.append(Route(lane: lane, consumer: consumer, publisher: publisher, pipeline: pipeline))
+        do {
+            do {
+                // The first declares the topology; a queue declared with other arguments fails it.
+                for (name, label) in [("pushworker results", "publisher"), ("pushworker bulk results", "bulk publisher")] {
+                    publishers.append(try await AMQPPublisher.connect(health.observed(amqp, name: name, as: label), logger: logger))
+                }
+            } catch let error as AMQPError where error.replyCode == 406 {
+                // A queue exists with other arguments than configured: an upgrade (classic results or
+                // retry queues now quorum), or a changed delivery limit.
+                throw AMQPError(
+                    error.kind,
+                    "\(error). A queue's type and arguments cannot change in place: with the workers stopped, `pushworker queues migrate --config \(file)` redeclares it as configured and keeps its messages (docs/operations.md)")
+            }
+            // Registered now, so /readyz says "not connected yet" for them until they are, not ready
+            // while the tokens are agreed on.
+            let consuming = [
+                health.observed(amqp, name: "pushworker jobs", as: "jobs"), health.observed(amqp, name: "pushworker bulk jobs", as: "bulk jobs"),
+            ]
+            if settings.shareProviderTokens && !tokenSources.isEmpty {
+                // Before any job is taken: the first request already sends the fleet's token.
+                tokens = try await ProviderTokenAgreement.start(
+                    sources: Array(tokenSources.values), amqp: health.observed(amqp, name: "pushworker tokens", as: "tokens"),
+                    exchange: settings.queues.tokensExchange, publisher: publishers[0], logger: logger)
+            }
+            for ((lane, publisher), consuming) in zip(zip([Lane.now, .bulk], publishers), consuming) {
+                let pipeline = JobPipeline(
+                    settings: settings, lane: lane, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
+                    feedback: registry, metrics: metrics, logger: logger)
+                // The bulk lane: each app's queue with chunks in hand by its weight, so one app's
+                // broadcast neither waits behind another's nor takes all of the worker.
+                let queues: [(name: String, prefetch: UInt16)] = lane == .now
+                    ? [(settings.queues.jobs, UInt16(settings.lanes.nowPrefetch))]
+                    : configuration.apps.map { app in
+                        (settings.queues.bulkJobs(app: app.name), UInt16(min(settings.amqp.prefetch * (app.weight ?? 1), Int(UInt16.max))))
+                    }
+                guard !queues.isEmpty else { continue }  // no app: no bulk lane
+                let consumer = try await AMQPConsumer.connect(
+                    consuming, queues: queues,
+                    streaming: AMQPBodyStreaming(threshold: streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
+                    logger: logger)
+                routes.append(Route(lane: lane, consumer: consumer, publisher: publisher, pipeline: pipeline))
+            }
+        } catch {
+            for route in routes { await route.consumer.close() }
+            await tokens?.stop()
+            for publisher in publishers { await publisher.close() }
+            for client in clients { client.shutdown() }
+            throw error
         }
+        let unused = publishers.filter { publisher in !routes.contains { $0.publisher === publisher } }
+        for publisher in unused { await publisher.close() }
         let started: Logger.Metadata = [
             "queue": "\(settings.queues.jobs)", "prefetch": "\(settings.lanes.nowPrefetch)",
-            "bulk_queue": "\(settings.queues.bulkJobs)", "bulk_prefetch": "\(settings.amqp.prefetch)",
+            "bulk_queues": "\(settings.queues.bulkJobs).<app>", "bulk_prefetch": "\(settings.amqp.prefetch) × weight",
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
         ]
         return Worker(routes: routes, clients: clients, tokens: tokens, started: started, logger: logger)

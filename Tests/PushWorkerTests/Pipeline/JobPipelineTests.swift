@@ -13,7 +13,7 @@ import Testing
 struct JobPipelineTests {
     static func token(_ index: Int) -> String { String(format: "%064x", 0xC000 + index) }
     static let results = "push.results"
-    static let bulk = "push.jobs.bulk"
+    static let bulk = "push.jobs.bulk.demo"
 
     struct Harness {
         let sender: ScriptedSender
