@@ -157,7 +157,8 @@ struct OperatorEndpointTests {
         // Each connection named with the node it is on, the password masked.
         let node = "amqp://\(broker.address.user):***@127.0.0.1:\(brokerPort)/"
         #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok: publisher → \#(node), bulk publisher → \#(node), jobs → \#(node), bulk jobs → \#(node), tokens → \#(node), registry-replies → \#(node), registry → \#(node)","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
-        #expect(worker.log.contains("worker started"))
+        // Logged as `run` begins, a moment after the last connection is up.
+        try await worker.waitForLog("worker started")
         #expect(try await worker.stop() == 0, "\(worker.log)")
     }
 
