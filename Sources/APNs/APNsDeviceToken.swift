@@ -1,6 +1,23 @@
 /// Device tokens travel as hex. Their length is not fixed by Apple (32 bytes today), so only the
 /// shape is checked: even-length hex, 8 to 200 bytes.
 public enum APNsDeviceToken {
+    /// A token as apps commonly log it, made the lower-case hex APNs and the registry use: upper
+    /// case, spaces and one enclosing `<` `>` (as `NSData`'s description printed it) are accepted;
+    /// then `validate` checks the result. Anything else comes back unchanged, for `validate` to
+    /// name it.
+    public static func normalized(_ token: String) -> String {
+        let utf8 = token.utf8
+        // The common case, every token of a broadcast: already lower-case hex.
+        let plain = utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isLowerHexDigit) } ?? utf8.allSatisfy(isLowerHexDigit)
+        if plain { return token }
+        var text = Substring(token).drop { $0 == " " }
+        while text.last == " " { text = text.dropLast() }
+        if text.first == "<" && text.last == ">" && text.count >= 2 { text = text.dropFirst().dropLast() }
+        let digits = text.filter { $0 != " " }
+        guard digits.utf8.allSatisfy(isHexDigit) else { return token }
+        return digits.lowercased()
+    }
+
     public static func validate(_ token: String, field: String = "token") throws(APNsValidationError) {
         let utf8 = token.utf8
         guard !utf8.isEmpty else { throw APNsValidationError(field: field, "device token is empty") }
@@ -13,6 +30,10 @@ public enum APNsDeviceToken {
         guard utf8.count % 2 == 0, (16...400).contains(utf8.count) else {
             throw APNsValidationError(field: field, "device token '\(token.prefix(80))' has \(utf8.count) hex digits; expected an even number between 16 and 400")
         }
+    }
+
+    private static func isLowerHexDigit(_ byte: UInt8) -> Bool {
+        (byte >= 48 && byte <= 57) || (byte >= 97 && byte <= 102)
     }
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -106,13 +106,14 @@ public enum RegistryCommand: Sendable, Hashable {
             return text
         }
 
-        /// A device token, checked as the job decoder checks them, lower-cased.
+        /// A device token, normalised and checked as the job decoder does (`<3F1C 0E5D …>` as apps
+        /// log it is the token `3f1c0e5d…`).
         func token() throws(RegistryError) -> String {
-            let token = try string("token")
+            let token = APNsDeviceToken.normalized(try string("token"))
             do { try APNsDeviceToken.validate(token, field: "token") } catch {
                 throw RegistryError(.invalidField, field: "token", "token: \(error.message)")
             }
-            return token.lowercased()
+            return token
         }
 
         func bool(_ key: String) throws(RegistryError) -> Bool? {

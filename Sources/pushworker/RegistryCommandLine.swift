@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import APNs
 import PushWorker
 import Registry
 
@@ -92,8 +93,8 @@ struct RegistryCommandLine: AsyncParsableCommand {
 
         func run() async throws {
             let registry = try await store.open()
-            guard let device = try await registry.device(app: app, token: token.lowercased()) else {
-                print("\(app) \(token.lowercased()): not registered (or marked invalid)")
+            guard let device = try await registry.device(app: app, token: APNsDeviceToken.normalized(token)) else {
+                print("\(app) \(APNsDeviceToken.normalized(token)): not registered (or marked invalid)")
                 return
             }
             print("\(app) \(device.token): registered, user \(device.user ?? "none")")
@@ -134,8 +135,8 @@ struct RegistryCommandLine: AsyncParsableCommand {
             @Argument(help: "The device token (hex).") var token: String
 
             func run() async throws {
-                guard let device = try await store.open().device(app: app, token: token.lowercased()) else {
-                    throw CommandFailure("\(app) \(token.lowercased()): not registered (or marked invalid)")
+                guard let device = try await store.open().device(app: app, token: APNsDeviceToken.normalized(token)) else {
+                    throw CommandFailure("\(app) \(APNsDeviceToken.normalized(token)): not registered (or marked invalid)")
                 }
                 print("device \(app) \(device.token)")
                 print("  user: \(device.user ?? "none")")

@@ -14,7 +14,7 @@ struct SendCommand: AsyncParsableCommand {
 
     @Option(help: "The worker's configuration file (YAML).") var config: String
     @Option(help: "App name from the configuration; optional when it has one app.") var app: String?
-    @Option(help: "Device token (hex).") var token: String
+    @Option(help: "Device token: hex, or as apps log it (`<3F1C 0E5D …>`).") var token: String
     @Option(help: "The APNs payload as JSON text.") var payload: String?
     @Option(help: "Read the payload from this file.") var file: String?
     @Option(name: .customLong("push-type"), help: "alert, background, voip, …") var pushType = "alert"
@@ -48,7 +48,7 @@ struct SendCommand: AsyncParsableCommand {
         do { try JSONSyntaxError.check(body) } catch { throw CommandFailure("the payload is \(error)") }
 
         var request = APNsRequest(
-            deviceToken: token, topic: topic ?? appConfiguration.topic, pushType: try APNsPushType(validating: pushType),
+            deviceToken: APNsDeviceToken.normalized(token), topic: topic ?? appConfiguration.topic, pushType: try APNsPushType(validating: pushType),
             payload: Array(body))
         if let priority { request.priority = try APNsPriority(validating: priority) }
         if let expiration { request.expiration = try Self.parseExpiration(expiration) }

@@ -48,6 +48,32 @@ struct JobDecoderTests {
         }
     }
 
+    /// A 32-byte token as apps log it: NSData's description (upper case here), and with spaces
+    /// between pairs; each is the token `3f1c…` once normalised.
+    static let loggedForms: [String] = {
+        let hex = (0..<32).map { String(format: "%02x", ($0 * 37 + 0x3f) % 256) }.joined()
+        let groups = stride(from: 0, to: 64, by: 8).map { start in hex.dropFirst(start).prefix(8) }.joined(separator: " ")
+        let pairs = stride(from: 0, to: 64, by: 2).map { start in hex.dropFirst(start).prefix(2) }.joined(separator: " ")
+        return [hex, "<\(groups.uppercased())>", "<\(groups)>", " \(pairs.uppercased()) ", hex.uppercased(), "< \(groups) >"]
+    }()
+
+    @Test("tokens as apps log them (upper case, spaces, one enclosing < >) are normalised to lower-case hex; other shapes stay invalid_token")
+    func loggedTokens() throws {
+        let expected = Self.loggedForms[0]
+        for form in Self.loggedForms {
+            let job = try Self.decoder.decode(Array(#"{"audience": {"tokens": ["\#(form)"]}, "payload": {"aps": {}}}"#.utf8))
+            #expect(job.audience.tokens == [expected], "\(form)")
+        }
+        for bad in ["<\(expected)", "\(expected)>", "<<\(expected)>>", expected.prefix(10) + "-" + expected.dropFirst(10), "<>", " "] {
+            do {
+                _ = try Self.decoder.decode(Array(#"{"audience": {"tokens": ["\#(expected)", "\#(bad)"]}, "payload": {"aps": {}}}"#.utf8))
+                Issue.record("accepted '\(bad)'")
+            } catch {
+                #expect(error.code == .invalidToken && error.field == "audience.tokens[1]", "\(bad): \(error)")
+            }
+        }
+    }
+
     @Test("a minimal job gets the contract's defaults")
     func defaults() throws {
         let body = Array(#"{"audience": {"tokens": ["\#(Self.token.uppercased())"]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)

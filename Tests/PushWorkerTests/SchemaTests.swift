@@ -54,6 +54,7 @@ struct SchemaTests {
             #"{"audience": {"users": ["u"]}, "payload": {}, "expiration": "immediate"}"#,
             #"{"audience": {"groups": ["g"]}, "payload": {}, "expiration": "2030-01-01T00:00:00Z", "push_type": "background", "priority": 1}"#,
             #"{"audience": {"tokens": ["\#(token)"]}, "payload": {}, "expiration": 1900000000}"#,
+            #"{"audience": {"tokens": ["\#(JobDecoderTests.loggedForms.joined(separator: "\", \""))"]}, "payload": {}}"#,
         ]
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

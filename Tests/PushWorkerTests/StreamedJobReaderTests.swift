@@ -59,6 +59,14 @@ struct StreamedJobReaderTests {
         #expect(streamed == whole)
     }
 
+    @Test("tokens as apps log them are normalised when streamed too")
+    func loggedTokens() throws {
+        let tokens = JobDecoderTests.loggedForms
+        let body = Array(try JSONSerialization.data(withJSONObject: ["audience": ["tokens": tokens], "payload": ["aps": [:]]]))
+        let outcome = try Self.read(body, piece: 64).get()
+        #expect(outcome.tokens.hex(0..<tokens.count) == Array(repeating: tokens[0], count: tokens.count))
+    }
+
     @Test("a bad token deep in the list is named by its index; JSON broken after the tokens is invalid_json with its byte")
     func refused() {
         var tokens = (0..<30_000).map { String(format: "%064x", $0) }

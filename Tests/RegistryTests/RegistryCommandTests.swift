@@ -14,6 +14,10 @@ struct RegistryCommandTests {
             == .registerDevice(app: "news", token: Self.token, user: "u-1"))
         #expect(try read(#"{"command": "register_device", "app": "news", "token": "\#(Self.token)"}"#)
             == .registerDevice(app: "news", token: Self.token, user: nil))
+        // As apps log it: NSData's description.
+        let logged = "<" + stride(from: 0, to: 64, by: 8).map { Self.token.dropFirst($0).prefix(8).uppercased() }.joined(separator: " ") + ">"
+        #expect(try read(#"{"command": "connect", "app": "news", "token": "\#(logged)", "user": "u-1"}"#)
+            == .connect(app: "news", token: Self.token, user: "u-1"))
         #expect(try read(#"{"command": "unregister_device", "app": "news", "token": "\#(Self.token)"}"#) == .unregisterDevice(app: "news", token: Self.token))
         #expect(try read(#"{"command": "connect", "app": "a", "token": "\#(Self.token)", "user": "u"}"#) == .connect(app: "a", token: Self.token, user: "u"))
         #expect(try read(#"{"command": "disconnect", "app": "a", "token": "\#(Self.token)", "user": "u"}"#) == .disconnect(app: "a", token: Self.token, user: "u"))

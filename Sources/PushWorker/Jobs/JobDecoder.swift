@@ -133,7 +133,7 @@ public struct JobDecoder: Sendable {
             throw JobError(.emptyAudience, field: "audience", "audience names no tokens, users or groups")
         }
         var fields = JobFields(object, prefix: "audience.")
-        let tokens = try fields.strings("tokens") ?? []
+        let tokens = (try fields.strings("tokens") ?? []).map(APNsDeviceToken.normalized)
         for (index, token) in tokens.enumerated() {
             do { try APNsDeviceToken.validate(token, field: "audience.tokens[\(index)]") } catch {
                 throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")

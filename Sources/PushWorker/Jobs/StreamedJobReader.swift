@@ -106,7 +106,8 @@ private final class Events: JSONEventHandler {
         return true
     }
 
-    private func keep(_ token: String) -> Bool {
+    private func keep(_ logged: String) -> Bool {
+        let token = APNsDeviceToken.normalized(logged)
         do { try APNsDeviceToken.validate(token) } catch {
             // The field is named only for the token that fails: a million interpolations per
             // large job otherwise.
