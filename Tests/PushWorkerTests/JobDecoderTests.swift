@@ -74,6 +74,26 @@ struct JobDecoderTests {
         }
     }
 
+    @Test("with no push_type, a payload asking only for content-available is background (priority 5 on the wire), anything else alert; voip and complication payloads are free")
+    func inferredPushType() throws {
+        func decoded(_ rest: String) throws -> PushJob {
+            try Self.decoder.decode(Array(#"{"audience": {"tokens": ["\#(Self.token)"]}, \#(rest)}"#.utf8))
+        }
+        let silent = try decoded(#""payload": {"aps": {"content-available": 1}, "sync": 7}"#)
+        #expect(silent.pushType == .background && silent.priority == nil)
+        #expect(APNsRequest(deviceToken: Self.token, topic: "t", pushType: silent.pushType, priority: silent.priority, payload: silent.payload).effectivePriority == .conservePower)
+        #expect(try decoded(#""payload": {"aps": {"content-available": 1}}, "priority": 1"#).pushType == .background)
+        #expect(try decoded(#""payload": {"aps": {"content-available": 1, "alert": "new mail"}}"#).pushType == .alert)
+        #expect(try decoded(#""payload": {"aps": {"content-available": 1, "badge": 2}}"#).pushType == .alert)
+        #expect(try decoded(#""payload": {"aps": {"content-available": 0}}"#).pushType == .alert)
+        #expect(try decoded(#""payload": {"aps": {"alert": "hi", "mutable-content": 1}}"#).pushType == .alert)
+        // A producer who names the type keeps it.
+        #expect(try decoded(#""payload": {"aps": {"content-available": 1}}, "push_type": "alert""#).pushType == .alert)
+        // Other push types keep their own rules: no aps needed.
+        #expect(try decoded(#""payload": {"caller": "x"}, "push_type": "voip", "topic": "com.example.app.voip""#).pushType == .voip)
+        #expect(try decoded(#""payload": {}, "push_type": "complication", "topic": "com.example.app.complication""#).pushType == .complication)
+    }
+
     @Test("a minimal job gets the contract's defaults")
     func defaults() throws {
         let body = Array(#"{"audience": {"tokens": ["\#(Self.token.uppercased())"]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)
@@ -112,7 +132,7 @@ struct JobDecoderTests {
     @Test("expiration: immediate, Unix seconds and RFC 3339")
     func expirations() throws {
         func expiration(_ json: String) throws -> APNsExpiration? {
-            try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}, "expiration": \#(json)}"#.utf8)).expiration
+            try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {"aps": {}}, "expiration": \#(json)}"#.utf8)).expiration
         }
         #expect(try expiration(#""immediate""#) == .immediately)
         #expect(try expiration("1900000000") == .at(Date(timeIntervalSince1970: 1_900_000_000)))
@@ -121,7 +141,7 @@ struct JobDecoderTests {
 
     @Test("expiration 0 means immediately, as in APNs' header, not a moment in 1970")
     func expirationZero() throws {
-        let job = try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}, "expiration": 0}"#.utf8))
+        let job = try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {"aps": {}}, "expiration": 0}"#.utf8))
         #expect(job.expiration == .immediately)
         #expect(job.expiration?.hasPassed() == false)
         #expect(job.expiration?.headerValue == "0")
@@ -130,7 +150,7 @@ struct JobDecoderTests {
     @Test("RFC 3339 times with fractional seconds and offsets, as the schema allows")
     func fractionalSeconds() throws {
         func deadline(_ text: String) throws -> Date? {
-            try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}, "expiration": "\#(text)"}"#.utf8)).expiration?.deadline
+            try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {"aps": {}}, "expiration": "\#(text)"}"#.utf8)).expiration?.deadline
         }
         #expect(try deadline("2026-11-22T10:00:00.5Z") == Date(timeIntervalSince1970: 1_795_341_600.5))
         #expect(try deadline("2026-11-22T11:00:00.250+01:00") == Date(timeIntervalSince1970: 1_795_341_600.25))
@@ -158,7 +178,7 @@ struct JobDecoderTests {
 
     @Test("an empty tokens list is a valid job with no recipients")
     func noRecipients() throws {
-        let job = try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}}"#.utf8))
+        let job = try Self.decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {"aps": {}}}"#.utf8))
         #expect(job.audience == PushJob.Audience())
     }
 
@@ -166,7 +186,7 @@ struct JobDecoderTests {
     func appRequired() {
         let decoder = JobDecoder(apps: ["a": "com.example.a", "b": "com.example.b"])
         #expect(throws: JobError(.unknownApp, field: "app", "app is required when several apps are configured (a, b)")) {
-            try decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {}}"#.utf8))
+            try decoder.decode(Array(#"{"audience": {"tokens": []}, "payload": {"aps": {}}}"#.utf8))
         }
     }
 }

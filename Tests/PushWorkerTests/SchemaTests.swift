@@ -49,12 +49,12 @@ struct SchemaTests {
     func validJobs() throws {
         let token = String(repeating: "ab", count: 32)
         let jobs = [
-            #"{"audience": {"tokens": []}, "payload": {}}"#,
+            #"{"audience": {"tokens": []}, "payload": {"aps": {}}}"#,
             #"{"id": "j", "app": "demo", "audience": {"tokens": ["\#(token)"], "users": ["u"], "groups": ["g"]}, "type": "t", "subtype": "s", "payload": {"aps": {"alert": "x"}}, "push_type": "voip", "topic": "com.example.app.voip", "priority": 5, "expiration": {"after_seconds": 60}, "collapse_id": "c", "results": "failures", "reply_to": "q"}"#,
-            #"{"audience": {"users": ["u"]}, "payload": {}, "expiration": "immediate"}"#,
-            #"{"audience": {"groups": ["g"]}, "payload": {}, "expiration": "2030-01-01T00:00:00Z", "push_type": "background", "priority": 1}"#,
-            #"{"audience": {"tokens": ["\#(token)"]}, "payload": {}, "expiration": 1900000000}"#,
-            #"{"audience": {"tokens": ["\#(JobDecoderTests.loggedForms.joined(separator: "\", \""))"]}, "payload": {}}"#,
+            #"{"audience": {"users": ["u"]}, "payload": {"aps": {}}, "expiration": "immediate"}"#,
+            #"{"audience": {"groups": ["g"]}, "payload": {"aps": {"content-available": 1}}, "expiration": "2030-01-01T00:00:00Z", "push_type": "background", "priority": 1}"#,
+            #"{"audience": {"tokens": ["\#(token)"]}, "payload": {"aps": {}}, "expiration": 1900000000}"#,
+            #"{"audience": {"tokens": ["\#(JobDecoderTests.loggedForms.joined(separator: "\", \""))"]}, "payload": {"aps": {}}}"#,
         ]
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

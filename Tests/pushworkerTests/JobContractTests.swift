@@ -61,7 +61,7 @@ struct JobContractTests {
         }
     }
 
-    @Test("topic, push type, priority, collapse id and expiration reach APNs as headers; expiration 0 means immediately")
+    @Test("topic, push type, priority, collapse id and expiration reach APNs as headers; expiration 0 means immediately; a content-available payload with no push_type goes as background at 5")
     func headersReachAPNs() async throws {
         let running = try await Running.start()
         try await running.publish(#"""
@@ -70,13 +70,14 @@ struct JobContractTests {
              "expiration": "2030-01-01T00:00:00.5Z"}
             """#)
         try await running.publish(#"{"id": "now", "audience": {"tokens": ["\#(Self.token(2))"]}, "payload": {"aps": {}}, "expiration": 0}"#)
+        try await running.publish(#"{"id": "silent", "audience": {"tokens": ["\#(Self.token(3))"]}, "payload": {"aps": {"content-available": 1}, "sync": "inbox"}}"#)
         var outcomes: [String: Outcome] = [:]
         var summaries = 0
-        while summaries < 2 {
+        while summaries < 3 {
             let reply = try await Running.reply(from: running.results)
             if let result = reply.result { outcomes[result.jobID] = result.outcome } else { summaries += 1 }
         }
-        #expect(outcomes == ["all-options": .delivered, "now": .delivered])
+        #expect(outcomes == ["all-options": .delivered, "now": .delivered, "silent": .delivered])
         let recorded = Dictionary(running.mock.recorded.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
         let full = try #require(recorded[Self.token(1)])
         #expect(full.topic == "com.example.app.voip")
@@ -86,7 +87,9 @@ struct JobContractTests {
         #expect(full.expiration == "1893456000")
         let now = try #require(recorded[Self.token(2)])
         #expect(now.expiration == "0")
-        #expect(now.topic == "com.example.app" && now.pushType == "alert" && now.collapseID == nil)
+        #expect(now.topic == "com.example.app" && now.pushType == "alert" && now.priority == "10" && now.collapseID == nil)
+        let silent = try #require(recorded[Self.token(3)])
+        #expect(silent.pushType == "background" && silent.priority == "5")
         try await running.stop()
     }
 

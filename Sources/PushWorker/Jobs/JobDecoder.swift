@@ -58,11 +58,9 @@ public struct JobDecoder: Sendable {
         }
 
         let audience = try decodeAudience(fields.object("audience"), chunk: chunk)
-        let pushType: APNsPushType
+        var namedPushType: APNsPushType?
         if let text = try fields.string("push_type") {
-            do { pushType = try APNsPushType(validating: text) } catch { throw JobError(.invalidField, field: "push_type", "push_type: \(error.message)") }
-        } else {
-            pushType = .alert
+            do { namedPushType = try APNsPushType(validating: text) } catch { throw JobError(.invalidField, field: "push_type", "push_type: \(error.message)") }
         }
         var priority: APNsPriority?
         if let value = try fields.integer("priority") {
@@ -87,6 +85,13 @@ public struct JobDecoder: Sendable {
         guard let payloadObject = object["payload"] else { throw JobError(.missingField, field: "payload", "payload is missing") }
         guard let payloadDictionary = payloadObject as? [String: Any] else {
             throw JobError(.invalidField, field: "payload", "payload must be a JSON object, such as {\"aps\": {\"alert\": \"…\"}}")
+        }
+        let inferred = namedPushType == nil
+        let pushType = namedPushType ?? PayloadRules.inferredPushType(payloadDictionary)
+        try PayloadRules.check(payloadDictionary, pushType: pushType, inferred: inferred)
+        if inferred && pushType == .background && priority == .immediate {
+            throw JobError(.invalidField, field: "priority",
+                "priority 10 with a payload that only asks for content-available: such a job is sent as push_type background, which APNs refuses at 10; use priority 5, or add an alert and push_type alert")
         }
         // Keys sorted: the same job makes the same bytes in every worker and every chunk.
         let payload: [UInt8]

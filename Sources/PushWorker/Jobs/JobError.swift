@@ -16,6 +16,10 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidToken = "invalid_token"
         /// The payload is over APNs' limit for the push type.
         case payloadTooLarge = "payload_too_large"
+        /// The payload breaks a rule of its push type that APNs does not enforce but delivery
+        /// depends on: an alert or background push with no `aps`, a background push with
+        /// `alert`/`sound`/`badge`, `mutable-content` with no alert.
+        case invalidPayload = "invalid_payload"
         /// Not a refusal: `audience.users` or `audience.groups` name recipients this worker
         /// cannot resolve (no registry). The job's tokens are still sent; the summary says so.
         case unresolvedAudience = "unresolved_audience"
