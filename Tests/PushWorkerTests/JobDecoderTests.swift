@@ -129,6 +129,21 @@ struct JobDecoderTests {
         #expect(job.results == .failures && job.replyTo == "my.results")
     }
 
+    @Test("an app's default_expiration applies to its jobs that name none; a job's own expiration wins")
+    func defaultExpiration() throws {
+        let decoder = JobDecoder(apps: ["demo": "com.example.app", "rides": "com.example.rides", "news": "com.example.news"],
+                                 defaultExpirations: ["demo": .immediate, "rides": .afterSeconds(120)])
+        let enqueued = Date(timeIntervalSince1970: 1_800_000_000)
+        func expiration(_ app: String, _ extra: String = "") throws -> APNsExpiration? {
+            try decoder.decode(Array(#"{"app": "\#(app)", "audience": {"tokens": []}, "payload": {"aps": {}}\#(extra)}"#.utf8), enqueuedAt: enqueued).expiration
+        }
+        #expect(try expiration("demo") == .immediately)
+        #expect(try expiration("rides")?.deadline == enqueued.addingTimeInterval(120))
+        #expect(try expiration("news") == nil)
+        #expect(try expiration("demo", #", "expiration": {"after_seconds": 60}"#)?.deadline == enqueued.addingTimeInterval(60))
+        #expect(try expiration("rides", #", "expiration": "immediate""#) == .immediately)
+    }
+
     @Test("expiration: immediate, Unix seconds and RFC 3339")
     func expirations() throws {
         func expiration(_ json: String) throws -> APNsExpiration? {

@@ -28,7 +28,7 @@ struct PushWorkerConfigurationTests {
                 topic: com.example.chat
                 environment: sandbox
                 port: 2197
-                token: {key_env: CHAT_KEY, key_id: K2, team_id: T2}
+                token: {key_env: CHAT_KEY, key_id: KEY2222222, team_id: TEAM222222}
               - name: legacy
                 topic: com.example.legacy
                 environment: sandbox
@@ -59,7 +59,7 @@ struct PushWorkerConfigurationTests {
         var count = 0
         func app(_ extra: String) -> String {
             count += 1
-            return "  - name: a\(count)\n    topic: t\n    environment: sandbox\n    token: {key_file: \(keyFile), key_id: k, team_id: t}\n\(extra)"
+            return "  - name: a\(count)\n    topic: t\n    environment: sandbox\n    token: {key_file: \(keyFile), key_id: ABC123DEFG, team_id: DEF123GHIJ}\n\(extra)"
         }
         let yaml = "apps:\n" + app("") + app("    transport: curl\n    proxy: socks5://10.0.0.1:1080\n")
             + app("    ping_interval_seconds: 0\n    proxy: http://user:secret@10.0.0.1:3128\n") + app("    proxy: https://10.0.0.1:3128\n")
@@ -151,6 +151,62 @@ struct PushWorkerConfigurationTests {
             Issue.record("accepted a missing key file")
         } catch {
             #expect("\(error)".contains("apps[1].token.key_file: cannot read '/nonexistent.p8'"))
+        }
+    }
+
+    @Test("key_id and team_id are Apple's 10 upper-case letters or digits; a key file named AuthKey_<KEY_ID>.p8 gives its id, and one naming another id is refused")
+    func appleIdentifiers() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let named = directory.appendingPathComponent("AuthKey_ABCDE12345.p8").path
+        try Data(try TestKeys.newP8().utf8).write(to: URL(fileURLWithPath: named))
+        let plain = try temporaryFile(try TestKeys.newP8())
+        let cases: [(String, String?)] = [
+            ("{key_file: \(named), team_id: DEF123GHIJ}", nil),
+            ("{key_file: \(named), key_id: ABCDE12345, team_id: DEF123GHIJ}", nil),
+            ("{key_file: \(plain), key_id: k, team_id: DEF123GHIJ}", "apps[0].token.key_id: 'k' is not 10 upper-case letters or digits"),
+            ("{key_file: \(plain), key_id: abcde12345, team_id: DEF123GHIJ}", "apps[0].token.key_id: 'abcde12345' is not 10 upper-case"),
+            ("{key_file: \(plain), key_id: ABCDE12345, team_id: DEF123GHI}", "apps[0].token.team_id: 'DEF123GHI' is not 10 upper-case"),
+            ("{key_file: \(plain), team_id: DEF123GHIJ}", "apps[0].token.key_id: is missing: give it, or keep the key file's name as Apple delivers it (AuthKey_<KEY_ID>.p8)"),
+            ("{key_file: \(named), key_id: ZZZZZ99999, team_id: DEF123GHIJ}", "apps[0].token.key_id: 'ZZZZZ99999' is not the id in the key file's name (AuthKey_ABCDE12345.p8)"),
+        ]
+        for (token, expected) in cases {
+            let file = try temporaryFile("apps:\n  - {name: a, topic: t, environment: sandbox, token: \(token)}\n")
+            let configuration = try PushWorkerConfiguration.load(file: file)
+            do {
+                let client = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:])
+                #expect(expected == nil, "accepted \(token)")
+                guard case .token(let source) = client.authentication else { Issue.record("not token auth"); continue }
+                #expect(source.keyID == "ABCDE12345" && source.teamID == "DEF123GHIJ")
+            } catch {
+                #expect(expected.map { "\(error)" == "\(file): " + $0 || "\(error)".hasPrefix("\(file): " + $0) } == true, "\(token): \(error)")
+            }
+        }
+    }
+
+    @Test("default_expiration: immediate or seconds; anything else names the key")
+    func defaultExpiration() throws {
+        let app = "topic: t, environment: sandbox, url: \"https://127.0.0.1:1\", certificate: {file: f, format: pem}"
+        let file = try temporaryFile("""
+            apps:
+              - {name: a, \(app), default_expiration: immediate}
+              - {name: b, \(app), default_expiration: 3600}
+              - {name: c, \(app), default_expiration: 0}
+              - {name: d, \(app)}
+            """)
+        let configuration = try PushWorkerConfiguration.load(file: file)
+        #expect(configuration.apps.map(\.defaultExpiration) == [.immediate, .afterSeconds(3600), .immediate, nil])
+        for (value, expected) in [
+            ("soon", "apps[0].default_expiration: 'soon' is not immediate or a number of seconds"),
+            ("-5", "apps[0].default_expiration: -5 is not between 0 (immediate) and 31536000 seconds"),
+            ("40000000", "apps[0].default_expiration: 40000000 is not between 0"),
+        ] {
+            do {
+                _ = try PushWorkerConfiguration.parse("apps:\n  - {name: a, \(app), default_expiration: \(value)}\n", file: "p.yaml")
+                Issue.record("accepted \(value)")
+            } catch {
+                #expect("\(error)".hasPrefix("p.yaml: " + expected), "\(error)")
+            }
         }
     }
 

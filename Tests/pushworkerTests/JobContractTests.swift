@@ -93,6 +93,30 @@ struct JobContractTests {
         try await running.stop()
     }
 
+    @Test("an app's default_expiration reaches APNs for jobs that name no expiration, fixed at the job's publication in its chunks too")
+    func defaultExpiration() async throws {
+        let running = try await Running.start(extra: "chunk_size: 2", appExtra: ["default_expiration: 3600"])
+        let published = UInt64(Date().timeIntervalSince1970)
+        let tokens = (10..<15).map { "\"\(Self.token($0))\"" }.joined(separator: ", ")
+        try await running.publish(#"{"id": "later", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {"alert": "hi"}}}"#,
+                                  properties: AMQPProperties(persistent: true, timestamp: published))
+        try await running.publish(#"{"id": "own", "audience": {"tokens": ["\#(Self.token(20))"]}, "payload": {"aps": {"alert": "hi"}}, "expiration": 0}"#)
+        var delivered = 0
+        while delivered < 6 {
+            if let result = try await Running.reply(from: running.results).result {
+                #expect(result.outcome == .delivered, "\(result)")
+                delivered += 1
+            }
+        }
+        let expected = Int(published) + 3600
+        for record in running.mock.recorded where record.token != Self.token(20) {
+            #expect(Int(record.expiration ?? "") == expected, "\(record.token): \(record.expiration ?? "none")")
+        }
+        #expect(running.mock.recorded.first { $0.token == Self.token(20) }?.expiration == "0")
+        #expect(running.mock.recorded.count == 6)
+        try await running.stop()
+    }
+
     @Test("a voip job with no topic, for an app whose topic lacks .voip, is dead-lettered naming push_type; nothing is sent")
     func voipWithoutTopic() async throws {
         let running = try await Running.start()

@@ -33,6 +33,8 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     /// The app's share of a worker's bulk lane beside other apps' broadcasts (1–100, default 1):
     /// its chunks in hand are `amqp.prefetch` × weight.
     public var weight: Int?
+    /// For jobs that name no `expiration`: `immediate`, or seconds after the job was published.
+    public var defaultExpiration: DefaultExpiration?
 
     public static let defaultMaxInFlight = 256
 
@@ -42,6 +44,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         case caFile = "ca_file"
         case requestTimeoutMilliseconds = "request_timeout_ms"
         case maxInFlight = "max_in_flight"
+        case defaultExpiration = "default_expiration"
     }
 
     public init(from decoder: Decoder) throws {
@@ -62,6 +65,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         token = try container.decodeIfPresent(TokenCredentials.self, forKey: .token)
         certificate = try container.decodeIfPresent(CertificateCredentials.self, forKey: .certificate)
         weight = try container.decodeIfPresent(Int.self, forKey: .weight)
+        defaultExpiration = try container.decodeIfPresent(DefaultExpiration.self, forKey: .defaultExpiration)
     }
 
     public struct TokenCredentials: Sendable, Decodable, Equatable {
@@ -69,7 +73,8 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         public var keyFile: String?
         /// …or the name of an environment variable holding the key's PEM text.
         public var keyEnv: String?
-        public var keyID: String
+        /// May be left out when `key_file` is named as Apple delivers it, `AuthKey_<KEY_ID>.p8`.
+        public var keyID: String?
         public var teamID: String
 
         enum CodingKeys: String, CodingKey, CaseIterable {
@@ -81,8 +86,24 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             keyFile = try container.decodeIfPresent(String.self, forKey: .keyFile)
             keyEnv = try container.decodeIfPresent(String.self, forKey: .keyEnv)
-            keyID = try container.decode(String.self, forKey: .keyID)
+            keyID = try container.decodeIfPresent(String.self, forKey: .keyID)
             teamID = try container.decode(String.self, forKey: .teamID)
+        }
+
+        /// The key id in the file name Apple gives a downloaded key, `AuthKey_ABCDE12345.p8`.
+        public var keyIDFromFileName: String? {
+            guard let keyFile else { return nil }
+            let name = URL(fileURLWithPath: keyFile).lastPathComponent
+            guard let match = name.wholeMatch(of: /AuthKey_([A-Z0-9]{10})\.p8/) else { return nil }
+            return String(match.1)
+        }
+
+        /// `key_id`, else the id in the key file's name.
+        public var effectiveKeyID: String? { keyID ?? keyIDFromFileName }
+
+        /// Apple's key and team ids: 10 upper-case letters or digits.
+        static func isAppleIdentifier(_ text: String) -> Bool {
+            text.utf8.count == 10 && text.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) }
         }
     }
 
@@ -144,9 +165,19 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
             do { key = try ES256Key.privateKey(pem: pem) } catch {
                 throw fail(token.keyEnv != nil ? "token.key_env" : "token.key_file", error.description)
             }
-            guard !token.keyID.isEmpty else { throw fail("token.key_id", "is empty") }
-            guard !token.teamID.isEmpty else { throw fail("token.team_id", "is empty") }
-            authentication = .token(ProviderTokenSource(keyID: token.keyID, teamID: token.teamID, key: key))
+            guard let keyID = token.effectiveKeyID else {
+                throw fail("token.key_id", "is missing: give it, or keep the key file's name as Apple delivers it (AuthKey_<KEY_ID>.p8)")
+            }
+            guard TokenCredentials.isAppleIdentifier(keyID) else {
+                throw fail("token.key_id", "'\(keyID)' is not 10 upper-case letters or digits, as Apple's key ids are (ABCDE12345)")
+            }
+            if let named = token.keyIDFromFileName, named != keyID {
+                throw fail("token.key_id", "'\(keyID)' is not the id in the key file's name (AuthKey_\(named).p8): tokens signed with that key would name another, and APNs refuses them")
+            }
+            guard TokenCredentials.isAppleIdentifier(token.teamID) else {
+                throw fail("token.team_id", "'\(token.teamID)' is not 10 upper-case letters or digits, as Apple's team ids are (DEF123GHIJ)")
+            }
+            authentication = .token(ProviderTokenSource(keyID: keyID, teamID: token.teamID, key: key))
         case (nil, .some(let certificate)):
             let format: APNsCertificateIdentity.Format
             switch certificate.format?.lowercased() ?? "p12" {

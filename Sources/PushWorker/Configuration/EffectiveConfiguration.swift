@@ -110,6 +110,7 @@ public enum EffectiveConfiguration {
             ("request_timeout_ms", scalar(Int(client.requestTimeout / .milliseconds(1)))),
             ("ping_interval_seconds", scalar(client.pingInterval.map { Int($0 / .seconds(1)) } ?? 0)),
         ]
+        if let expiration = app.defaultExpiration { fields.append(("default_expiration", scalar(expiration.description))) }
         if let caFile = client.caFile { fields.append(("ca_file", scalar(caFile))) }
         if let proxy = client.proxy { fields.append(("proxy", scalar(redacted(proxy)))) }
         if let token = app.token {
@@ -117,7 +118,8 @@ public enum EffectiveConfiguration {
             if let keyEnv = token.keyEnv { credentials.append(("key_env", scalar(keyEnv))) } else if let keyFile = token.keyFile {
                 credentials.append(("key_file", scalar(keyFile)))
             }
-            credentials += [("key_id", scalar(token.keyID)), ("team_id", scalar(token.teamID))]
+            // Checked by clientConfiguration before this runs: the id is there.
+            credentials += [("key_id", scalar(token.effectiveKeyID ?? "")), ("team_id", scalar(token.teamID))]
             fields.append(("token", mapping(credentials)))
         }
         if let certificate = app.certificate {

@@ -7,9 +7,12 @@ public struct JobDecoder: Sendable {
     /// The configured apps by name, each with its default topic (bundle id): a push type that
     /// needs a topic suffix is checked against the topic the job will really be sent with.
     public var apps: [String: String]
+    /// Per app, the expiration of jobs that name none (`apps[].default_expiration`).
+    public var defaultExpirations: [String: DefaultExpiration]
 
-    public init(apps: [String: String]) {
+    public init(apps: [String: String], defaultExpirations: [String: DefaultExpiration] = [:]) {
         self.apps = apps
+        self.defaultExpirations = defaultExpirations
     }
 
     /// Known top-level fields; anything else is refused, so a misspelt option (`colapse_id`)
@@ -67,6 +70,7 @@ public struct JobDecoder: Sendable {
             do { priority = try APNsPriority(validating: value) } catch { throw JobError(.invalidField, field: "priority", "priority: \(error.message)") }
         }
         let expiration = try decodeExpiration(object["expiration"], enqueuedAt: enqueuedAt)
+            ?? defaultExpirations[app]?.expiration(since: enqueuedAt)
         let collapseID = try fields.string("collapse_id")
         let topic = try fields.string("topic")
         var results = PushJob.ResultsMode.all

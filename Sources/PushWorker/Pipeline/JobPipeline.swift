@@ -14,11 +14,14 @@ public struct JobPipeline: Sendable {
         public var name: String
         public var topic: String
         public var sender: any NotificationSending
+        /// For jobs that name no `expiration`.
+        public var defaultExpiration: DefaultExpiration?
 
-        public init(name: String, topic: String, sender: any NotificationSending) {
+        public init(name: String, topic: String, sender: any NotificationSending, defaultExpiration: DefaultExpiration? = nil) {
             self.name = name
             self.topic = topic
             self.sender = sender
+            self.defaultExpiration = defaultExpiration
         }
     }
 
@@ -47,7 +50,9 @@ public struct JobPipeline: Sendable {
         self.settings = settings
         self.lane = lane
         self.publisher = publisher
-        self.decoder = JobDecoder(apps: Dictionary(apps.map { ($0.name, $0.topic) }, uniquingKeysWith: { first, _ in first }))
+        self.decoder = JobDecoder(
+            apps: Dictionary(apps.map { ($0.name, $0.topic) }, uniquingKeysWith: { first, _ in first }),
+            defaultExpirations: Dictionary(apps.compactMap { app in app.defaultExpiration.map { (app.name, $0) } }, uniquingKeysWith: { first, _ in first }))
         self.processors = Dictionary(
             apps.map { app in
                 (app.name, JobProcessor(
