@@ -205,6 +205,15 @@ public final class PostgresRegistryStore: RegistryStore {
         case .deleteUser(let user):
             try await run("UPDATE devices SET user_id = NULL WHERE user_id = \(user)")
             try await run("DELETE FROM users WHERE id = \(user)")
+        case .replaceToken(let app, let old, let new):
+            // The new token takes the old one's user (a user it already has stays when the old had none).
+            try await run("""
+                INSERT INTO devices(app, token, user_id, registered_at, invalid)
+                  VALUES (\(app), \(new), (SELECT user_id FROM devices WHERE app = \(app) AND token = \(old)), \(now), false)
+                ON CONFLICT (app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = false,
+                  user_id = COALESCE(excluded.user_id, devices.user_id)
+                """)
+            if old != new { try await run("DELETE FROM devices WHERE app = \(app) AND token = \(old)") }
         }
     }
 

@@ -16,6 +16,9 @@ public enum RegistryCommand: Sendable, Hashable {
     case setPreferences(user: String, NotificationPreferences)
     /// Removes the user and their group memberships; their devices stay registered, unconnected.
     case deleteUser(user: String)
+    /// The app's token changed (a restore, a reinstall): `new` takes `old`'s user, and `old` is
+    /// removed. With `old` gone already, `new` is registered as it is.
+    case replaceToken(app: String, old: String, new: String)
 
     public var name: String {
         switch self {
@@ -27,6 +30,7 @@ public enum RegistryCommand: Sendable, Hashable {
         case .removeFromGroup: "remove_from_group"
         case .setPreferences: "set_preferences"
         case .deleteUser: "delete_user"
+        case .replaceToken: "replace_token"
         }
     }
 
@@ -34,7 +38,7 @@ public enum RegistryCommand: Sendable, Hashable {
     /// not among `served`: no job could ever reach that device.
     public func check(servedApps served: Set<String>) throws(RegistryError) {
         switch self {
-        case .registerDevice(let app, _, _), .connect(let app, _, _):
+        case .registerDevice(let app, _, _), .connect(let app, _, _), .replaceToken(let app, _, _):
             guard served.contains(app) else {
                 throw RegistryError(.unknownApp, field: "app", "app '\(app)' is not one the workers serve (configured: \(served.sorted().joined(separator: ", ")))")
             }
@@ -48,22 +52,24 @@ public enum RegistryCommand: Sendable, Hashable {
         "connect": ["app", "token", "user"], "disconnect": ["app", "token", "user"],
         "add_to_group": ["user", "group", "create_group"], "remove_from_group": ["user", "group"],
         "set_preferences": ["user", "whitelist", "blacklist"], "delete_user": ["user"],
+        "replace_token": ["app", "old", "new"],
     ]
 
     /// Reads a command, or says which field is wrong.
     public init(json body: [UInt8]) throws(RegistryError) {
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
-            throw RegistryError(.invalidJSON, "a registry command must be one JSON object, such as {\"command\": \"register_device\", \"app\": \"news\", \"token\": \"…\"}")
-        }
-        let reader = Fields(object)
-        let name = try reader.string("command")
-        guard let allowed = Self.fields[name] else {
+        let object = try RegistryFields.object(json: body)
+        let name = try RegistryFields(object).string("command")
+        guard Self.fields[name] != nil else {
             throw RegistryError(.unknownCommand, field: "command",
                 "command '\(name)' is not one of \(Self.fields.keys.sorted().joined(separator: ", "))")
         }
-        if let unknown = object.keys.filter({ $0 != "command" && !allowed.contains($0) }).sorted().first {
-            throw RegistryError(.invalidField, field: unknown, "\(unknown) is not a field of \(name) (expected \(allowed.sorted().joined(separator: ", ")))")
-        }
+        try self.init(object, name: name)
+    }
+
+    /// A command `name` (one of `fields`) from its JSON object.
+    init(_ object: [String: Any], name: String) throws(RegistryError) {
+        let reader = RegistryFields(object)
+        try reader.allow(Self.fields[name] ?? [], in: name)
         switch name {
         case "register_device":
             self = .registerDevice(app: try reader.string("app"), token: try reader.token(), user: try reader.optionalString("user"))
@@ -81,63 +87,10 @@ public enum RegistryCommand: Sendable, Hashable {
             self = .setPreferences(
                 user: try reader.string("user"),
                 NotificationPreferences(whitelist: try reader.exceptions("whitelist"), blacklist: try reader.exceptions("blacklist")))
+        case "replace_token":
+            self = .replaceToken(app: try reader.string("app"), old: try reader.token("old"), new: try reader.token("new"))
         default:
             self = .deleteUser(user: try reader.string("user"))
-        }
-    }
-
-    /// Typed fields with errors that name them.
-    private struct Fields {
-        let object: [String: Any]
-        init(_ object: [String: Any]) { self.object = object }
-
-        func optionalString(_ key: String) throws(RegistryError) -> String? {
-            guard let value = object[key], !(value is NSNull) else { return nil }
-            guard let text = value as? String else { throw RegistryError(.invalidField, field: key, "\(key) must be a string") }
-            guard !text.isEmpty else { throw RegistryError(.invalidField, field: key, "\(key) is empty") }
-            guard text.utf8.count <= 256 else { throw RegistryError(.invalidField, field: key, "\(key) is \(text.utf8.count) bytes; at most 256") }
-            // PostgreSQL cannot store it, and no name needs it.
-            guard !text.utf8.contains(0) else { throw RegistryError(.invalidField, field: key, "\(key) contains a NUL character") }
-            return text
-        }
-
-        func string(_ key: String) throws(RegistryError) -> String {
-            guard let text = try optionalString(key) else { throw RegistryError(.missingField, field: key, "\(key) is missing") }
-            return text
-        }
-
-        /// A device token, normalised and checked as the job decoder does (`<3F1C 0E5D …>` as apps
-        /// log it is the token `3f1c0e5d…`).
-        func token() throws(RegistryError) -> String {
-            let token = APNsDeviceToken.normalized(try string("token"))
-            do { try APNsDeviceToken.validate(token, field: "token") } catch {
-                throw RegistryError(.invalidField, field: "token", "token: \(error.message)")
-            }
-            return token
-        }
-
-        func bool(_ key: String) throws(RegistryError) -> Bool? {
-            guard let value = object[key], !(value is NSNull) else { return nil }
-            guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {
-                throw RegistryError(.invalidField, field: key, "\(key) must be true or false")
-            }
-            return number.boolValue
-        }
-
-        /// `{"type": ["subtype", …]}`; absent means empty.
-        func exceptions(_ key: String) throws(RegistryError) -> [String: [String]] {
-            guard let value = object[key], !(value is NSNull) else { return [:] }
-            guard let map = value as? [String: Any] else {
-                throw RegistryError(.invalidField, field: key, "\(key) must map types to lists of exception subtypes, such as {\"grades\": [\"final-grade\"]}")
-            }
-            var result: [String: [String]] = [:]
-            for (type, list) in map {
-                guard let subtypes = list as? [Any], subtypes.allSatisfy({ $0 is String }) else {
-                    throw RegistryError(.invalidField, field: "\(key).\(type)", "\(key).\(type) must be a list of subtype strings")
-                }
-                result[type] = subtypes.compactMap { $0 as? String }
-            }
-            return result
         }
     }
 }

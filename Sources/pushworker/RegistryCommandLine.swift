@@ -90,18 +90,15 @@ struct RegistryCommandLine: AsyncParsableCommand {
         @Argument(help: "The device token (hex).") var token: String
         @Option(help: "A notification type to check the owner's preferences against.") var type: String?
         @Option(help: "Its subtype.") var subtype: String?
+        @Flag(help: "Print the answer a `status` query over push.registry gets, as JSON.") var json = false
 
         func run() async throws {
-            let registry = try await store.open()
-            guard let device = try await registry.device(app: app, token: APNsDeviceToken.normalized(token)) else {
-                print("\(app) \(APNsDeviceToken.normalized(token)): not registered (or marked invalid)")
-                return
-            }
-            print("\(app) \(device.token): registered, user \(device.user ?? "none")")
-            if let type, let user = device.user {
-                let preferences = device.preferences ?? .none
-                let verdict = preferences.allows(type: type, subtype: subtype) ? "reaches it" : "is filtered by \(user)'s preferences"
-                print("type \(type)\(subtype.map { "/\($0)" } ?? ""): \(verdict)")
+            let status = try await store.open().status(app: app, token: APNsDeviceToken.normalized(token), type: type, subtype: subtype)
+            if json {
+                let data = try JSONSerialization.data(withJSONObject: status.json, options: [.sortedKeys, .withoutEscapingSlashes])
+                print(String(decoding: data, as: UTF8.self))
+            } else {
+                status.lines.forEach { print($0) }
             }
         }
     }

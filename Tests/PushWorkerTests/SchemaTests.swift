@@ -1,5 +1,6 @@
 import Foundation
 import PushWorker
+import Registry
 import TestSupport
 import Testing
 
@@ -67,6 +68,34 @@ struct SchemaTests {
         let decoder = JobDecoder(apps: ["demo": "com.example.app"])
         for file in files { _ = try decoder.decode(Array(try Data(contentsOf: file))) }
         #expect(try Self.validate("job.schema.json", files) == Array(repeating: "valid", count: files.count))
+    }
+
+    @Test("the registry command schema accepts the commands and queries docs/registry.md shows and the parser accepts, and refuses every malformed one a schema can decide")
+    func registryCommands() throws {
+        let page = try String(contentsOf: Self.root.appendingPathComponent("docs/registry.md"), encoding: .utf8)
+        // The examples block after "One example of each", and the queries' requests.
+        let examples = page.components(separatedBy: "One example of each")[1].components(separatedBy: "```json\n")[1].components(separatedBy: "```")[0]
+            .split(separator: "\n").map(String.init)
+        let queries = page.components(separatedBy: "### Queries")[1].split(separator: "\n").filter { $0.hasPrefix(#"{"command": "status""#) }.map(String.init)
+        #expect(examples.count >= 10 && queries.count == 2)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        func files(_ documents: [String], _ prefix: String) throws -> [URL] {
+            try documents.enumerated().map { index, text in
+                let file = directory.appendingPathComponent("\(prefix)-\(index).json")
+                try Data(text.utf8).write(to: file)
+                return file
+            }
+        }
+        let valid = examples + queries.map { $0.replacingOccurrences(of: "…", with: String(repeating: "0", count: 56)) }
+        for text in valid { _ = try RegistryRequest(json: Array(text.utf8)) }
+        #expect(try Self.validate("registry-command.schema.json", try files(valid, "valid")) == Array(repeating: "valid", count: valid.count))
+        // Refusals a schema cannot make: the app's configuration, the group's existence; and bodies that are not JSON objects.
+        let malformed = MalformedRegistryCommand.corpus.filter { !["unknown_app", "unknown_group", "invalid_json"].contains($0.code) }
+        let verdicts = try Self.validate("registry-command.schema.json", try files(malformed.map(\.json), "bad"))
+        for (entry, verdict) in zip(malformed, verdicts) {
+            #expect(verdict.hasPrefix("invalid"), "\(entry.json) (\(entry.code)) passes the schema")
+        }
     }
 
     @Test("results and summaries as the worker encodes them pass their schemas")

@@ -27,6 +27,22 @@ struct RegistryCommandTests {
         #expect(try read(#"{"command": "set_preferences", "user": "u", "whitelist": {"grades": ["final-grade"]}, "blacklist": {}}"#)
             == .setPreferences(user: "u", NotificationPreferences(whitelist: ["grades": ["final-grade"]])))
         #expect(try read(#"{"command": "delete_user", "user": "u"}"#) == .deleteUser(user: "u"))
+        #expect(try read(#"{"command": "replace_token", "app": "news", "old": "\#(Self.token)", "new": "<\#(Self.token.uppercased())>"}"#)
+            == .replaceToken(app: "news", old: Self.token, new: Self.token))
+    }
+
+    @Test("status is a query, read beside the commands; a query is not a command")
+    func query() throws {
+        let request = try RegistryRequest(json: Array(#"{"command": "status", "app": "news", "token": "\#(Self.token.uppercased())", "type": "grades"}"#.utf8))
+        #expect(request == .query(.status(app: "news", token: Self.token, type: "grades", subtype: nil)))
+        #expect(try RegistryRequest(json: Array(#"{"command": "delete_user", "user": "u"}"#.utf8)) == .command(.deleteUser(user: "u")))
+        #expect(throws: RegistryError.self) { try RegistryCommand(json: Array(#"{"command": "status", "app": "news", "token": "\#(Self.token)"}"#.utf8)) }
+        do {
+            _ = try RegistryRequest(json: Array(#"{"command": "stat"}"#.utf8))
+            Issue.record("accepted")
+        } catch {
+            #expect(error.code == .unknownCommand && error.message.contains("replace_token, set_preferences, status"), "\(error)")
+        }
     }
 
     static let malformed = MalformedRegistryCommand.corpus
@@ -34,8 +50,8 @@ struct RegistryCommandTests {
     @Test("malformed commands are refused with a stable code and the field named", arguments: malformed)
     func refused(_ entry: MalformedRegistryCommand) {
         do {
-            let command = try RegistryCommand(json: Array(entry.json.utf8))
-            Issue.record("accepted: \(command)")
+            let request = try RegistryRequest(json: Array(entry.json.utf8))
+            Issue.record("accepted: \(request)")
         } catch {
             #expect(error.code.rawValue == entry.code, "\(error)")
             #expect(error.field == entry.field, "\(error)")

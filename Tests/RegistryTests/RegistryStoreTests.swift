@@ -147,10 +147,62 @@ struct RegistryStoreTests {
             .addToGroup(user: "u-1", group: "g", createGroup: true), .setPreferences(user: "u-1", NotificationPreferences(blacklist: ["t": []])),
             .removeFromGroup(user: "u-9", group: "g"), .disconnect(app: "news", token: Self.token(3), user: "u-1"),
             .unregisterDevice(app: "news", token: Self.token(4)), .deleteUser(user: "u-8"),
+            .registerDevice(app: "news", token: Self.token(5), user: "u-1"), .replaceToken(app: "news", old: Self.token(5), new: Self.token(6)),
         ]
         for command in commands + commands { try await store.apply(command) }
-        #expect(try await Self.all(store, users: ["u-1"], groups: ["g"]).map(\.token) == [Self.token(1), Self.token(2)])
+        // Applied twice, the replacement's second round registers token 5 afresh and moves it again.
+        #expect(try await Self.all(store, users: ["u-1"], groups: ["g"]).map(\.token) == [Self.token(1), Self.token(2), Self.token(6)])
         #expect(try await store.user("u-1")?.preferences == NotificationPreferences(blacklist: ["t": []]))
+    }
+
+    @Test("replace_token moves the user to the new token and removes the old; repeated, or with the old gone, it registers the new as it is", arguments: Kind.allCases)
+    func replaceToken(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.registerDevice(app: "other", token: Self.token(1), user: "u-9"))
+        try await store.apply(.addToGroup(user: "u-1", group: "g", createGroup: true))
+        try await store.apply(.replaceToken(app: "news", old: Self.token(1), new: Self.token(2)))
+        #expect(try await store.device(app: "news", token: Self.token(1)) == nil)
+        #expect(try await store.device(app: "news", token: Self.token(2))?.user == "u-1")
+        #expect(try await store.device(app: "other", token: Self.token(1))?.user == "u-9", "another app's device is its own")
+        #expect(try await Self.all(store, groups: ["g"]).map(\.token) == [Self.token(2)])
+        try await store.apply(.replaceToken(app: "news", old: Self.token(1), new: Self.token(2)))
+        #expect(try await store.device(app: "news", token: Self.token(2))?.user == "u-1", "a repeat keeps the user")
+        // The old token unknown (removed by a 410 meanwhile): the new one is registered, with no user.
+        try await store.apply(.replaceToken(app: "news", old: Self.token(7), new: Self.token(8)))
+        #expect(try await store.device(app: "news", token: Self.token(8)) == RegisteredDevice(token: Self.token(8), user: nil))
+        // A new token already connected keeps its user when the old one had none.
+        try await store.apply(.registerDevice(app: "news", token: Self.token(3), user: nil))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(4), user: "u-4"))
+        try await store.apply(.replaceToken(app: "news", old: Self.token(3), new: Self.token(4)))
+        #expect(try await store.device(app: "news", token: Self.token(4))?.user == "u-4")
+        #expect(try await store.device(app: "news", token: Self.token(3)) == nil)
+        // A token APNs marked invalid is replaced by a valid one.
+        try await store.apply(.registerDevice(app: "news", token: Self.token(5), user: "u-5"))
+        try await store.deviceRejected(app: "news", token: Self.token(5), reason: .badDeviceToken, at: nil)
+        try await store.apply(.replaceToken(app: "news", old: Self.token(5), new: Self.token(6)))
+        #expect(try await store.device(app: "news", token: Self.token(6))?.user == "u-5")
+        // Old and new the same: registered, nothing removed.
+        try await store.apply(.replaceToken(app: "news", old: Self.token(6), new: Self.token(6)))
+        #expect(try await store.device(app: "news", token: Self.token(6))?.user == "u-5")
+    }
+
+    @Test("status: registered, user, the user's groups, whether a type reaches the device", arguments: Kind.allCases)
+    func status(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(2), user: nil))
+        try await store.apply(.addToGroup(user: "u-1", group: "b", createGroup: true))
+        try await store.apply(.addToGroup(user: "u-1", group: "a", createGroup: true))
+        try await store.apply(.setPreferences(user: "u-1", NotificationPreferences(blacklist: ["grades": ["final"]])))
+        #expect(try await store.status(app: "news", token: Self.token(1), type: "grades", subtype: "midterm")
+            == DeviceStatus(app: "news", token: Self.token(1), registered: true, user: "u-1", groups: ["a", "b"], type: "grades", subtype: "midterm", reaches: false))
+        #expect(try await store.status(app: "news", token: Self.token(1), type: "grades", subtype: "final").reaches == true)
+        #expect(try await store.status(app: "news", token: Self.token(1), type: nil, subtype: nil).reaches == nil)
+        #expect(try await store.status(app: "news", token: Self.token(2), type: "grades", subtype: nil)
+            == DeviceStatus(app: "news", token: Self.token(2), registered: true, type: "grades", reaches: true))
+        #expect(try await store.status(app: "other", token: Self.token(1), type: "grades", subtype: nil)
+            == DeviceStatus(app: "other", token: Self.token(1), registered: false, type: "grades"))
     }
 
     @Test("add_to_group with create_group false refuses a missing group and changes nothing", arguments: Kind.allCases)

@@ -36,5 +36,11 @@ public struct MalformedRegistryCommand: Sendable, CustomStringConvertible {
         MalformedRegistryCommand(json: #"{"command": "set_preferences", "user": "u", "blacklist": {"grades": [1]}}"#, code: "invalid_field", field: "blacklist.grades"),
         MalformedRegistryCommand(json: #"{"command": "delete_user"}"#, code: "missing_field", field: "user"),
         MalformedRegistryCommand(json: #"{"command": "delete_user", "user": "\#(String(repeating: "u", count: 300))"}"#, code: "invalid_field", field: "user"),
+        MalformedRegistryCommand(json: #"{"command": "replace_token", "app": "news", "old": "\#(token)"}"#, code: "missing_field", field: "new"),
+        MalformedRegistryCommand(json: #"{"command": "replace_token", "app": "news", "old": "xyz", "new": "\#(token)"}"#, code: "invalid_field", field: "old"),
+        MalformedRegistryCommand(json: #"{"command": "replace_token", "app": "news", "token": "\#(token)", "new": "\#(token)"}"#, code: "invalid_field", field: "token"),
+        MalformedRegistryCommand(json: #"{"command": "status", "app": "news"}"#, code: "missing_field", field: "token"),
+        MalformedRegistryCommand(json: #"{"command": "status", "app": "news", "token": "\#(token)", "subtype": "final"}"#, code: "invalid_field", field: "subtype"),
+        MalformedRegistryCommand(json: #"{"command": "status", "app": "news", "token": "\#(token)", "user": "u"}"#, code: "invalid_field", field: "user"),
     ]
 }

@@ -202,6 +202,99 @@ struct RegistryWorkerTests {
         await publisher.close()
     }
 
+    @Test("replace_token and status over the queue, as an app does after a restore: the user's pushes reach the new token, status answers as the CLI prints, bad ones are refused naming the field", arguments: [Kind.sqlite, .postgres])
+    func replaceTokenAndStatus(_ kind: Kind) async throws {
+        let (store, registry) = try await kind.make()
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: registry)
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let replies = "\(setup.prefix).replies"
+        let topology = AMQPTopology(queues: [.durable(replies), .durable("\(setup.prefix).results"), .durable("\(setup.prefix).dead", quorum: true)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let answers = try await TestBroker.consumer(queue: replies, topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology)
+        let dead = try await TestBroker.consumer(queue: "\(setup.prefix).dead", topology: topology)
+        func send(_ json: String, id: String) async throws -> [String: Any] {
+            try await publisher.publish(AMQPMessage(
+                exchange: "\(setup.prefix).push", routingKey: "registry", body: Array(json.utf8),
+                properties: AMQPProperties(contentType: "application/json", persistent: true, replyTo: replies, messageID: id), mandatory: true))
+            let answer = try await answers.next(within: .seconds(30))
+            try await answer.ack()
+            #expect(answer.properties.correlationID == id)
+            return try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
+        }
+        func status(_ token: String, _ extra: String = "") async throws -> [String: Any]? {
+            let reply = try await send(#"{"command": "status", "app": "demo", "token": "\#(token)"\#(extra)}"#, id: "status-\(token.prefix(6))")
+            #expect(reply["ok"] as? Bool == true, "\(reply)")
+            return reply["status"] as? [String: Any]
+        }
+        let (old, new) = (Self.token(1), Self.token(2))
+        // The new token as the app logged it.
+        let logged = "<" + stride(from: 0, to: 64, by: 8).map { new.dropFirst($0).prefix(8).uppercased() }.joined(separator: " ") + ">"
+        for (index, command) in [
+            #"{"command": "register_device", "app": "demo", "token": "\#(old)", "user": "u-1"}"#,
+            #"{"command": "add_to_group", "user": "u-1", "group": "class"}"#,
+            #"{"command": "set_preferences", "user": "u-1", "blacklist": {"grades": ["final"]}}"#,
+        ].enumerated() {
+            #expect(try await send(command, id: "setup-\(index)")["ok"] as? Bool == true)
+        }
+        let before = try #require(try await status(old, #", "type": "grades", "subtype": "midterm""#))
+        #expect(before["registered"] as? Bool == true && before["user"] as? String == "u-1" && before["groups"] as? [String] == ["class"])
+        #expect(before["reaches"] as? Bool == false && before["type"] as? String == "grades" && before["subtype"] as? String == "midterm")
+        // The CLI prints the same answer.
+        let printed = try Program.run(["registry", "status", "--config", setup.config.path, "demo", old, "--type", "grades", "--subtype", "midterm", "--json"])
+        let cli = try #require(try JSONSerialization.jsonObject(with: Data(printed.standardOutput.utf8)) as? [String: Any], "\(printed.standardError)")
+        func canonical(_ object: [String: Any]) throws -> String {
+            String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+        }
+        #expect(try canonical(cli) == canonical(before))
+
+        for round in 0..<2 {
+            let reply = try await send(#"{"command": "replace_token", "app": "demo", "old": "\#(old)", "new": "\#(logged)"}"#, id: "replace-\(round)")
+            #expect(reply["ok"] as? Bool == true, "\(reply)")
+        }
+        #expect(try await status(old)?["registered"] as? Bool == false)
+        let after = try #require(try await status(new))
+        #expect(after["registered"] as? Bool == true && after["user"] as? String == "u-1" && after["groups"] as? [String] == ["class"])
+        #expect(after["reaches"] is NSNull && after["token"] as? String == new)
+        #expect(try await store.device(app: "demo", token: old) == nil)
+
+        // A push to the group reaches the new token only, named with its user.
+        try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(
+            #"{"id": "after-restore", "audience": {"groups": ["class"]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)))
+        var delivered: [String] = []
+        while true {
+            let delivery = try await results.next(within: .seconds(30))
+            try await delivery.ack()
+            guard case .result(let result) = try Reply(delivery) else { break }
+            #expect(result.user == "u-1" && result.outcome == .delivered)
+            delivered.append(result.token)
+        }
+        #expect(delivered == [new])
+        #expect(setup.mock.recorded.map(\.token) == [new])
+
+        let bad: [(json: String, code: String, field: String)] = [
+            (#"{"command": "replace_token", "app": "demo", "old": "\#(old)"}"#, "missing_field", "new"),
+            (#"{"command": "replace_token", "app": "elsewhere", "old": "\#(old)", "new": "\#(new)"}"#, "unknown_app", "app"),
+            (#"{"command": "status", "app": "demo", "token": "nothex"}"#, "invalid_field", "token"),
+        ]
+        for (index, entry) in bad.enumerated() {
+            let reply = try await send(entry.json, id: "bad-\(index)")
+            let error = reply["error"] as? [String: Any]
+            #expect(reply["ok"] as? Bool == false && error?["code"] as? String == entry.code && error?["field"] as? String == entry.field, "\(reply)")
+            let letter = try await dead.next(within: .seconds(30))
+            try await letter.ack()
+            #expect(letter.properties.messageID == "bad-\(index)" && letter.properties.headers?[WireHeader.error]?.stringValue == entry.code)
+        }
+        #expect(try await store.device(app: "demo", token: new)?.user == "u-1", "refusals changed nothing")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await dead.close()
+        await results.close()
+        await answers.close()
+        await publisher.close()
+    }
+
     @Test("dlq replay sends a dead-lettered registry command back to the registry queue; dying again it keeps its first reason; applied once it can be")
     func replayToRegistryQueue() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path

@@ -5,7 +5,8 @@ import Registry
 import ServiceLifecycle
 
 /// Consumes registry commands from `push.registry`, applies each to the store, and answers on the
-/// command's `reply_to` with `{"ok": true}` or `{"ok": false, "error": {"code", "message"}}`,
+/// command's `reply_to` with `{"ok": true}` (a query's answer beside it: `{"ok": true, "status": …}`)
+/// or `{"ok": false, "error": {"code", "message"}}`,
 /// `correlation_id` = the command's `message_id`. A command that cannot be applied as sent is
 /// dead-lettered with the reason, like an invalid job; one the store cannot take now goes back to
 /// the queue, whose delivery limit ends a command that keeps failing in the dead letters.
@@ -75,14 +76,23 @@ public final class RegistryService: Service, Sendable {
         // The metric's label: the command once parsed, "invalid" before (few values, whatever producers send).
         var name = "invalid"
         do throws(RegistryError) {
-            let command = try RegistryCommand(json: delivery.body)
-            name = command.name
-            try command.check(servedApps: apps)
-            try await store.apply(command)
-            logger.debug("registry command applied", metadata: ["command": "\(command.name)", "id": "\(id)"])
-            await reply(to: delivery, #"{"ok":true}"#)
+            let request = try RegistryRequest(json: delivery.body)
+            name = request.name
+            switch request {
+            case .command(let command):
+                try command.check(servedApps: apps)
+                try await store.apply(command)
+                logger.debug("registry command applied", metadata: ["command": "\(name)", "id": "\(id)"])
+                await reply(to: delivery, #"{"ok":true}"#)
+            case .query(let query):
+                let answer = try await query.answer(from: store)
+                if delivery.properties.replyTo == nil {
+                    logger.warning("registry query with no reply_to: its answer goes nowhere", metadata: ["command": "\(name)", "id": "\(id)"])
+                }
+                await reply(to: delivery, Self.answerReply(answer))
+            }
             try? await delivery.ack()
-            metrics.registryCommand(command.name, result: "ok")
+            metrics.registryCommand(name, result: "ok")
         } catch let error where error.code == .storeUnavailable {
             logger.error("registry command not applied; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
             try? await delivery.nack(requeue: true)
@@ -106,6 +116,13 @@ public final class RegistryService: Service, Sendable {
         }
     }
 
+
+    static func answerReply(_ answer: [String: Any]) -> String {
+        var object = answer
+        object["ok"] = true
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+            .map { String(decoding: $0, as: UTF8.self) } ?? #"{"ok":true}"#
+    }
 
     static func errorReply(_ error: RegistryError) -> String {
         let details: [String: Any] = ["code": error.code.rawValue, "message": error.message, "field": error.field.map { $0 as Any } ?? NSNull()]

@@ -16,7 +16,7 @@ public final class SQLiteRegistryStore: RegistryStore {
         let upsertDevice, deleteDevice, connectDevice, disconnectDevice, ensureUser, ensureGroup, groupExists,
             addMembership, removeMembership, setPreferences, deleteUser, disconnectUserDevices,
             removeUnless, markInvalid, findDevice, devicesOfTokens, findUser, userDevices, userGroups, groupMembers,
-            groupDevices, groupSample: SQLiteStatement
+            groupDevices, groupSample, takeOver: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -55,6 +55,7 @@ public final class SQLiteRegistryStore: RegistryStore {
                 WHERE m.group_name = ?1 AND d.invalid = 0 GROUP BY d.app ORDER BY d.app
                 """)
             groupSample = try database.prepare("SELECT user_id FROM memberships WHERE group_name = ?1 ORDER BY user_id LIMIT ?2")
+            takeOver = try database.prepare(SQLiteRegistryStore.takeOver)
         }
     }
 
@@ -62,6 +63,15 @@ public final class SQLiteRegistryStore: RegistryStore {
     static let devicesOfTokens = """
         SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
         WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))
+        """
+
+    /// Registers token ?3 of app ?1 now (?4) with the user of token ?2, if it has one; a user the
+    /// new token already has stays when the old one had none.
+    static let takeOver = """
+        INSERT INTO devices(app, token, user_id, registered_at, invalid)
+          VALUES (?1, ?3, (SELECT user_id FROM devices WHERE app = ?1 AND token = ?2), ?4, 0)
+        ON CONFLICT(app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = 0,
+          user_id = COALESCE(excluded.user_id, devices.user_id)
         """
 
     /// Connections that read audiences, one per resolution at a time: a snapshot read page by
@@ -191,6 +201,9 @@ public final class SQLiteRegistryStore: RegistryStore {
         case .deleteUser(let user):
             try c.disconnectUserDevices.run([.text(user)])
             try c.deleteUser.run([.text(user)])
+        case .replaceToken(let app, let old, let new):
+            try c.takeOver.run([.text(app), .text(old), .text(new), .real(now)])
+            if old != new { try c.deleteDevice.run([.text(app), .text(old)]) }
         }
     }
 

@@ -1,0 +1,72 @@
+import APNs
+import Foundation
+
+/// The typed fields of a registry command or query, with errors that name them.
+struct RegistryFields {
+    let object: [String: Any]
+    init(_ object: [String: Any]) { self.object = object }
+
+    /// The body as one JSON object.
+    static func object(json body: [UInt8]) throws(RegistryError) -> [String: Any] {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            throw RegistryError(.invalidJSON, "a registry command must be one JSON object, such as {\"command\": \"register_device\", \"app\": \"news\", \"token\": \"…\"}")
+        }
+        return object
+    }
+
+    /// Refuses a field `name` does not take: a misspelt one is an error, not a silent default.
+    func allow(_ allowed: Set<String>, in name: String) throws(RegistryError) {
+        if let unknown = object.keys.filter({ $0 != "command" && !allowed.contains($0) }).sorted().first {
+            throw RegistryError(.invalidField, field: unknown, "\(unknown) is not a field of \(name) (expected \(allowed.sorted().joined(separator: ", ")))")
+        }
+    }
+
+    func optionalString(_ key: String) throws(RegistryError) -> String? {
+        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let text = value as? String else { throw RegistryError(.invalidField, field: key, "\(key) must be a string") }
+        guard !text.isEmpty else { throw RegistryError(.invalidField, field: key, "\(key) is empty") }
+        guard text.utf8.count <= 256 else { throw RegistryError(.invalidField, field: key, "\(key) is \(text.utf8.count) bytes; at most 256") }
+        // PostgreSQL cannot store it, and no name needs it.
+        guard !text.utf8.contains(0) else { throw RegistryError(.invalidField, field: key, "\(key) contains a NUL character") }
+        return text
+    }
+
+    func string(_ key: String) throws(RegistryError) -> String {
+        guard let text = try optionalString(key) else { throw RegistryError(.missingField, field: key, "\(key) is missing") }
+        return text
+    }
+
+    /// A device token, normalised and checked as the job decoder does (`<3F1C 0E5D …>` as apps
+    /// log it is the token `3f1c0e5d…`).
+    func token(_ key: String = "token") throws(RegistryError) -> String {
+        let token = APNsDeviceToken.normalized(try string(key))
+        do { try APNsDeviceToken.validate(token, field: key) } catch {
+            throw RegistryError(.invalidField, field: key, "\(key): \(error.message)")
+        }
+        return token
+    }
+
+    func bool(_ key: String) throws(RegistryError) -> Bool? {
+        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {
+            throw RegistryError(.invalidField, field: key, "\(key) must be true or false")
+        }
+        return number.boolValue
+    }
+
+    /// `{"type": ["subtype", …]}`; absent means empty.
+    func exceptions(_ key: String) throws(RegistryError) -> [String: [String]] {
+        guard let value = object[key], !(value is NSNull) else { return [:] }
+        guard let map = value as? [String: Any] else {
+            throw RegistryError(.invalidField, field: key, "\(key) must map types to lists of exception subtypes, such as {\"grades\": [\"final-grade\"]}")
+        }
+        var result: [String: [String]] = [:]
+        for (type, list) in map {
+            guard let subtypes = list as? [Any], subtypes.allSatisfy({ $0 is String }) else {
+                throw RegistryError(.invalidField, field: "\(key).\(type)", "\(key).\(type) must be a list of subtype strings")
+            }
+            result[type] = subtypes.compactMap { $0 as? String }
+        }
+        return result
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+
+/// A question a backend asks over `push.registry`, as it sends every command: answered on the
+/// message's `reply_to`, changing nothing (so never dead-lettered for the store's sake, and
+/// harmless to repeat).
+public enum RegistryQuery: Sendable, Hashable {
+    /// Whether a device is registered, whose it is, its user's groups, and whether a notification
+    /// type reaches it: what `pushworker registry status` prints.
+    case status(app: String, token: String, type: String?, subtype: String?)
+
+    public var name: String {
+        switch self {
+        case .status: "status"
+        }
+    }
+
+    static let fields: [String: Set<String>] = [
+        "status": ["app", "token", "type", "subtype"],
+    ]
+
+    init(_ object: [String: Any], name: String) throws(RegistryError) {
+        let reader = RegistryFields(object)
+        try reader.allow(Self.fields[name] ?? [], in: name)
+        let type = try reader.optionalString("type")
+        let subtype = try reader.optionalString("subtype")
+        if subtype != nil && type == nil {
+            throw RegistryError(.invalidField, field: "subtype", "subtype needs a type: preferences are kept per type")
+        }
+        self = .status(app: try reader.string("app"), token: try reader.token(), type: type, subtype: subtype)
+    }
+
+    /// Runs the query; the answer is the reply's JSON object (besides `"ok": true`).
+    public func answer(from store: any RegistryStore) async throws(RegistryError) -> [String: Any] {
+        switch self {
+        case .status(let app, let token, let type, let subtype):
+            ["status": try await store.status(app: app, token: token, type: type, subtype: subtype).json]
+        }
+    }
+}
+
+/// What arrives on `push.registry`: a command that changes the registry, or a query.
+public enum RegistryRequest: Sendable, Hashable {
+    case command(RegistryCommand)
+    case query(RegistryQuery)
+
+    public var name: String {
+        switch self {
+        case .command(let command): command.name
+        case .query(let query): query.name
+        }
+    }
+
+    /// Reads a command or a query, or says which field is wrong.
+    public init(json body: [UInt8]) throws(RegistryError) {
+        let object = try RegistryFields.object(json: body)
+        let name = try RegistryFields(object).string("command")
+        if RegistryCommand.fields[name] != nil {
+            self = .command(try RegistryCommand(object, name: name))
+        } else if RegistryQuery.fields[name] != nil {
+            self = .query(try RegistryQuery(object, name: name))
+        } else {
+            let known = (Array(RegistryCommand.fields.keys) + Array(RegistryQuery.fields.keys)).sorted()
+            throw RegistryError(.unknownCommand, field: "command", "command '\(name)' is not one of \(known.joined(separator: ", "))")
+        }
+    }
+}
