@@ -36,6 +36,59 @@ struct ClientExampleTests {
         try await Self.run(.node)
     }
 
+    @Test("each producer sends registry commands and a status query, and prints each answer; a refused command exits 1 with the error printed", arguments: [Language.python, .go, .ruby, .php])
+    func registry(_ language: Language) async throws {
+        try await Self.runRegistry(language)
+    }
+
+    @Test("the Node.js producer's registry commands too", .enabled(if: nodeAmqplibInstalled, "amqplib is not installed: run npm ci in docs/clients/node"))
+    func nodeRegistry() async throws {
+        try await Self.runRegistry(.node)
+    }
+
+    static func runRegistry(_ language: Language) async throws {
+        let fixture = try await MockAPNsFixture.start { _ in }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let prefix = TestBroker.uniqueName("client-registry-\(language)")
+        let database = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).db").path
+        let config = try MockAPNsFixture.writeConfiguration("""
+            amqp: {url: "\(TestBroker.url)"}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
+            registry: {sqlite: \(database)}
+            apps:
+            \(fixture.appYAML())
+            """)
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        try await worker.waitForLog("worker started")
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(prefix)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let command = try Self.command(language, scratch: scratch)
+        func send(_ json: String) throws -> (status: Int32, answer: [String: Any]?, errors: String) {
+            let run = try Program.run(
+                command + ["--registry", json], environment: ["AMQP_URL": TestBroker.url, "PUSHWORKER_EXCHANGE": "\(prefix).push"],
+                program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
+            let answer = try? JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any]
+            return (run.status, answer, run.standardError)
+        }
+        let (old, new) = (Self.token(11), Self.token(12))
+        for json in [
+            #"{"command": "register_device", "app": "demo", "token": "\#(old)", "user": "u-1"}"#,
+            #"{"command": "replace_token", "app": "demo", "old": "\#(old)", "new": "\#(new)"}"#,
+        ] {
+            let sent = try send(json)
+            #expect(sent.status == 0 && sent.answer?["ok"] as? Bool == true, "\(language): \(json): \(sent)")
+        }
+        let status = try send(#"{"command": "status", "app": "demo", "token": "\#(new)"}"#)
+        let device = status.answer?["status"] as? [String: Any]
+        #expect(status.status == 0 && device?["registered"] as? Bool == true && device?["user"] as? String == "u-1", "\(language): \(status)")
+        let refused = try send(#"{"command": "replace_token", "app": "demo", "old": "\#(old)"}"#)
+        #expect(refused.status == 1, "\(language): \(refused)")
+        #expect((refused.answer?["error"] as? [String: Any])?["field"] as? String == "new", "\(language): \(refused)")
+        #expect(refused.errors.contains("refused"), "\(language): \(refused.errors)")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+    }
+
     /// The command that runs `language`'s producer, built first when it must be. Fails naming the
     /// Debian package when the language's runtime or AMQP library is missing.
     static func command(_ language: Language, scratch: URL) throws -> [String] {

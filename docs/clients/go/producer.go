@@ -1,12 +1,15 @@
-// Publishes one push job to pushworker and prints its results, one JSON object per line.
+// Publishes one push job to pushworker and prints its results, one JSON object per line; or one
+// registry command or query, and prints its answer.
 //
 //	AMQP_URL=amqp://user:password@host:5672/ go run producer.go TOKEN...
+//	AMQP_URL=… go run producer.go --registry '{"command": "status", "app": "news", "token": "…"}'
 //
 // AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first
 // that answers is used (amqp091-go dials one address).
 //
 // Needs github.com/rabbitmq/amqp091-go (Debian: golang-github-rabbitmq-amqp091-go-dev). Exits 1
-// if the broker refuses the job, no queue takes it, or no summary comes within a minute.
+// if the broker refuses the message, no queue takes it, no summary (or answer) comes within a
+// minute, or the registry answers "ok": false.
 package main
 
 import (
@@ -28,9 +31,9 @@ func main() {
 	urls := strings.Split(getenv("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), ",")
 	mathrand.Shuffle(len(urls), func(i, j int) { urls[i], urls[j] = urls[j], urls[i] })
 	exchange := getenv("PUSHWORKER_EXCHANGE", "push")
-	tokens := os.Args[1:]
-	if len(tokens) == 0 {
-		log.Fatal("usage: producer TOKEN...")
+	arguments := os.Args[1:]
+	if len(arguments) == 0 || (arguments[0] == "--registry" && len(arguments) != 2) {
+		log.Fatal("usage: producer TOKEN... | producer --registry COMMAND_JSON")
 	}
 
 	var conn *amqp.Connection
@@ -51,15 +54,21 @@ func main() {
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1))
 	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
 
-	jobID := uuid()
-	body, _ := json.Marshal(map[string]any{
-		"id":       jobID,
-		"audience": map[string]any{"tokens": tokens},
-		"payload":  map[string]any{"aps": map[string]any{"alert": "Hello from Go"}},
-		"reply_to": reply.Name,
-	})
-	err = ch.PublishWithContext(context.Background(), exchange, "jobs", true, false, amqp.Publishing{
-		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: jobID, ReplyTo: reply.Name, Body: body,
+	messageID := uuid()
+	routingKey := "jobs"
+	var body []byte
+	if arguments[0] == "--registry" {
+		routingKey, body = "registry", []byte(arguments[1])
+	} else {
+		body, _ = json.Marshal(map[string]any{
+			"id":       messageID,
+			"audience": map[string]any{"tokens": arguments},
+			"payload":  map[string]any{"aps": map[string]any{"alert": "Hello from Go"}},
+			"reply_to": reply.Name,
+		})
+	}
+	err = ch.PublishWithContext(context.Background(), exchange, routingKey, true, false, amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: messageID, ReplyTo: reply.Name, Body: body,
 	})
 	check(err, "publish")
 	// The broker sends a return before the confirm of an unroutable mandatory message.
@@ -70,11 +79,11 @@ func main() {
 		}
 		select {
 		case <-returns:
-			log.Fatalf("no queue is bound to exchange '%s' with routing key 'jobs': is a worker running?", exchange)
+			log.Fatalf("no queue is bound to exchange '%s' with routing key '%s': is a worker running?", exchange, routingKey)
 		default:
 		}
 		if !confirm.Ack {
-			log.Fatal("the broker refused the job")
+			log.Fatal("the broker refused the message")
 		}
 	case <-time.After(30 * time.Second):
 		log.Fatal("no confirm within 30 s")
@@ -86,15 +95,22 @@ func main() {
 		select {
 		case d := <-deliveries:
 			d.Ack(false)
-			if d.CorrelationId != jobID {
+			if d.CorrelationId != messageID {
 				continue
 			}
 			fmt.Println(string(d.Body))
+			if d.Type == "registry_reply" {
+				var answer struct{ Ok bool }
+				if json.Unmarshal(d.Body, &answer) != nil || !answer.Ok {
+					log.Fatal("the registry refused the command")
+				}
+				return
+			}
 			if d.Type == "summary" {
 				return
 			}
 		case <-time.After(60 * time.Second):
-			log.Fatal("no summary within 60 s")
+			log.Fatal("no answer within 60 s")
 		}
 	}
 }

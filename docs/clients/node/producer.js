@@ -1,13 +1,15 @@
 #!/usr/bin/env node
-// Publishes one push job to pushworker and prints its results, one JSON object per line.
+// Publishes one push job to pushworker and prints its results, one JSON object per line; or one
+// registry command or query, and prints its answer.
 //
 //   npm ci && AMQP_URL=amqp://user:password@host:5672/ node producer.js TOKEN...
+//   AMQP_URL=… node producer.js --registry '{"command": "status", "app": "news", "token": "…"}'
 //
 // AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first that
 // answers is used (amqplib connects to one address).
 //
-// Needs amqplib (package.json pins it). Exits 1 if the broker refuses the job, no queue takes
-// it, or no summary comes within a minute.
+// Needs amqplib (package.json pins it). Exits 1 if the broker refuses the message, no queue takes
+// it, no summary (or answer) comes within a minute, or the registry answers "ok": false.
 'use strict';
 const amqp = require('amqplib');
 const { randomUUID } = require('crypto');
@@ -19,8 +21,10 @@ async function main() {
     [urls[i], urls[j]] = [urls[j], urls[i]];
   }
   const exchange = process.env.PUSHWORKER_EXCHANGE || 'push';
-  const tokens = process.argv.slice(2);
-  if (tokens.length === 0) throw new Error('usage: producer.js TOKEN...');
+  const args = process.argv.slice(2);
+  if (args.length === 0 || (args[0] === '--registry' && args.length !== 2)) {
+    throw new Error('usage: producer.js TOKEN... | producer.js --registry COMMAND_JSON');
+  }
 
   let connection;
   for (const [index, url] of urls.entries()) {
@@ -37,25 +41,31 @@ async function main() {
   let returned = false;
   channel.on('return', () => { returned = true; });
 
-  const jobId = randomUUID();
-  const job = { id: jobId, audience: { tokens }, payload: { aps: { alert: 'Hello from Node.js' } }, reply_to: replyTo };
-  channel.publish(exchange, 'jobs', Buffer.from(JSON.stringify(job)), {
-    persistent: true, mandatory: true, contentType: 'application/json', messageId: jobId, replyTo,
+  const messageId = randomUUID();
+  const registry = args[0] === '--registry';
+  const routingKey = registry ? 'registry' : 'jobs';
+  const body = registry ? args[1] : JSON.stringify(
+    { id: messageId, audience: { tokens: args }, payload: { aps: { alert: 'Hello from Node.js' } }, reply_to: replyTo });
+  channel.publish(exchange, routingKey, Buffer.from(body), {
+    persistent: true, mandatory: true, contentType: 'application/json', messageId, replyTo,
   });
   await channel.waitForConfirms(); // rejects when the broker nacks
   // The broker sends a return before the confirm of an unroutable mandatory message.
-  if (returned) throw new Error(`no queue is bound to exchange '${exchange}' with routing key 'jobs': is a worker running?`);
+  if (returned) throw new Error(`no queue is bound to exchange '${exchange}' with routing key '${routingKey}': is a worker running?`);
 
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('no summary within 60 s')), 60000);
+  const ok = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no answer within 60 s')), 60000);
     channel.consume(replyTo, (message) => {
       channel.ack(message);
-      if (message.properties.correlationId !== jobId) return;
+      if (message.properties.correlationId !== messageId) return;
       console.log(message.content.toString());
-      if (message.properties.type === 'summary') { clearTimeout(timer); resolve(); }
+      const type = message.properties.type;
+      if (type === 'registry_reply') { clearTimeout(timer); resolve(JSON.parse(message.content.toString()).ok === true); }
+      if (type === 'summary') { clearTimeout(timer); resolve(true); }
     });
   });
   await connection.close();
+  if (!ok) throw new Error('the registry refused the command');
 }
 
 main().catch((error) => { console.error(error.message); process.exit(1); });

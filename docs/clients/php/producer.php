@@ -1,10 +1,13 @@
 <?php
-// Publishes one push job to pushworker and prints its results, one JSON object per line.
+// Publishes one push job to pushworker and prints its results, one JSON object per line; or one
+// registry command or query, and prints its answer.
 //
 //   AMQP_URL=amqp://user:password@host:5672/ php producer.php TOKEN...
+//   AMQP_URL=… php producer.php --registry '{"command": "status", "app": "news", "token": "…"}'
 //
 // Needs php-amqplib (Debian: php-amqplib; Composer: php-amqplib/php-amqplib). Exits 1 if the
-// broker refuses the job, no queue takes it, or no summary comes within a minute.
+// broker refuses the message, no queue takes it, no summary (or answer) comes within a minute, or
+// the registry answers "ok": false.
 require_once getenv('PHP_AMQPLIB_AUTOLOAD') ?: (file_exists(__DIR__ . '/vendor/autoload.php')
     ? __DIR__ . '/vendor/autoload.php' : '/usr/share/php/PhpAmqpLib/autoload.php');
 
@@ -18,8 +21,10 @@ function fail(string $message): never { fwrite(STDERR, $message . "\n"); exit(1)
 $urls = array_map('trim', explode(',', getenv('AMQP_URL') ?: 'amqp://guest:guest@127.0.0.1:5672/'));
 shuffle($urls);
 $exchange = getenv('PUSHWORKER_EXCHANGE') ?: 'push';
-$tokens = array_slice($argv, 1);
-if (!$tokens) fail('usage: producer.php TOKEN...');
+$arguments = array_slice($argv, 1);
+if (!$arguments || ($arguments[0] === '--registry' && count($arguments) !== 2)) {
+    fail('usage: producer.php TOKEN... | producer.php --registry COMMAND_JSON');
+}
 
 $hosts = array_map(function (string $text): array {
     $url = parse_url($text);
@@ -38,30 +43,38 @@ $channel->set_ack_handler(function () use (&$acked) { $acked ??= true; });
 $channel->set_nack_handler(function () use (&$acked) { $acked = false; });
 $channel->set_return_listener(function () use (&$returned) { $returned = true; });
 
-$jobId = vsprintf('%s%s-%s-%s-%s-%s%s%s', str_split(bin2hex(random_bytes(16)), 4));
-$job = ['id' => $jobId, 'audience' => ['tokens' => $tokens],
-    'payload' => ['aps' => ['alert' => 'Hello from PHP']], 'reply_to' => $replyTo];
-$message = new AMQPMessage(json_encode($job), [
+$messageId = vsprintf('%s%s-%s-%s-%s-%s%s%s', str_split(bin2hex(random_bytes(16)), 4));
+if ($arguments[0] === '--registry') {
+    [$routingKey, $body] = ['registry', $arguments[1]];
+} else {
+    $routingKey = 'jobs';
+    $body = json_encode(['id' => $messageId, 'audience' => ['tokens' => $arguments],
+        'payload' => ['aps' => ['alert' => 'Hello from PHP']], 'reply_to' => $replyTo]);
+}
+$message = new AMQPMessage($body, [
     'content_type' => 'application/json', 'delivery_mode' => AMQPMessage::DELIVERY_MODE_PERSISTENT,
-    'message_id' => $jobId, 'reply_to' => $replyTo,
+    'message_id' => $messageId, 'reply_to' => $replyTo,
 ]);
-$channel->basic_publish($message, $exchange, 'jobs', true);
+$channel->basic_publish($message, $exchange, $routingKey, true);
 $channel->wait_for_pending_acks_returns(30);
 // The broker sends a return before the confirm of an unroutable mandatory message.
-if ($returned) fail("no queue is bound to exchange '$exchange' with routing key 'jobs': is a worker running?");
-if ($acked !== true) fail('the broker refused the job');
+if ($returned) fail("no queue is bound to exchange '$exchange' with routing key '$routingKey': is a worker running?");
+if ($acked !== true) fail('the broker refused the message');
 
-$done = false;
-$channel->basic_consume($replyTo, '', false, false, false, false, function (AMQPMessage $reply) use ($jobId, &$done) {
+$done = null;
+$channel->basic_consume($replyTo, '', false, false, false, false, function (AMQPMessage $reply) use ($messageId, &$done) {
     $reply->ack();
-    if ($reply->get('correlation_id') !== $jobId) return;
+    if ($reply->get('correlation_id') !== $messageId) return;
     echo $reply->getBody(), "\n";
-    if ($reply->has('type') && $reply->get('type') === 'summary') $done = true;
+    $type = $reply->has('type') ? $reply->get('type') : null;
+    if ($type === 'registry_reply') $done = (json_decode($reply->getBody(), true)['ok'] ?? false) ? 'ok' : 'refused';
+    if ($type === 'summary') $done = 'ok';
 });
 try {
-    while (!$done) $channel->wait(null, false, 60);
+    while ($done === null) $channel->wait(null, false, 60);
 } catch (PhpAmqpLib\Exception\AMQPTimeoutException) {
-    fail('no summary within 60 s');
+    fail('no answer within 60 s');
 }
 $channel->close();
 $connection->close();
+if ($done === 'refused') fail('the registry refused the command');

@@ -1,13 +1,15 @@
 #!/usr/bin/env ruby
-# Publishes one push job to pushworker and prints its results, one JSON object per line.
+# Publishes one push job to pushworker and prints its results, one JSON object per line; or one
+# registry command or query, and prints its answer.
 #
 #   AMQP_URL=amqp://user:password@host:5672/ ruby producer.rb TOKEN...
+#   AMQP_URL=… ruby producer.rb --registry '{"command": "status", "app": "news", "token": "…"}'
 #
 # AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first that
 # answers is used (bunny's own hosts: option would share one user and vhost among them).
 #
-# Needs bunny (Debian: ruby-bunny; gem: bunny). Exits 1 if the broker refuses the job, no queue
-# takes it, or no summary comes within a minute.
+# Needs bunny (Debian: ruby-bunny; gem: bunny). Exits 1 if the broker refuses the message, no queue
+# takes it, no summary (or answer) comes within a minute, or the registry answers "ok": false.
 require "bunny"
 require "logger"
 require "json"
@@ -18,8 +20,10 @@ urls = ENV.fetch("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/").split(",").ma
 # vhost is "/", which other clients take it to mean.
 urls = urls.map { |url| url.count("/") == 3 ? url.chomp("/") : url }
 exchange_name = ENV.fetch("PUSHWORKER_EXCHANGE", "push")
-tokens = ARGV
-abort "usage: producer.rb TOKEN..." if tokens.empty?
+arguments = ARGV
+if arguments.empty? || (arguments.first == "--registry" && arguments.size != 2)
+  abort "usage: producer.rb TOKEN... | producer.rb --registry COMMAND_JSON"
+end
 
 connection = nil
 urls.each_with_index do |url, index|
@@ -37,22 +41,30 @@ exchange = channel.exchange(exchange_name, passive: true)
 returned = false
 exchange.on_return { returned = true }
 
-job_id = SecureRandom.uuid
-job = { id: job_id, audience: { tokens: tokens }, payload: { aps: { alert: "Hello from Ruby" } }, reply_to: reply.name }
-exchange.publish(JSON.generate(job), routing_key: "jobs", mandatory: true, persistent: true,
-                 content_type: "application/json", message_id: job_id, reply_to: reply.name)
-abort "the broker refused the job" unless channel.wait_for_confirms
+message_id = SecureRandom.uuid
+if arguments.first == "--registry"
+  routing_key, body = "registry", arguments[1]
+else
+  routing_key = "jobs"
+  body = JSON.generate({ id: message_id, audience: { tokens: arguments }, payload: { aps: { alert: "Hello from Ruby" } },
+                         reply_to: reply.name })
+end
+exchange.publish(body, routing_key: routing_key, mandatory: true, persistent: true,
+                 content_type: "application/json", message_id: message_id, reply_to: reply.name)
+abort "the broker refused the message" unless channel.wait_for_confirms
 # The broker sends a return before the confirm of an unroutable mandatory message.
-abort "no queue is bound to exchange '#{exchange_name}' with routing key 'jobs': is a worker running?" if returned
+abort "no queue is bound to exchange '#{exchange_name}' with routing key '#{routing_key}': is a worker running?" if returned
 
 done = Queue.new
 reply.subscribe(manual_ack: true) do |delivery, properties, body|
   channel.ack(delivery.delivery_tag)
-  next unless properties.correlation_id == job_id
+  next unless properties.correlation_id == message_id
   puts body
   $stdout.flush
-  done << true if properties.type == "summary"
+  done << (JSON.parse(body)["ok"] ? :ok : :refused) if properties.type == "registry_reply"
+  done << :ok if properties.type == "summary"
 end
 waiter = Thread.new { done.pop }
-abort "no summary within 60 s" unless waiter.join(60)
+abort "no answer within 60 s" unless waiter.join(60)
 connection.close
+abort "the registry refused the command" if waiter.value == :refused
