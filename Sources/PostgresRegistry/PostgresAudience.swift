@@ -53,13 +53,14 @@ struct PostgresAudience: RegistryAudience {
         // Rows arrive as the server sends them, with backpressure: the result is never held whole.
         let query: PostgresQuery = oneGroup
             ? """
-                SELECT d.token, d.user_id, u.whitelist, u.blacklist
+                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist), COALESCE(p.blacklist, u.blacklist)
                 FROM memberships m JOIN devices d ON d.user_id = m.user_id AND d.app = \(app) AND NOT d.invalid
-                JOIN users u ON u.id = m.user_id
+                JOIN users u ON u.id = m.user_id LEFT JOIN app_preferences p ON p.user_id = m.user_id AND p.app = \(app)
                 WHERE m.group_name = \(groups[0])
                 """
             : """
-                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
+                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist), COALESCE(p.blacklist, u.blacklist)
+                FROM devices d JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
                 WHERE d.app = \(app) AND NOT d.invalid AND d.user_id IN (
                   SELECT unnest(\(users)::text[]) UNION SELECT user_id FROM memberships WHERE group_name = ANY(\(groups)))
                 """

@@ -9,7 +9,7 @@ import Registry
 /// extended protocol), none is built from them.
 public final class PostgresRegistryStore: RegistryStore {
     /// The schema this build writes; older databases are migrated up to it on open.
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
 
     private let client: PostgresClient
     private let runner: Task<Void, Never>
@@ -150,6 +150,15 @@ public final class PostgresRegistryStore: RegistryStore {
             "DROP INDEX devices_by_user",
             "CREATE INDEX devices_by_user ON devices(user_id, app) INCLUDE (token, invalid)",
         ],
+        // 3: preferences per app for a user, and a device's own (NULL: none) for devices with no user.
+        [
+            "ALTER TABLE devices ADD COLUMN whitelist TEXT",
+            "ALTER TABLE devices ADD COLUMN blacklist TEXT",
+            """
+            CREATE TABLE app_preferences (user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE, app TEXT NOT NULL,
+              whitelist TEXT NOT NULL DEFAULT '{}', blacklist TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (user_id, app))
+            """,
+        ],
     ]
 
     // MARK: Commands
@@ -198,23 +207,87 @@ public final class PostgresRegistryStore: RegistryStore {
             try await run("INSERT INTO memberships(group_name, user_id) VALUES (\(group), \(user)) ON CONFLICT DO NOTHING")
         case .removeFromGroup(let user, let group):
             try await run("DELETE FROM memberships WHERE group_name = \(group) AND user_id = \(user)")
-        case .setPreferences(let user, let preferences):
-            try await ensureUser(user)
-            let whitelist = PreferencesDecoder.encode(preferences.whitelist), blacklist = PreferencesDecoder.encode(preferences.blacklist)
-            try await run("UPDATE users SET whitelist = \(whitelist), blacklist = \(blacklist) WHERE id = \(user)")
+        case .setPreferences(let scope, let preferences):
+            try await write(preferences, for: scope, on: connection)
+        case .editPreferences(let scope, let edit):
+            // Locked first: two edits of one set at once each see the other's result.
+            if case .user(let user) = scope { try await ensureUser(user); try await run("SELECT 1 FROM users WHERE id = \(user) FOR UPDATE") }
+            if case .userApp(let user, _) = scope { try await ensureUser(user); try await run("SELECT 1 FROM users WHERE id = \(user) FOR UPDATE") }
+            let current = try await read(scope, on: connection, locking: true)
+            try await write(edit.applied(to: current ?? .none), for: scope, on: connection)
         case .deleteUser(let user):
             try await run("UPDATE devices SET user_id = NULL WHERE user_id = \(user)")
             try await run("DELETE FROM users WHERE id = \(user)")
         case .replaceToken(let app, let old, let new):
-            // The new token takes the old one's user (a user it already has stays when the old had none).
+            // The new token takes the old one's user and preferences (what the new one already has
+            // stays where the old had none).
             try await run("""
-                INSERT INTO devices(app, token, user_id, registered_at, invalid)
-                  VALUES (\(app), \(new), (SELECT user_id FROM devices WHERE app = \(app) AND token = \(old)), \(now), false)
+                INSERT INTO devices(app, token, user_id, registered_at, invalid, whitelist, blacklist)
+                  SELECT \(app), \(new), o.user_id, \(now), false, o.whitelist, o.blacklist
+                  FROM (SELECT 1) one LEFT JOIN devices o ON o.app = \(app) AND o.token = \(old)
                 ON CONFLICT (app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = false,
-                  user_id = COALESCE(excluded.user_id, devices.user_id)
+                  user_id = COALESCE(excluded.user_id, devices.user_id),
+                  whitelist = COALESCE(excluded.whitelist, devices.whitelist), blacklist = COALESCE(excluded.blacklist, devices.blacklist)
                 """)
             if old != new { try await run("DELETE FROM devices WHERE app = \(app) AND token = \(old)") }
         }
+    }
+
+    /// The preferences kept at `scope`; nil when none are set or the user is unknown.
+    private func read(_ scope: PreferenceScope, on connection: PostgresConnection, locking: Bool = false) async throws -> NotificationPreferences? {
+        let query: PostgresQuery
+        switch scope {
+        case .user(let user): query = "SELECT whitelist, blacklist FROM users WHERE id = \(user)"
+        case .userApp(let user, let app): query = "SELECT whitelist, blacklist FROM app_preferences WHERE user_id = \(user) AND app = \(app)"
+        case .device(let app, let token):
+            query = locking
+                ? "SELECT whitelist, blacklist FROM devices WHERE app = \(app) AND token = \(token) FOR UPDATE"
+                : "SELECT whitelist, blacklist FROM devices WHERE app = \(app) AND token = \(token)"
+        }
+        var exists = false
+        var found: NotificationPreferences?
+        for try await (whitelist, blacklist) in try await connection.query(query, logger: logger).decode((String?, String?).self) {
+            exists = true
+            if let whitelist, let blacklist {
+                found = NotificationPreferences(whitelist: PreferencesDecoder.exceptions(whitelist), blacklist: PreferencesDecoder.exceptions(blacklist))
+            }
+        }
+        if case .device(let app, let token) = scope, !exists { throw RegistryError.unknownDevice(app: app, token: token) }
+        return found
+    }
+
+    private func write(_ preferences: NotificationPreferences, for scope: PreferenceScope, on connection: PostgresConnection) async throws {
+        let whitelist = PreferencesDecoder.encode(preferences.whitelist), blacklist = PreferencesDecoder.encode(preferences.blacklist)
+        func run(_ query: PostgresQuery) async throws { try await connection.query(query, logger: logger) }
+        switch scope {
+        case .user(let user):
+            try await run("INSERT INTO users(id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING")
+            try await run("UPDATE users SET whitelist = \(whitelist), blacklist = \(blacklist) WHERE id = \(user)")
+        case .userApp(let user, let app):
+            try await run("INSERT INTO users(id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING")
+            // An empty set for one app is no set: the user's app-wide preferences apply again.
+            if preferences == .none {
+                try await run("DELETE FROM app_preferences WHERE user_id = \(user) AND app = \(app)")
+            } else {
+                try await run("""
+                    INSERT INTO app_preferences(user_id, app, whitelist, blacklist) VALUES (\(user), \(app), \(whitelist), \(blacklist))
+                    ON CONFLICT (user_id, app) DO UPDATE SET whitelist = excluded.whitelist, blacklist = excluded.blacklist
+                    """)
+            }
+        case .device(let app, let token):
+            let none = preferences == .none
+            let rows = try await connection.query("""
+                UPDATE devices SET whitelist = \(none ? nil : whitelist), blacklist = \(none ? nil : blacklist)
+                WHERE app = \(app) AND token = \(token) RETURNING token
+                """, logger: logger)
+            var changed = false
+            for try await _ in rows { changed = true }
+            guard changed else { throw RegistryError.unknownDevice(app: app, token: token) }
+        }
+    }
+
+    public func preferences(_ scope: PreferenceScope) async throws(RegistryError) -> NotificationPreferences? {
+        try await read { connection in try await self.read(scope, on: connection) }
     }
 
     // MARK: Resolution
@@ -257,8 +330,9 @@ public final class PostgresRegistryStore: RegistryStore {
     /// Registered, valid, connected devices of `app` among `tokens`.
     static func devicesOfTokens(app: String, tokens: [String]) -> PostgresQuery {
         """
-        SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
-        WHERE d.app = \(app) AND NOT d.invalid AND d.token = ANY(\(tokens))
+        SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)
+        FROM devices d LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
+        WHERE d.app = \(app) AND NOT d.invalid AND d.token = ANY(\(tokens)) AND (d.user_id IS NOT NULL OR d.whitelist IS NOT NULL)
         """
     }
 
@@ -287,7 +361,8 @@ public final class PostgresRegistryStore: RegistryStore {
             var found: RegisteredDevice?
             var decoder = PreferencesDecoder()
             let rows = try await connection.query("""
-                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d LEFT JOIN users u ON u.id = d.user_id
+                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)
+                FROM devices d LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
                 WHERE d.app = \(app) AND d.token = \(token) AND NOT d.invalid
                 """, logger: self.logger)
             for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {

@@ -13,7 +13,10 @@ public enum RegistryCommand: Sendable, Hashable {
     case disconnect(app: String, token: String, user: String)
     case addToGroup(user: String, group: String, createGroup: Bool)
     case removeFromGroup(user: String, group: String)
-    case setPreferences(user: String, NotificationPreferences)
+    /// Replaces the preferences of a user (for every app, or for one), or of a device with no user.
+    case setPreferences(PreferenceScope, NotificationPreferences)
+    /// Adds one type to a list, or takes it out; the rest of the set stays.
+    case editPreferences(PreferenceScope, PreferenceEdit)
     /// Removes the user and their group memberships; their devices stay registered, unconnected.
     case deleteUser(user: String)
     /// The app's token changed (a restore, a reinstall): `new` takes `old`'s user, and `old` is
@@ -29,6 +32,7 @@ public enum RegistryCommand: Sendable, Hashable {
         case .addToGroup: "add_to_group"
         case .removeFromGroup: "remove_from_group"
         case .setPreferences: "set_preferences"
+        case .editPreferences(_, let edit): edit.commandName
         case .deleteUser: "delete_user"
         case .replaceToken: "replace_token"
         }
@@ -51,7 +55,10 @@ public enum RegistryCommand: Sendable, Hashable {
         "register_device": ["app", "token", "user"], "unregister_device": ["app", "token"],
         "connect": ["app", "token", "user"], "disconnect": ["app", "token", "user"],
         "add_to_group": ["user", "group", "create_group"], "remove_from_group": ["user", "group"],
-        "set_preferences": ["user", "whitelist", "blacklist"], "delete_user": ["user"],
+        "set_preferences": ["user", "app", "token", "whitelist", "blacklist"], "delete_user": ["user"],
+        "add_to_whitelist": ["user", "app", "token", "type", "exceptions", "entry"],
+        "add_to_blacklist": ["user", "app", "token", "type", "exceptions", "entry"],
+        "remove_from_whitelist": ["user", "app", "token", "type"], "remove_from_blacklist": ["user", "app", "token", "type"],
         "replace_token": ["app", "old", "new"],
     ]
 
@@ -85,8 +92,16 @@ public enum RegistryCommand: Sendable, Hashable {
             self = .removeFromGroup(user: try reader.string("user"), group: try reader.string("group"))
         case "set_preferences":
             self = .setPreferences(
-                user: try reader.string("user"),
+                try reader.scope(),
                 NotificationPreferences(whitelist: try reader.exceptions("whitelist"), blacklist: try reader.exceptions("blacklist")))
+        case "add_to_whitelist", "add_to_blacklist":
+            let list: PreferenceList = name == "add_to_whitelist" ? .whitelist : .blacklist
+            let scope = try reader.scope()
+            let (type, exceptions) = try reader.entry()
+            self = .editPreferences(scope, .add(list, type: type, exceptions: exceptions))
+        case "remove_from_whitelist", "remove_from_blacklist":
+            let list: PreferenceList = name == "remove_from_whitelist" ? .whitelist : .blacklist
+            self = .editPreferences(try reader.scope(), .remove(list, type: try reader.string("type")))
         case "replace_token":
             self = .replaceToken(app: try reader.string("app"), old: try reader.token("old"), new: try reader.token("new"))
         default:

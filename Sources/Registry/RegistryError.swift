@@ -12,6 +12,8 @@ public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible 
         case invalidField = "invalid_field"
         /// `add_to_group` with `create_group: false` named a group that does not exist.
         case unknownGroup = "unknown_group"
+        /// Preferences named a device (`app` and `token`) that is not registered.
+        case unknownDevice = "unknown_device"
         /// The command would register a device for an app this worker does not serve: no job
         /// could reach it.
         case unknownApp = "unknown_app"
@@ -30,4 +32,9 @@ public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
+
+    /// Preferences named a device that is not registered.
+    public static func unknownDevice(app: String, token: String) -> RegistryError {
+        RegistryError(.unknownDevice, field: "token", "device \(app) \(token) is not registered: register it before setting its preferences")
+    }
 }

@@ -46,6 +46,43 @@ struct RegistryFields {
         return token
     }
 
+    /// A user (`user`, with `app` for one app's preferences), or a device with no user (`app` and
+    /// `token`).
+    func scope() throws(RegistryError) -> PreferenceScope {
+        let user = try optionalString("user")
+        let app = try optionalString("app")
+        if let value = object["token"], !(value is NSNull) {
+            guard user == nil else {
+                throw RegistryError(.invalidField, field: "token", "token: name a user, or a device by app and token, not both")
+            }
+            guard let app else { throw RegistryError(.missingField, field: "app", "app is missing: a device is named by app and token") }
+            return .device(app: app, token: try token())
+        }
+        guard let user else { throw RegistryError(.missingField, field: "user", "user is missing (or name a device with no user by app and token)") }
+        return app.map { .userApp(user, app: $0) } ?? .user(user)
+    }
+
+    /// A list entry: `"type"` with optional `"exceptions": [subtype, …]`, or the array form
+    /// `"entry": [type, subtype, …]`.
+    func entry() throws(RegistryError) -> (type: String, exceptions: [String]) {
+        if let value = object["entry"], !(value is NSNull) {
+            guard object["type"] == nil && object["exceptions"] == nil else {
+                throw RegistryError(.invalidField, field: "entry", "entry: give entry, or type and exceptions, not both")
+            }
+            guard let items = value as? [Any], let strings = items as? [String], let type = strings.first, strings.count == items.count else {
+                throw RegistryError(.invalidField, field: "entry", "entry must be [type, subtype, …]: a non-empty list of strings")
+            }
+            guard !type.isEmpty else { throw RegistryError(.invalidField, field: "entry", "entry's type is empty") }
+            return (type, Array(strings.dropFirst()))
+        }
+        let type = try string("type")
+        guard let value = object["exceptions"], !(value is NSNull) else { return (type, []) }
+        guard let items = value as? [Any], let strings = items as? [String], strings.count == items.count else {
+            throw RegistryError(.invalidField, field: "exceptions", "exceptions must be a list of subtype strings")
+        }
+        return (type, strings)
+    }
+
     func bool(_ key: String) throws(RegistryError) -> Bool? {
         guard let value = object[key], !(value is NSNull) else { return nil }
         guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {

@@ -7,20 +7,29 @@ public enum RegistryQuery: Sendable, Hashable {
     /// Whether a device is registered, whose it is, its user's groups, and whether a notification
     /// type reaches it: what `pushworker registry status` prints.
     case status(app: String, token: String, type: String?, subtype: String?)
+    /// The whitelist and blacklist kept at one scope: a user's (for every app, or with `app` for
+    /// one), or a device's with no user (`app` and `token`).
+    case getPreferences(PreferenceScope)
 
     public var name: String {
         switch self {
         case .status: "status"
+        case .getPreferences: "get_preferences"
         }
     }
 
     static let fields: [String: Set<String>] = [
         "status": ["app", "token", "type", "subtype"],
+        "get_preferences": ["user", "app", "token"],
     ]
 
     init(_ object: [String: Any], name: String) throws(RegistryError) {
         let reader = RegistryFields(object)
         try reader.allow(Self.fields[name] ?? [], in: name)
+        if name == "get_preferences" {
+            self = .getPreferences(try reader.scope())
+            return
+        }
         let type = try reader.optionalString("type")
         let subtype = try reader.optionalString("subtype")
         if subtype != nil && type == nil {
@@ -33,7 +42,10 @@ public enum RegistryQuery: Sendable, Hashable {
     public func answer(from store: any RegistryStore) async throws(RegistryError) -> [String: Any] {
         switch self {
         case .status(let app, let token, let type, let subtype):
-            ["status": try await store.status(app: app, token: token, type: type, subtype: subtype).json]
+            return ["status": try await store.status(app: app, token: token, type: type, subtype: subtype).json]
+        case .getPreferences(let scope):
+            let preferences = try await store.preferences(scope) ?? .none
+            return ["preferences": ["scope": scope.name, "whitelist": preferences.whitelist, "blacklist": preferences.blacklist] as [String: Any]]
         }
     }
 }

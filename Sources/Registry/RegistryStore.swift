@@ -45,6 +45,10 @@ public protocol RegistryStore: Sendable {
     /// The device, if registered and valid.
     func device(app: String, token: String) async throws(RegistryError) -> RegisteredDevice?
 
+    /// The preferences kept at `scope` itself (not those that apply through another): nil when
+    /// none are set or the user is unknown; `unknown_device` for a device that is not registered.
+    func preferences(_ scope: PreferenceScope) async throws(RegistryError) -> NotificationPreferences?
+
     /// A user's devices, groups and preferences, for operators; nil if the registry has no such user.
     func user(_ id: String) async throws(RegistryError) -> RegisteredUser?
 

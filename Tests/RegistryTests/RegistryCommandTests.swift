@@ -25,10 +25,34 @@ struct RegistryCommandTests {
         #expect(try read(#"{"command": "add_to_group", "user": "u", "group": "g", "create_group": false}"#) == .addToGroup(user: "u", group: "g", createGroup: false))
         #expect(try read(#"{"command": "remove_from_group", "user": "u", "group": "g"}"#) == .removeFromGroup(user: "u", group: "g"))
         #expect(try read(#"{"command": "set_preferences", "user": "u", "whitelist": {"grades": ["final-grade"]}, "blacklist": {}}"#)
-            == .setPreferences(user: "u", NotificationPreferences(whitelist: ["grades": ["final-grade"]])))
+            == .setPreferences(.user("u"), NotificationPreferences(whitelist: ["grades": ["final-grade"]])))
         #expect(try read(#"{"command": "delete_user", "user": "u"}"#) == .deleteUser(user: "u"))
         #expect(try read(#"{"command": "replace_token", "app": "news", "old": "\#(Self.token)", "new": "<\#(Self.token.uppercased())>"}"#)
             == .replaceToken(app: "news", old: Self.token, new: Self.token))
+    }
+
+    @Test("preference commands name a user, a user in one app, or a device with no user; entries come as type and exceptions or as one array")
+    func preferenceCommands() throws {
+        func read(_ json: String) throws -> RegistryCommand { try RegistryCommand(json: Array(json.utf8)) }
+        #expect(try read(#"{"command": "add_to_whitelist", "user": "u", "type": "grades", "exceptions": ["final"]}"#)
+            == .editPreferences(.user("u"), .add(.whitelist, type: "grades", exceptions: ["final"])))
+        #expect(try read(#"{"command": "add_to_blacklist", "user": "u", "app": "news", "entry": ["grades", "final", "midterm"]}"#)
+            == .editPreferences(.userApp("u", app: "news"), .add(.blacklist, type: "grades", exceptions: ["final", "midterm"])))
+        #expect(try read(#"{"command": "add_to_blacklist", "app": "news", "token": "\#(Self.token.uppercased())", "type": "chat"}"#)
+            == .editPreferences(.device(app: "news", token: Self.token), .add(.blacklist, type: "chat", exceptions: [])))
+        #expect(try read(#"{"command": "remove_from_whitelist", "user": "u", "type": "grades"}"#)
+            == .editPreferences(.user("u"), .remove(.whitelist, type: "grades")))
+        #expect(try read(#"{"command": "remove_from_blacklist", "app": "news", "token": "\#(Self.token)", "type": "grades"}"#).name == "remove_from_blacklist")
+        #expect(try read(#"{"command": "set_preferences", "user": "u", "app": "news", "blacklist": {"chat": []}}"#)
+            == .setPreferences(.userApp("u", app: "news"), NotificationPreferences(blacklist: ["chat": []])))
+        #expect(try RegistryRequest(json: Array(#"{"command": "get_preferences", "app": "news", "token": "\#(Self.token)"}"#.utf8))
+            == .query(.getPreferences(.device(app: "news", token: Self.token))))
+        // The edit leaves the other entries and the other list as they were.
+        let before = NotificationPreferences(whitelist: ["news": []], blacklist: ["grades": ["final"]])
+        #expect(PreferenceEdit.add(.blacklist, type: "chat", exceptions: []).applied(to: before)
+            == NotificationPreferences(whitelist: ["news": []], blacklist: ["grades": ["final"], "chat": []]))
+        #expect(PreferenceEdit.remove(.blacklist, type: "grades").applied(to: before) == NotificationPreferences(whitelist: ["news": []]))
+        #expect(PreferenceEdit.add(.whitelist, type: "news", exceptions: ["x"]).applied(to: before).whitelist == ["news": ["x"]])
     }
 
     @Test("status is a query, read beside the commands; a query is not a command")

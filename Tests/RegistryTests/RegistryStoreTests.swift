@@ -55,7 +55,7 @@ struct RegistryStoreTests {
         try await store.apply(.addToGroup(user: "u-2", group: "staff", createGroup: true))
         try await store.apply(.addToGroup(user: "u-1", group: "staff", createGroup: true))
         let preferences = NotificationPreferences(whitelist: ["grades": ["final"]])
-        try await store.apply(.setPreferences(user: "u-3", preferences))
+        try await store.apply(.setPreferences(.user("u-3"), preferences))
 
         let byUser = try await Self.all(store, users: ["u-1"])
         #expect(byUser == [RegisteredDevice(token: Self.token(0), user: "u-1"), RegisteredDevice(token: Self.token(1), user: "u-1")])
@@ -107,7 +107,7 @@ struct RegistryStoreTests {
         for user in ["u-1", "u-2", "u-3"] { try await store.apply(.addToGroup(user: user, group: "staff", createGroup: true)) }
         try await store.apply(.addToGroup(user: "u-1", group: "art", createGroup: true))
         let preferences = NotificationPreferences(blacklist: ["grades": ["final"]])
-        try await store.apply(.setPreferences(user: "u-1", preferences))
+        try await store.apply(.setPreferences(.user("u-1"), preferences))
 
         #expect(try await store.user("u-1") == RegisteredUser(
             id: "u-1", devices: [.init(app: "chat", token: Self.token(2), invalid: false), .init(app: "news", token: Self.token(1), invalid: false)],
@@ -133,7 +133,7 @@ struct RegistryStoreTests {
         #expect(try await store.device(app: "news", token: Self.token(1))?.user == nil)
         try await store.apply(.connect(app: "news", token: Self.token(1), user: "u-2"))
         let preferences = NotificationPreferences(blacklist: ["news": []])
-        try await store.apply(.setPreferences(user: "u-2", preferences))
+        try await store.apply(.setPreferences(.user("u-2"), preferences))
         try await store.apply(.unregisterDevice(app: "news", token: Self.token(1)))
         #expect(try await store.device(app: "news", token: Self.token(1)) == nil)
         #expect(try await store.user("u-2")?.preferences == preferences, "the user stays")
@@ -144,7 +144,7 @@ struct RegistryStoreTests {
         let store = try await kind.makeStore()
         let commands: [RegistryCommand] = [
             .registerDevice(app: "news", token: Self.token(1), user: "u-1"), .connect(app: "news", token: Self.token(2), user: "u-1"),
-            .addToGroup(user: "u-1", group: "g", createGroup: true), .setPreferences(user: "u-1", NotificationPreferences(blacklist: ["t": []])),
+            .addToGroup(user: "u-1", group: "g", createGroup: true), .setPreferences(.user("u-1"), NotificationPreferences(blacklist: ["t": []])),
             .removeFromGroup(user: "u-9", group: "g"), .disconnect(app: "news", token: Self.token(3), user: "u-1"),
             .unregisterDevice(app: "news", token: Self.token(4)), .deleteUser(user: "u-8"),
             .registerDevice(app: "news", token: Self.token(5), user: "u-1"), .replaceToken(app: "news", old: Self.token(5), new: Self.token(6)),
@@ -194,7 +194,7 @@ struct RegistryStoreTests {
         try await store.apply(.registerDevice(app: "news", token: Self.token(2), user: nil))
         try await store.apply(.addToGroup(user: "u-1", group: "b", createGroup: true))
         try await store.apply(.addToGroup(user: "u-1", group: "a", createGroup: true))
-        try await store.apply(.setPreferences(user: "u-1", NotificationPreferences(blacklist: ["grades": ["final"]])))
+        try await store.apply(.setPreferences(.user("u-1"), NotificationPreferences(blacklist: ["grades": ["final"]])))
         #expect(try await store.status(app: "news", token: Self.token(1), type: "grades", subtype: "midterm")
             == DeviceStatus(app: "news", token: Self.token(1), registered: true, user: "u-1", groups: ["a", "b"], type: "grades", subtype: "midterm", reaches: false))
         #expect(try await store.status(app: "news", token: Self.token(1), type: "grades", subtype: "final").reaches == true)
@@ -203,6 +203,88 @@ struct RegistryStoreTests {
             == DeviceStatus(app: "news", token: Self.token(2), registered: true, type: "grades", reaches: true))
         #expect(try await store.status(app: "other", token: Self.token(1), type: "grades", subtype: nil)
             == DeviceStatus(app: "other", token: Self.token(1), registered: false, type: "grades"))
+    }
+
+    @Test("preferences edited one type at a time, read back per scope; a user's for one app win over their app-wide ones there; a device with no user is filtered by its own", arguments: Kind.allCases)
+    func scopedPreferences(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.registerDevice(app: "other", token: Self.token(2), user: "u-1"))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(3), user: nil))
+        try await store.apply(.addToGroup(user: "u-1", group: "g", createGroup: true))
+        for command in [
+            #"{"command": "add_to_blacklist", "user": "u-1", "type": "grades", "exceptions": ["final"]}"#,
+            #"{"command": "add_to_whitelist", "user": "u-1", "entry": ["news"]}"#,
+            #"{"command": "add_to_whitelist", "user": "u-1", "entry": ["grades"]}"#,
+            #"{"command": "remove_from_whitelist", "user": "u-1", "type": "news"}"#,
+            #"{"command": "remove_from_whitelist", "user": "u-1", "type": "never-added"}"#,
+            #"{"command": "add_to_blacklist", "user": "u-1", "app": "news", "entry": ["chat"]}"#,
+            #"{"command": "add_to_blacklist", "app": "news", "token": "\#(Self.token(3))", "type": "grades"}"#,
+        ] {
+            try await store.apply(try Self.command(command))
+        }
+        let appWide = NotificationPreferences(whitelist: ["grades": []], blacklist: ["grades": ["final"]])
+        let forNews = NotificationPreferences(blacklist: ["chat": []])
+        #expect(try await store.preferences(.user("u-1")) == appWide)
+        #expect(try await store.preferences(.userApp("u-1", app: "news")) == forNews)
+        #expect(try await store.preferences(.userApp("u-1", app: "other")) == nil)
+        #expect(try await store.preferences(.device(app: "news", token: Self.token(3))) == NotificationPreferences(blacklist: ["grades": []]))
+        #expect(try await store.preferences(.user("nobody")) == nil)
+        await #expect(throws: RegistryError.unknownDevice(app: "news", token: Self.token(9))) {
+            try await store.preferences(.device(app: "news", token: Self.token(9)))
+        }
+        await #expect(throws: RegistryError.unknownDevice(app: "news", token: Self.token(9))) {
+            try await store.apply(try Self.command(#"{"command": "add_to_blacklist", "app": "news", "token": "\#(Self.token(9))", "type": "grades"}"#))
+        }
+        #expect(try await store.device(app: "news", token: Self.token(9)) == nil, "a refused edit registers nothing")
+
+        // Resolution: in news u-1's set for news applies; in other, the app-wide one.
+        #expect(try await Self.all(store, app: "news", groups: ["g"]) == [RegisteredDevice(token: Self.token(1), user: "u-1", preferences: forNews)])
+        #expect(try await Self.all(store, app: "other", users: ["u-1"]) == [RegisteredDevice(token: Self.token(2), user: "u-1", preferences: appWide)])
+        #expect(try await store.devices(app: "news", tokens: [Self.token(1), Self.token(3)]) == [
+            Self.token(1): RegisteredDevice(token: Self.token(1), user: "u-1", preferences: forNews),
+            Self.token(3): RegisteredDevice(token: Self.token(3), user: nil, preferences: NotificationPreferences(blacklist: ["grades": []])),
+        ])
+        #expect(try await store.status(app: "news", token: Self.token(3), type: "grades", subtype: nil).reaches == false)
+        #expect(try await store.status(app: "news", token: Self.token(1), type: "chat", subtype: nil).reaches == false)
+        #expect(try await store.status(app: "news", token: Self.token(1), type: "grades", subtype: "final").reaches == true, "news ignores the app-wide set")
+
+        // The device's own preferences move with a replaced token; once connected, the user's apply.
+        try await store.apply(.replaceToken(app: "news", old: Self.token(3), new: Self.token(4)))
+        #expect(try await store.preferences(.device(app: "news", token: Self.token(4))) == NotificationPreferences(blacklist: ["grades": []]))
+        try await store.apply(.connect(app: "news", token: Self.token(4), user: "u-1"))
+        #expect(try await store.device(app: "news", token: Self.token(4))?.preferences == forNews)
+        // An empty set for one app is removed: the app-wide set applies there again.
+        try await store.apply(try Self.command(#"{"command": "remove_from_blacklist", "user": "u-1", "app": "news", "type": "chat"}"#))
+        #expect(try await store.preferences(.userApp("u-1", app: "news")) == nil)
+        #expect(try await store.device(app: "news", token: Self.token(1))?.preferences == appWide)
+        // Deleting the user removes their sets for apps too.
+        try await store.apply(.setPreferences(.userApp("u-1", app: "other"), forNews))
+        try await store.apply(.deleteUser(user: "u-1"))
+        #expect(try await store.preferences(.userApp("u-1", app: "other")) == nil)
+    }
+
+    @Test("edits of one user's preferences from two stores at once lose none", arguments: Kind.allCases)
+    func concurrentEdits(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        // A second store on the same file or database: another worker.
+        let other: any RegistryStore
+        if let sqlite = store as? SQLiteRegistryStore {
+            other = try SQLiteRegistryStore(path: sqlite.path)
+        } else {
+            other = store
+        }
+        let types = (0..<40).map { "type-\($0)" }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, type) in types.enumerated() {
+                let target = index % 2 == 0 ? store : other
+                group.addTask { try await target.apply(.editPreferences(.userApp("u-1", app: "news"), .add(.blacklist, type: type, exceptions: []))) }
+                group.addTask { try await target.apply(.editPreferences(.user("u-1"), .add(.whitelist, type: type, exceptions: ["x"]))) }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await store.preferences(.userApp("u-1", app: "news"))?.blacklist.keys.sorted() == types.sorted())
+        #expect(try await store.preferences(.user("u-1"))?.whitelist.count == types.count)
     }
 
     @Test("add_to_group with create_group false refuses a missing group and changes nothing", arguments: Kind.allCases)
@@ -222,7 +304,7 @@ struct RegistryStoreTests {
         let store = try await kind.makeStore()
         try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
         try await store.apply(.addToGroup(user: "u-1", group: "g", createGroup: true))
-        try await store.apply(.setPreferences(user: "u-1", NotificationPreferences(whitelist: ["a": []])))
+        try await store.apply(.setPreferences(.user("u-1"), NotificationPreferences(whitelist: ["a": []])))
         try await store.apply(.deleteUser(user: "u-1"))
         #expect(try await Self.all(store, users: ["u-1"], groups: ["g"]).isEmpty)
         #expect(try await store.device(app: "news", token: Self.token(1)) == RegisteredDevice(token: Self.token(1), user: nil))
@@ -274,7 +356,7 @@ struct RegistryStoreTests {
 /// Files written by an older pushworker are migrated in place, their data kept.
 @Suite("Registry schema migrations")
 struct RegistryMigrationTests {
-    @Test("an SQLite registry of schema version 1 opens as version 2 with every user, device, group, membership and preference")
+    @Test("an SQLite registry of schema version 1 opens as the current version with every user, device, group, membership and preference")
     func sqliteVersion1() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-v1-\(UUID().uuidString.prefix(8)).db").path
         do {

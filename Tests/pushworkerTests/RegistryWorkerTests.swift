@@ -32,6 +32,85 @@ struct RegistryWorkerTests {
         }
     }
 
+    /// A worker with a registry, and a producer's side of its queues: commands sent with a
+    /// `reply_to` and answered, results and dead letters read.
+    struct Running {
+        let setup: WorkerProcessTests.Setup
+        let worker: RunningProgram
+        let publisher: AMQPPublisher
+        let answers: AMQPConsumer
+        let results: AMQPConsumer
+        let dead: AMQPConsumer
+
+        static func start(registry: String) async throws -> Running {
+            let setup = try await WorkerProcessTests.setUp(faults: [], extra: registry)
+            let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+            try await worker.waitForLog("worker started")
+            let replies = "\(setup.prefix).replies"
+            let topology = AMQPTopology(queues: [.durable(replies), .durable("\(setup.prefix).results"), .durable("\(setup.prefix).dead", quorum: true)])
+            return Running(
+                setup: setup, worker: worker, publisher: try await TestBroker.publisher(topology: topology),
+                answers: try await TestBroker.consumer(queue: replies, topology: topology),
+                results: try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology),
+                dead: try await TestBroker.consumer(queue: "\(setup.prefix).dead", topology: topology))
+        }
+
+        /// Publishes a command as any producer would and returns its answer.
+        func send(_ json: String, id: String) async throws -> [String: Any] {
+            try await publisher.publish(AMQPMessage(
+                exchange: "\(setup.prefix).push", routingKey: "registry", body: Array(json.utf8),
+                properties: AMQPProperties(contentType: "application/json", persistent: true, replyTo: "\(setup.prefix).replies", messageID: id),
+                mandatory: true))
+            let answer = try await answers.next(within: .seconds(30))
+            try await answer.ack()
+            #expect(answer.properties.correlationID == id)
+            return try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
+        }
+
+        /// Each command answered `{"ok": true}`.
+        func apply(_ commands: [String]) async throws {
+            for (index, command) in commands.enumerated() {
+                let reply = try await send(command, id: "cmd-\(index)-\(UUID().uuidString.prefix(6))")
+                #expect(reply["ok"] as? Bool == true, "\(command): \(reply)")
+            }
+        }
+
+        /// Each answered with its error, and dead-lettered with it.
+        func refused(_ commands: [(json: String, code: String, field: String)]) async throws {
+            for (index, entry) in commands.enumerated() {
+                let id = "bad-\(index)-\(UUID().uuidString.prefix(6))"
+                let reply = try await send(entry.json, id: id)
+                let error = reply["error"] as? [String: Any]
+                #expect(reply["ok"] as? Bool == false && error?["code"] as? String == entry.code && error?["field"] as? String == entry.field, "\(entry.json): \(reply)")
+                let letter = try await dead.next(within: .seconds(30))
+                try await letter.ack()
+                #expect(letter.properties.messageID == id && letter.properties.headers?[WireHeader.error]?.stringValue == entry.code)
+            }
+        }
+
+        /// Publishes a job and returns its results by token, up to its summary.
+        func job(_ json: String) async throws -> [String: PushResult] {
+            try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(json.utf8)))
+            var byToken: [String: PushResult] = [:]
+            while true {
+                let delivery = try await results.next(within: .seconds(30))
+                try await delivery.ack()
+                guard case .result(let result) = try Reply(delivery) else { return byToken }
+                #expect(byToken[result.token] == nil, "two results for \(result.token)")
+                byToken[result.token] = result
+            }
+        }
+
+        func stop() async throws {
+            #expect(try await worker.stop() == 0, "\(worker.log)")
+            await dead.close()
+            await results.close()
+            await answers.close()
+            await publisher.close()
+            try? await setup.mock.shutdown()
+        }
+    }
+
     struct GroupCase: Sendable, CustomStringConvertible {
         let kind: Kind
         let chunkSize: Int?
@@ -54,8 +133,8 @@ struct RegistryWorkerTests {
         // Token 7 is a 410 too, but APNs saw it valid an hour ago and it registered since: kept.
         try await store.apply(.registerDevice(app: "demo", token: Self.token(7), user: "u-4"))
         for user in ["u-1", "u-2", "u-3", "u-4"] { try await store.apply(.addToGroup(user: user, group: "class", createGroup: true)) }
-        try await store.apply(.setPreferences(user: "u-2", NotificationPreferences(blacklist: ["grades": ["final-grade"]])))
-        try await store.apply(.setPreferences(user: "u-3", NotificationPreferences(whitelist: ["news": []])))
+        try await store.apply(.setPreferences(.user("u-2"), NotificationPreferences(blacklist: ["grades": ["final-grade"]])))
+        try await store.apply(.setPreferences(.user("u-3"), NotificationPreferences(whitelist: ["news": []])))
 
         let setup = try await WorkerProcessTests.setUp(
             faults: [MockAPNsFault(.reject(.unregistered), tokens: [Self.token(2)])],
@@ -205,55 +284,33 @@ struct RegistryWorkerTests {
     @Test("replace_token and status over the queue, as an app does after a restore: the user's pushes reach the new token, status answers as the CLI prints, bad ones are refused naming the field", arguments: [Kind.sqlite, .postgres])
     func replaceTokenAndStatus(_ kind: Kind) async throws {
         let (store, registry) = try await kind.make()
-        let setup = try await WorkerProcessTests.setUp(faults: [], extra: registry)
-        defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
-        try await worker.waitForLog("worker started")
-        let replies = "\(setup.prefix).replies"
-        let topology = AMQPTopology(queues: [.durable(replies), .durable("\(setup.prefix).results"), .durable("\(setup.prefix).dead", quorum: true)])
-        let publisher = try await TestBroker.publisher(topology: topology)
-        let answers = try await TestBroker.consumer(queue: replies, topology: topology)
-        let results = try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology)
-        let dead = try await TestBroker.consumer(queue: "\(setup.prefix).dead", topology: topology)
-        func send(_ json: String, id: String) async throws -> [String: Any] {
-            try await publisher.publish(AMQPMessage(
-                exchange: "\(setup.prefix).push", routingKey: "registry", body: Array(json.utf8),
-                properties: AMQPProperties(contentType: "application/json", persistent: true, replyTo: replies, messageID: id), mandatory: true))
-            let answer = try await answers.next(within: .seconds(30))
-            try await answer.ack()
-            #expect(answer.properties.correlationID == id)
-            return try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
-        }
+        let running = try await Running.start(registry: registry)
         func status(_ token: String, _ extra: String = "") async throws -> [String: Any]? {
-            let reply = try await send(#"{"command": "status", "app": "demo", "token": "\#(token)"\#(extra)}"#, id: "status-\(token.prefix(6))")
+            let reply = try await running.send(#"{"command": "status", "app": "demo", "token": "\#(token)"\#(extra)}"#, id: "status-\(token.prefix(6))")
             #expect(reply["ok"] as? Bool == true, "\(reply)")
             return reply["status"] as? [String: Any]
         }
         let (old, new) = (Self.token(1), Self.token(2))
         // The new token as the app logged it.
         let logged = "<" + stride(from: 0, to: 64, by: 8).map { new.dropFirst($0).prefix(8).uppercased() }.joined(separator: " ") + ">"
-        for (index, command) in [
+        try await running.apply([
             #"{"command": "register_device", "app": "demo", "token": "\#(old)", "user": "u-1"}"#,
             #"{"command": "add_to_group", "user": "u-1", "group": "class"}"#,
             #"{"command": "set_preferences", "user": "u-1", "blacklist": {"grades": ["final"]}}"#,
-        ].enumerated() {
-            #expect(try await send(command, id: "setup-\(index)")["ok"] as? Bool == true)
-        }
+        ])
         let before = try #require(try await status(old, #", "type": "grades", "subtype": "midterm""#))
         #expect(before["registered"] as? Bool == true && before["user"] as? String == "u-1" && before["groups"] as? [String] == ["class"])
         #expect(before["reaches"] as? Bool == false && before["type"] as? String == "grades" && before["subtype"] as? String == "midterm")
         // The CLI prints the same answer.
-        let printed = try Program.run(["registry", "status", "--config", setup.config.path, "demo", old, "--type", "grades", "--subtype", "midterm", "--json"])
+        let printed = try Program.run(["registry", "status", "--config", running.setup.config.path, "demo", old, "--type", "grades", "--subtype", "midterm", "--json"])
         let cli = try #require(try JSONSerialization.jsonObject(with: Data(printed.standardOutput.utf8)) as? [String: Any], "\(printed.standardError)")
         func canonical(_ object: [String: Any]) throws -> String {
             String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
         }
         #expect(try canonical(cli) == canonical(before))
 
-        for round in 0..<2 {
-            let reply = try await send(#"{"command": "replace_token", "app": "demo", "old": "\#(old)", "new": "\#(logged)"}"#, id: "replace-\(round)")
-            #expect(reply["ok"] as? Bool == true, "\(reply)")
-        }
+        // Sent twice, as a retrying app would.
+        try await running.apply(Array(repeating: #"{"command": "replace_token", "app": "demo", "old": "\#(old)", "new": "\#(logged)"}"#, count: 2))
         #expect(try await status(old)?["registered"] as? Bool == false)
         let after = try #require(try await status(new))
         #expect(after["registered"] as? Bool == true && after["user"] as? String == "u-1" && after["groups"] as? [String] == ["class"])
@@ -261,38 +318,59 @@ struct RegistryWorkerTests {
         #expect(try await store.device(app: "demo", token: old) == nil)
 
         // A push to the group reaches the new token only, named with its user.
-        try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(
-            #"{"id": "after-restore", "audience": {"groups": ["class"]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)))
-        var delivered: [String] = []
-        while true {
-            let delivery = try await results.next(within: .seconds(30))
-            try await delivery.ack()
-            guard case .result(let result) = try Reply(delivery) else { break }
-            #expect(result.user == "u-1" && result.outcome == .delivered)
-            delivered.append(result.token)
-        }
-        #expect(delivered == [new])
-        #expect(setup.mock.recorded.map(\.token) == [new])
+        let results = try await running.job(#"{"id": "after-restore", "audience": {"groups": ["class"]}, "payload": {"aps": {"alert": "hi"}}}"#)
+        #expect(results.mapValues(\.outcome) == [new: .delivered] && results[new]?.user == "u-1")
+        #expect(running.setup.mock.recorded.map(\.token) == [new])
 
-        let bad: [(json: String, code: String, field: String)] = [
+        try await running.refused([
             (#"{"command": "replace_token", "app": "demo", "old": "\#(old)"}"#, "missing_field", "new"),
             (#"{"command": "replace_token", "app": "elsewhere", "old": "\#(old)", "new": "\#(new)"}"#, "unknown_app", "app"),
             (#"{"command": "status", "app": "demo", "token": "nothex"}"#, "invalid_field", "token"),
-        ]
-        for (index, entry) in bad.enumerated() {
-            let reply = try await send(entry.json, id: "bad-\(index)")
-            let error = reply["error"] as? [String: Any]
-            #expect(reply["ok"] as? Bool == false && error?["code"] as? String == entry.code && error?["field"] as? String == entry.field, "\(reply)")
-            let letter = try await dead.next(within: .seconds(30))
-            try await letter.ack()
-            #expect(letter.properties.messageID == "bad-\(index)" && letter.properties.headers?[WireHeader.error]?.stringValue == entry.code)
-        }
+        ])
         #expect(try await store.device(app: "demo", token: new)?.user == "u-1", "refusals changed nothing")
-        #expect(try await worker.stop() == 0, "\(worker.log)")
-        await dead.close()
-        await results.close()
-        await answers.close()
-        await publisher.close()
+        try await running.stop()
+    }
+
+    @Test("preferences edited over the queue one type at a time, per app and per device, filter a group job as jobs.md's table says; get_preferences reads them back", arguments: [Kind.sqlite, .postgres])
+    func scopedPreferences(_ kind: Kind) async throws {
+        let (_, registry) = try await kind.make()
+        let running = try await Running.start(registry: registry)
+        // u-1: app-wide blacklist of grades, but for demo only chat is blacklisted; u-2: app-wide
+        // blacklist of grades; token 3 has no user and blacklists grades itself; token 4 no user, no set.
+        try await running.apply([
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(1))", "user": "u-1"}"#,
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(2))", "user": "u-2"}"#,
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(3))"}"#,
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(4))"}"#,
+            #"{"command": "add_to_group", "user": "u-1", "group": "class"}"#,
+            #"{"command": "add_to_group", "user": "u-2", "group": "class"}"#,
+            #"{"command": "add_to_blacklist", "user": "u-1", "type": "grades"}"#,
+            #"{"command": "add_to_blacklist", "user": "u-1", "app": "demo", "entry": ["chat"]}"#,
+            #"{"command": "add_to_blacklist", "user": "u-2", "entry": ["grades", "final"]}"#,
+            #"{"command": "add_to_blacklist", "app": "demo", "token": "\#(Self.token(3))", "type": "grades"}"#,
+        ])
+        let tokens = (3...4).map { "\"\(Self.token($0))\"" }.joined(separator: ", ")
+        let grades = try await running.job(
+            #"{"id": "grades", "audience": {"groups": ["class"], "tokens": [\#(tokens)]}, "type": "grades", "subtype": "midterm", "payload": {"aps": {"alert": "B+"}}}"#)
+        #expect(grades.mapValues(\.outcome) == [Self.token(1): .delivered, Self.token(2): .filtered, Self.token(3): .filtered, Self.token(4): .delivered])
+        let chat = try await running.job(#"{"id": "chat", "audience": {"groups": ["class"]}, "type": "chat", "payload": {"aps": {"alert": "hi"}}}"#)
+        #expect(chat.mapValues(\.outcome) == [Self.token(1): .filtered, Self.token(2): .delivered])
+
+        let read = try await running.send(#"{"command": "get_preferences", "user": "u-1", "app": "demo"}"#, id: "get")
+        let preferences = read["preferences"] as? [String: Any]
+        #expect(preferences?["scope"] as? String == "user_app" && (preferences?["blacklist"] as? [String: [String]]) == ["chat": []], "\(read)")
+        #expect((preferences?["whitelist"] as? [String: [String]]) == [:])
+        // Taking chat out of u-1's set for demo empties it: the app-wide set applies again.
+        try await running.apply([#"{"command": "remove_from_blacklist", "user": "u-1", "app": "demo", "type": "chat"}"#])
+        let again = try await running.job(#"{"id": "grades-2", "audience": {"users": ["u-1"]}, "type": "grades", "payload": {"aps": {"alert": "A"}}}"#)
+        #expect(again.mapValues(\.outcome) == [Self.token(1): .filtered])
+
+        try await running.refused([
+            (#"{"command": "add_to_blacklist", "app": "demo", "token": "\#(Self.token(9))", "type": "grades"}"#, "unknown_device", "token"),
+            (#"{"command": "add_to_whitelist", "user": "u-1", "entry": []}"#, "invalid_field", "entry"),
+            (#"{"command": "get_preferences", "app": "demo", "token": "\#(Self.token(9))"}"#, "unknown_device", "token"),
+        ])
+        try await running.stop()
     }
 
     @Test("dlq replay sends a dead-lettered registry command back to the registry queue; dying again it keeps its first reason; applied once it can be")

@@ -26,16 +26,25 @@ struct SQLiteAudience: RegistryAudience {
             CROSS JOIN devices d ON d.user_id = a.user_id AND d.app = ?1 AND d.invalid = 0
             """
 
+        /// A member's preferences: theirs for the app, else their app-wide ones.
+        static let userPreferences = "COALESCE(p.whitelist, u.whitelist), COALESCE(p.blacklist, u.blacklist)"
+
         init(path: String) throws(RegistryError) {
             database = try SQLiteDatabase(path: path)
             groupCount = try database.prepare("SELECT COUNT(*) \(Self.members)")
             groupCountAmong = try database.prepare("SELECT COUNT(*) \(Self.members) AND d.token IN (SELECT value FROM json_each(?3))")
             groupStream = try database.prepare("""
-                SELECT d.token, d.user_id, u.whitelist, u.blacklist \(Self.members.replacingOccurrences(of: "WHERE", with: "CROSS JOIN users u ON u.id = m.user_id WHERE"))
+                SELECT d.token, d.user_id, \(Self.userPreferences) FROM memberships m
+                CROSS JOIN devices d ON d.user_id = m.user_id AND d.app = ?1 AND d.invalid = 0
+                CROSS JOIN users u ON u.id = m.user_id LEFT JOIN app_preferences p ON p.user_id = m.user_id AND p.app = ?1
+                WHERE m.group_name = ?2
                 """)
             count = try database.prepare("SELECT COUNT(*) \(Self.union)")
             countAmong = try database.prepare("SELECT COUNT(*) \(Self.union) WHERE d.token IN (SELECT value FROM json_each(?4))")
-            stream = try database.prepare("SELECT d.token, d.user_id, u.whitelist, u.blacklist \(Self.union) CROSS JOIN users u ON u.id = a.user_id")
+            stream = try database.prepare("""
+                SELECT d.token, d.user_id, \(Self.userPreferences) \(Self.union) CROSS JOIN users u ON u.id = a.user_id
+                LEFT JOIN app_preferences p ON p.user_id = a.user_id AND p.app = ?1
+                """)
             devicesOfTokens = try database.prepare(SQLiteRegistryStore.devicesOfTokens)
         }
     }

@@ -6,7 +6,7 @@ import Synchronization
 /// schema is created and migrated on open; every statement is prepared once.
 public final class SQLiteRegistryStore: RegistryStore {
     /// The schema this build writes; older files are migrated up to it on open.
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
 
     private let state: Mutex<Connection>
 
@@ -16,7 +16,8 @@ public final class SQLiteRegistryStore: RegistryStore {
         let upsertDevice, deleteDevice, connectDevice, disconnectDevice, ensureUser, ensureGroup, groupExists,
             addMembership, removeMembership, setPreferences, deleteUser, disconnectUserDevices,
             removeUnless, markInvalid, findDevice, devicesOfTokens, findUser, userDevices, userGroups, groupMembers,
-            groupDevices, groupSample, takeOver: SQLiteStatement
+            groupDevices, groupSample, takeOver, setAppPreferences, deleteAppPreferences, findAppPreferences,
+            setDevicePreferences, findDevicePreferences: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -42,7 +43,8 @@ public final class SQLiteRegistryStore: RegistryStore {
             removeUnless = try database.prepare("DELETE FROM devices WHERE app = ?1 AND token = ?2 AND registered_at <= ?3")
             markInvalid = try database.prepare("UPDATE devices SET invalid = 1 WHERE app = ?1 AND token = ?2")
             findDevice = try database.prepare("""
-                SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d LEFT JOIN users u ON u.id = d.user_id
+                SELECT d.token, d.user_id, \(SQLiteRegistryStore.effectivePreferences) FROM devices d LEFT JOIN users u ON u.id = d.user_id
+                LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
                 WHERE d.app = ?1 AND d.token = ?2 AND d.invalid = 0
                 """)
             devicesOfTokens = try database.prepare(SQLiteRegistryStore.devicesOfTokens)
@@ -56,28 +58,47 @@ public final class SQLiteRegistryStore: RegistryStore {
                 """)
             groupSample = try database.prepare("SELECT user_id FROM memberships WHERE group_name = ?1 ORDER BY user_id LIMIT ?2")
             takeOver = try database.prepare(SQLiteRegistryStore.takeOver)
+            setAppPreferences = try database.prepare("""
+                INSERT INTO app_preferences(user_id, app, whitelist, blacklist) VALUES (?1, ?2, ?3, ?4)
+                ON CONFLICT(user_id, app) DO UPDATE SET whitelist = excluded.whitelist, blacklist = excluded.blacklist
+                """)
+            deleteAppPreferences = try database.prepare("DELETE FROM app_preferences WHERE user_id = ?1 AND app = ?2")
+            findAppPreferences = try database.prepare("SELECT whitelist, blacklist FROM app_preferences WHERE user_id = ?1 AND app = ?2")
+            setDevicePreferences = try database.prepare("UPDATE devices SET whitelist = ?3, blacklist = ?4 WHERE app = ?1 AND token = ?2")
+            findDevicePreferences = try database.prepare("SELECT whitelist, blacklist FROM devices WHERE app = ?1 AND token = ?2")
         }
     }
 
-    /// Registered, valid, connected devices of app ?1 among the tokens of JSON array ?2.
+    /// The preferences that filter a device (`d`, its user `u`, the user's for the app `p`): the
+    /// user's for the app, else the user's, else (no user) the device's own. A user's lists are
+    /// never NULL, so a device's own count only when it has no user.
+    static let effectivePreferences = "COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)"
+
+    /// Registered, valid devices of app ?1 among the tokens of JSON array ?2 that are connected
+    /// or have preferences of their own.
     static let devicesOfTokens = """
-        SELECT d.token, d.user_id, u.whitelist, u.blacklist FROM devices d JOIN users u ON u.id = d.user_id
+        SELECT d.token, d.user_id, \(effectivePreferences) FROM devices d LEFT JOIN users u ON u.id = d.user_id
+        LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
         WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))
+          AND (d.user_id IS NOT NULL OR d.whitelist IS NOT NULL)
         """
 
     /// Registers token ?3 of app ?1 now (?4) with the user of token ?2, if it has one; a user the
     /// new token already has stays when the old one had none.
     static let takeOver = """
-        INSERT INTO devices(app, token, user_id, registered_at, invalid)
-          VALUES (?1, ?3, (SELECT user_id FROM devices WHERE app = ?1 AND token = ?2), ?4, 0)
+        INSERT INTO devices(app, token, user_id, registered_at, invalid, whitelist, blacklist)
+          SELECT ?1, ?3, o.user_id, ?4, 0, o.whitelist, o.blacklist FROM (SELECT 1) LEFT JOIN devices o ON o.app = ?1 AND o.token = ?2
+        WHERE true
         ON CONFLICT(app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = 0,
-          user_id = COALESCE(excluded.user_id, devices.user_id)
+          user_id = COALESCE(excluded.user_id, devices.user_id),
+          whitelist = COALESCE(excluded.whitelist, devices.whitelist), blacklist = COALESCE(excluded.blacklist, devices.blacklist)
         """
 
     /// Connections that read audiences, one per resolution at a time: a snapshot read page by
     /// page holds its connection across suspension points, so it cannot be the writers' one.
     private let readers: Mutex<[SQLiteAudience.Reader]> = Mutex([])
-    private let path: String
+    /// The registry file.
+    public let path: String
 
     /// Opens or creates the registry at `path`, migrating its schema.
     public init(path: String) throws(RegistryError) {
@@ -155,6 +176,15 @@ public final class SQLiteRegistryStore: RegistryStore {
             "CREATE INDEX devices_by_user ON devices(user_id, app, invalid)",
             "CREATE INDEX memberships_by_user ON memberships(user_id)",
         ],
+        // 3: preferences per app for a user, and a device's own (NULL: none) for devices with no user.
+        [
+            "ALTER TABLE devices ADD COLUMN whitelist TEXT",
+            "ALTER TABLE devices ADD COLUMN blacklist TEXT",
+            """
+            CREATE TABLE app_preferences (user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE, app TEXT NOT NULL,
+              whitelist TEXT NOT NULL DEFAULT '{}', blacklist TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (user_id, app)) WITHOUT ROWID
+            """,
+        ],
     ]
 
     public func apply(_ command: RegistryCommand) async throws(RegistryError) {
@@ -195,15 +225,63 @@ public final class SQLiteRegistryStore: RegistryStore {
             try c.addMembership.run([.text(group), .text(user)])
         case .removeFromGroup(let user, let group):
             try c.removeMembership.run([.text(group), .text(user)])
-        case .setPreferences(let user, let preferences):
-            try c.ensureUser.run([.text(user)])
-            try c.setPreferences.run([.text(user), .text(PreferencesDecoder.encode(preferences.whitelist)), .text(PreferencesDecoder.encode(preferences.blacklist))])
+        case .setPreferences(let scope, let preferences):
+            try write(preferences, for: scope, on: c)
+        case .editPreferences(let scope, let edit):
+            try write(edit.applied(to: try read(scope, on: c) ?? .none), for: scope, on: c)
         case .deleteUser(let user):
             try c.disconnectUserDevices.run([.text(user)])
             try c.deleteUser.run([.text(user)])
         case .replaceToken(let app, let old, let new):
             try c.takeOver.run([.text(app), .text(old), .text(new), .real(now)])
             if old != new { try c.deleteDevice.run([.text(app), .text(old)]) }
+        }
+    }
+
+    /// The preferences kept at `scope` (nil: none set, or no such user); a device that is not
+    /// registered is `unknown_device`.
+    private static func read(_ scope: PreferenceScope, on c: Connection) throws(RegistryError) -> NotificationPreferences? {
+        var found: NotificationPreferences?
+        var exists = false
+        func take(_ row: SQLiteStatement.Row) {
+            exists = true
+            guard let whitelist = row.text(0), let blacklist = row.text(1) else { return }
+            found = NotificationPreferences(whitelist: PreferencesDecoder.exceptions(whitelist), blacklist: PreferencesDecoder.exceptions(blacklist))
+        }
+        switch scope {
+        case .user(let user): try c.findUser.run([.text(user)]) { take($0) }
+        case .userApp(let user, let app): try c.findAppPreferences.run([.text(user), .text(app)]) { take($0) }
+        case .device(let app, let token):
+            try c.findDevicePreferences.run([.text(app), .text(token)]) { take($0) }
+            guard exists else { throw RegistryError.unknownDevice(app: app, token: token) }
+        }
+        return found
+    }
+
+    private static func write(_ preferences: NotificationPreferences, for scope: PreferenceScope, on c: Connection) throws(RegistryError) {
+        let whitelist = PreferencesDecoder.encode(preferences.whitelist), blacklist = PreferencesDecoder.encode(preferences.blacklist)
+        switch scope {
+        case .user(let user):
+            try c.ensureUser.run([.text(user)])
+            try c.setPreferences.run([.text(user), .text(whitelist), .text(blacklist)])
+        case .userApp(let user, let app):
+            try c.ensureUser.run([.text(user)])
+            // An empty set for one app is no set: the user's app-wide preferences apply again.
+            if preferences == .none {
+                try c.deleteAppPreferences.run([.text(user), .text(app)])
+            } else {
+                try c.setAppPreferences.run([.text(user), .text(app), .text(whitelist), .text(blacklist)])
+            }
+        case .device(let app, let token):
+            let none = preferences == .none
+            try c.setDevicePreferences.run([.text(app), .text(token), none ? .null : .text(whitelist), none ? .null : .text(blacklist)])
+            guard c.database.changes > 0 else { throw RegistryError.unknownDevice(app: app, token: token) }
+        }
+    }
+
+    public func preferences(_ scope: PreferenceScope) async throws(RegistryError) -> NotificationPreferences? {
+        try state.withLock { (connection: inout Connection) throws(RegistryError) -> NotificationPreferences? in
+            try Self.read(scope, on: connection)
         }
     }
 

@@ -25,9 +25,9 @@ struct SyntheticRegistry {
         ]
         if index < small { commands.append(.addToGroup(user: user, group: "first", createGroup: true)) }
         if index % 100 < filteredPercent {
-            commands.append(.setPreferences(user: user, NotificationPreferences(blacklist: ["news": []])))
+            commands.append(.setPreferences(.user(user), NotificationPreferences(blacklist: ["news": []])))
         } else if index % 7 == 0 {
-            commands.append(.setPreferences(user: user, NotificationPreferences(whitelist: ["news": [], "grades": ["final"]])))
+            commands.append(.setPreferences(.user(user), NotificationPreferences(whitelist: ["news": [], "grades": ["final"]])))
         }
         return commands
     }

@@ -38,7 +38,7 @@ struct RegistryPipelineTests {
             try await store.apply(.registerDevice(app: index == 9 ? "other" : "demo", token: Self.token(index), user: "u\(index)"))
             try await store.apply(.addToGroup(user: "u\(index)", group: "class", createGroup: true))
         }
-        for user in ["u3", "u7"] { try await store.apply(.setPreferences(user: user, NotificationPreferences(blacklist: ["grades": []]))) }
+        for user in ["u3", "u7"] { try await store.apply(.setPreferences(.user(user), NotificationPreferences(blacklist: ["grades": []]))) }
         let harness = JobPipelineTests.Harness(chunkSize: 4, resolver: RegistryResolver(store: store, logger: Logger(label: "test.registry")))
 
         // Tokens 1 and 3 are named as well as reached through the group: sent (or filtered) once.
