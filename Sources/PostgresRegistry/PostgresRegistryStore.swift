@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Registry
+import Synchronization
 
 /// The registry on PostgreSQL, for workers on many hosts: the SQLite store's schema, migrations
 /// and rules, over postgres-nio's connection pool. Every statement binds its values (the
@@ -154,6 +155,9 @@ public final class PostgresRegistryStore: RegistryStore {
         [
             "ALTER TABLE devices ADD COLUMN whitelist TEXT",
             "ALTER TABLE devices ADD COLUMN blacklist TEXT",
+            // The badge counter, and the job that last raised it (a job raises it once).
+            "ALTER TABLE devices ADD COLUMN badge INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE devices ADD COLUMN badge_job TEXT",
             """
             CREATE TABLE app_preferences (user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE, app TEXT NOT NULL,
               whitelist TEXT NOT NULL DEFAULT '{}', blacklist TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (user_id, app))
@@ -229,7 +233,21 @@ public final class PostgresRegistryStore: RegistryStore {
                   user_id = COALESCE(excluded.user_id, devices.user_id),
                   whitelist = COALESCE(excluded.whitelist, devices.whitelist), blacklist = COALESCE(excluded.blacklist, devices.blacklist)
                 """)
-            if old != new { try await run("DELETE FROM devices WHERE app = \(app) AND token = \(old)") }
+            if old != new {
+                try await run("""
+                    UPDATE devices n SET badge = o.badge, badge_job = o.badge_job FROM devices o
+                    WHERE n.app = \(app) AND n.token = \(new) AND o.app = \(app) AND o.token = \(old)
+                    """)
+                try await run("DELETE FROM devices WHERE app = \(app) AND token = \(old)")
+            }
+        case .resetBadge(.device(let app, let token)):
+            try await run("UPDATE devices SET badge = 0 WHERE app = \(app) AND token = \(token)")
+        case .resetBadge(.user(let user, let app)):
+            if let app {
+                try await run("UPDATE devices SET badge = 0 WHERE user_id = \(user) AND app = \(app)")
+            } else {
+                try await run("UPDATE devices SET badge = 0 WHERE user_id = \(user)")
+            }
         }
     }
 
@@ -283,6 +301,33 @@ public final class PostgresRegistryStore: RegistryStore {
             var changed = false
             for try await _ in rows { changed = true }
             guard changed else { throw RegistryError.unknownDevice(app: app, token: token) }
+        }
+    }
+
+    public func incrementBadges(app: String, tokens: [String], by amount: Int, job: String) async throws(RegistryError) -> [String: Int] {
+        guard !tokens.isEmpty else { return [:] }
+        let counts = Mutex<[String: Int]>([:])
+        // Row locks serialise increments of one device; a deadlock between two jobs' overlapping
+        // devices is retried by `transaction`.
+        try await transaction { connection in
+            var found: [String: Int] = [:]
+            let rows = try await connection.query("""
+                UPDATE devices SET badge = CASE WHEN badge_job IS NOT DISTINCT FROM \(job) THEN badge ELSE badge + \(amount) END, badge_job = \(job)
+                WHERE app = \(app) AND NOT invalid AND token = ANY(\(tokens)) RETURNING token, badge
+                """, logger: self.logger)
+            for try await (token, badge) in rows.decode((String, Int).self) { found[token] = badge }
+            counts.withLock { $0 = found }
+        }
+        return counts.withLock { $0 }
+    }
+
+    public func badgeCount(app: String, token: String) async throws(RegistryError) -> Int? {
+        try await read { connection in
+            var count: Int?
+            let rows = try await connection.query(
+                "SELECT badge FROM devices WHERE app = \(app) AND token = \(token) AND NOT invalid", logger: self.logger)
+            for try await badge in rows.decode(Int.self) { count = badge }
+            return count
         }
     }
 

@@ -15,8 +15,14 @@ public struct DeviceStatus: Sendable, Hashable {
     /// Whether the user's preferences let a job of `type` reach the device (true for a device
     /// with no user, which nothing filters); nil when no type was asked about.
     public var reaches: Bool?
+    /// The badge counter jobs with `"badge": "increment"` raise; nil when not registered.
+    public var badge: Int?
 
-    public init(app: String, token: String, registered: Bool, user: String? = nil, groups: [String] = [], type: String? = nil, subtype: String? = nil, reaches: Bool? = nil) {
+    public init(
+        app: String, token: String, registered: Bool, user: String? = nil, groups: [String] = [], type: String? = nil, subtype: String? = nil,
+        reaches: Bool? = nil, badge: Int? = nil
+    ) {
+        self.badge = badge
         self.app = app
         self.token = token
         self.registered = registered
@@ -31,7 +37,7 @@ public struct DeviceStatus: Sendable, Hashable {
     public var json: [String: Any] {
         [
             "app": app, "token": token, "registered": registered, "user": user ?? NSNull(), "groups": groups,
-            "type": type ?? NSNull(), "subtype": subtype ?? NSNull(), "reaches": reaches ?? NSNull(),
+            "type": type ?? NSNull(), "subtype": subtype ?? NSNull(), "reaches": reaches ?? NSNull(), "badge": badge ?? NSNull(),
         ]
     }
 
@@ -40,6 +46,7 @@ public struct DeviceStatus: Sendable, Hashable {
         guard registered else { return ["\(app) \(token): not registered (or marked invalid)"] }
         var lines = ["\(app) \(token): registered, user \(user ?? "none")"]
         if user != nil { lines.append("groups: \(groups.isEmpty ? "none" : groups.joined(separator: ", "))") }
+        if let badge { lines.append("badge: \(badge)") }
         if let type, let reaches {
             let verdict = reaches ? "reaches it" : "is filtered by \(user ?? "its user")'s preferences"
             lines.append("type \(type)\(subtype.map { "/\($0)" } ?? ""): \(verdict)")
@@ -57,6 +64,7 @@ extension RegistryStore {
         var status = DeviceStatus(app: app, token: device.token, registered: true, user: device.user, type: type, subtype: subtype)
         if let user = device.user { status.groups = try await self.user(user)?.groups ?? [] }
         if let type { status.reaches = (device.preferences ?? .none).allows(type: type, subtype: subtype) }
+        status.badge = try await badgeCount(app: app, token: device.token)
         return status
     }
 }

@@ -22,6 +22,9 @@ public enum RegistryCommand: Sendable, Hashable {
     /// The app's token changed (a restore, a reinstall): `new` takes `old`'s user, and `old` is
     /// removed. With `old` gone already, `new` is registered as it is.
     case replaceToken(app: String, old: String, new: String)
+    /// The app was opened: the badge counter of one device (`app`, `token`), or of all a user's
+    /// devices (of `app` only, when named), goes back to 0.
+    case resetBadge(BadgeTarget)
 
     public var name: String {
         switch self {
@@ -35,6 +38,7 @@ public enum RegistryCommand: Sendable, Hashable {
         case .editPreferences(_, let edit): edit.commandName
         case .deleteUser: "delete_user"
         case .replaceToken: "replace_token"
+        case .resetBadge: "reset_badge"
         }
     }
 
@@ -59,7 +63,7 @@ public enum RegistryCommand: Sendable, Hashable {
         "add_to_whitelist": ["user", "app", "token", "type", "exceptions", "entry"],
         "add_to_blacklist": ["user", "app", "token", "type", "exceptions", "entry"],
         "remove_from_whitelist": ["user", "app", "token", "type"], "remove_from_blacklist": ["user", "app", "token", "type"],
-        "replace_token": ["app", "old", "new"],
+        "replace_token": ["app", "old", "new"], "reset_badge": ["app", "token", "user"],
     ]
 
     /// Reads a command, or says which field is wrong.
@@ -102,10 +106,23 @@ public enum RegistryCommand: Sendable, Hashable {
         case "remove_from_whitelist", "remove_from_blacklist":
             let list: PreferenceList = name == "remove_from_whitelist" ? .whitelist : .blacklist
             self = .editPreferences(try reader.scope(), .remove(list, type: try reader.string("type")))
+        case "reset_badge":
+            switch try reader.scope() {
+            case .device(let app, let token): self = .resetBadge(.device(app: app, token: token))
+            case .user(let user): self = .resetBadge(.user(user, app: nil))
+            case .userApp(let user, let app): self = .resetBadge(.user(user, app: app))
+            }
         case "replace_token":
             self = .replaceToken(app: try reader.string("app"), old: try reader.token("old"), new: try reader.token("new"))
         default:
             self = .deleteUser(user: try reader.string("user"))
         }
     }
+}
+
+/// Whose badge counters `reset_badge` clears.
+public enum BadgeTarget: Sendable, Hashable {
+    case device(app: String, token: String)
+    /// Every device of the user, or those of one app.
+    case user(String, app: String?)
 }

@@ -45,6 +45,15 @@ public protocol RegistryStore: Sendable {
     /// The device, if registered and valid.
     func device(app: String, token: String) async throws(RegistryError) -> RegisteredDevice?
 
+    /// Adds `amount` to the badge counter of each of `tokens` registered (and valid) for `app`,
+    /// once per job: a device whose counter `job` already raised keeps it (a retry round, a
+    /// redelivered chunk). One statement, so increments from workers at once are all kept.
+    /// Returns the counts reached, by token; an unregistered token is absent.
+    func incrementBadges(app: String, tokens: [String], by amount: Int, job: String) async throws(RegistryError) -> [String: Int]
+
+    /// The device's badge counter; nil when it is not registered.
+    func badgeCount(app: String, token: String) async throws(RegistryError) -> Int?
+
     /// The preferences kept at `scope` itself (not those that apply through another): nil when
     /// none are set or the user is unknown; `unknown_device` for a device that is not registered.
     func preferences(_ scope: PreferenceScope) async throws(RegistryError) -> NotificationPreferences?

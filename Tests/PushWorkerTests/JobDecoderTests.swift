@@ -94,6 +94,32 @@ struct JobDecoderTests {
         #expect(try decoded(#""payload": {}, "push_type": "complication", "topic": "com.example.app.complication""#).pushType == .complication)
     }
 
+    @Test("a counted badge (\"increment\" or {\"increment\": N}) is read, each device's payload carries its count, and a chunk job carries the badge as the producer wrote it")
+    func countedBadge() throws {
+        func decoded(_ badge: String) throws(JobError) -> PushJob {
+            try Self.decoder.decode(Array(#"{"id": "b", "audience": {"tokens": ["\#(Self.token)"]}, "payload": {"aps": {"alert": "new mail", "badge": \#(badge)}, "mail": 7}}"#.utf8))
+        }
+        let once = try decoded(#""increment""#)
+        #expect(once.badge?.amount == 1)
+        let three = try decoded(#"{"increment": 3}"#)
+        #expect(three.badge?.amount == 3)
+        let payload = try #require(try JSONSerialization.jsonObject(with: Data(three.badge!.payload(count: 42))) as? [String: Any])
+        #expect((payload["aps"] as? [String: Any])?["badge"] as? Int == 42)
+        #expect((payload["aps"] as? [String: Any])?["alert"] as? String == "new mail" && payload["mail"] as? Int == 7)
+        #expect(try decoded("5").badge == nil, "a number is sent as it is")
+        // The chunk job a worker writes decodes to the same counted badge.
+        let chunk = try Self.decoder.decode(try three.chunkBody(devices: [Recipient(token: Self.token, user: "u")]), chunk: true)
+        #expect(chunk.badge == three.badge && chunk.payload == three.payload)
+        for bad in [#""more""#, #"{"increment": 0}"#, #"{"increment": "2"}"#, #"{"increment": 1, "by": 2}"#, "true", #"{"increment": 2.5}"#] {
+            do {
+                _ = try decoded(bad)
+                Issue.record("accepted \(bad)")
+            } catch {
+                #expect(error.code == .invalidPayload && error.field == "payload.aps.badge", "\(bad): \(error)")
+            }
+        }
+    }
+
     @Test("a minimal job gets the contract's defaults")
     func defaults() throws {
         let body = Array(#"{"audience": {"tokens": ["\#(Self.token.uppercased())"]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)

@@ -196,11 +196,11 @@ struct RegistryStoreTests {
         try await store.apply(.addToGroup(user: "u-1", group: "a", createGroup: true))
         try await store.apply(.setPreferences(.user("u-1"), NotificationPreferences(blacklist: ["grades": ["final"]])))
         #expect(try await store.status(app: "news", token: Self.token(1), type: "grades", subtype: "midterm")
-            == DeviceStatus(app: "news", token: Self.token(1), registered: true, user: "u-1", groups: ["a", "b"], type: "grades", subtype: "midterm", reaches: false))
+            == DeviceStatus(app: "news", token: Self.token(1), registered: true, user: "u-1", groups: ["a", "b"], type: "grades", subtype: "midterm", reaches: false, badge: 0))
         #expect(try await store.status(app: "news", token: Self.token(1), type: "grades", subtype: "final").reaches == true)
         #expect(try await store.status(app: "news", token: Self.token(1), type: nil, subtype: nil).reaches == nil)
         #expect(try await store.status(app: "news", token: Self.token(2), type: "grades", subtype: nil)
-            == DeviceStatus(app: "news", token: Self.token(2), registered: true, type: "grades", reaches: true))
+            == DeviceStatus(app: "news", token: Self.token(2), registered: true, type: "grades", reaches: true, badge: 0))
         #expect(try await store.status(app: "other", token: Self.token(1), type: "grades", subtype: nil)
             == DeviceStatus(app: "other", token: Self.token(1), registered: false, type: "grades"))
     }
@@ -285,6 +285,56 @@ struct RegistryStoreTests {
         }
         #expect(try await store.preferences(.userApp("u-1", app: "news"))?.blacklist.keys.sorted() == types.sorted())
         #expect(try await store.preferences(.user("u-1"))?.whitelist.count == types.count)
+    }
+
+    @Test("badge counters: a job raises each registered device's once, reset_badge clears a device's or a user's, replace_token moves it", arguments: Kind.allCases)
+    func badges(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        for index in 1...3 { try await store.apply(.registerDevice(app: "news", token: Self.token(index), user: index < 3 ? "u-1" : "u-2")) }
+        try await store.apply(.registerDevice(app: "other", token: Self.token(4), user: "u-1"))
+        let tokens = [Self.token(1), Self.token(2), Self.token(3), Self.token(9)]
+        #expect(try await store.incrementBadges(app: "news", tokens: tokens, by: 1, job: "a") == [Self.token(1): 1, Self.token(2): 1, Self.token(3): 1])
+        // The same job again (a retry round, a redelivered chunk): no second increment.
+        #expect(try await store.incrementBadges(app: "news", tokens: [Self.token(1)], by: 1, job: "a") == [Self.token(1): 1])
+        #expect(try await store.incrementBadges(app: "news", tokens: [Self.token(1), Self.token(2)], by: 3, job: "b") == [Self.token(1): 4, Self.token(2): 4])
+        #expect(try await store.incrementBadges(app: "other", tokens: [Self.token(4)], by: 2, job: "c") == [Self.token(4): 2])
+        #expect(try await store.badgeCount(app: "news", token: Self.token(9)) == nil)
+        #expect(try await store.status(app: "news", token: Self.token(1), type: nil, subtype: nil).badge == 4)
+
+        try await store.apply(try Self.command(#"{"command": "reset_badge", "app": "news", "token": "\#(Self.token(2))"}"#))
+        #expect(try await store.badgeCount(app: "news", token: Self.token(2)) == 0)
+        try await store.apply(try Self.command(#"{"command": "reset_badge", "user": "u-1", "app": "other"}"#))
+        #expect(try await store.badgeCount(app: "other", token: Self.token(4)) == 0)
+        #expect(try await store.badgeCount(app: "news", token: Self.token(1)) == 4, "another app's counter stays")
+        try await store.apply(try Self.command(#"{"command": "reset_badge", "user": "u-1"}"#))
+        #expect(try await store.badgeCount(app: "news", token: Self.token(1)) == 0)
+        #expect(try await store.badgeCount(app: "news", token: Self.token(3)) == 1, "another user's counter stays")
+        try await store.apply(try Self.command(#"{"command": "reset_badge", "app": "news", "token": "\#(Self.token(9))"}"#))  // nothing to reset
+
+        // A device marked invalid is not counted; a replaced token keeps its count, and the job that raised it.
+        try await store.deviceRejected(app: "news", token: Self.token(2), reason: .badDeviceToken, at: nil)
+        #expect(try await store.incrementBadges(app: "news", tokens: [Self.token(2)], by: 1, job: "d") == [:])
+        try await store.apply(.replaceToken(app: "news", old: Self.token(3), new: Self.token(5)))
+        #expect(try await store.badgeCount(app: "news", token: Self.token(5)) == 1)
+        #expect(try await store.incrementBadges(app: "news", tokens: [Self.token(5)], by: 1, job: "a") == [Self.token(5): 1])
+    }
+
+    @Test("two workers raising the same devices' badges at once lose no increment", arguments: Kind.allCases)
+    func concurrentBadges(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        let other: any RegistryStore = try (store as? SQLiteRegistryStore).map { try SQLiteRegistryStore(path: $0.path) } ?? store
+        let tokens = (1...20).map(Self.token)
+        for token in tokens { try await store.apply(.registerDevice(app: "news", token: token, user: nil)) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for job in 0..<60 {
+                let target = job % 2 == 0 ? store : other
+                // Overlapping sets in different orders, as two broadcasts' pages would be.
+                let batch = job % 3 == 0 ? Array(tokens.reversed()) : tokens
+                group.addTask { _ = try await target.incrementBadges(app: "news", tokens: batch, by: 1, job: "job-\(job)") }
+            }
+            try await group.waitForAll()
+        }
+        for token in tokens { #expect(try await store.badgeCount(app: "news", token: token) == 60) }
     }
 
     @Test("add_to_group with create_group false refuses a missing group and changes nothing", arguments: Kind.allCases)

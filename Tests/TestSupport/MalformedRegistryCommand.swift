@@ -48,6 +48,8 @@ public struct MalformedRegistryCommand: Sendable, CustomStringConvertible {
         MalformedRegistryCommand(json: #"{"command": "set_preferences", "token": "\#(token)", "blacklist": {}}"#, code: "missing_field", field: "app"),
         MalformedRegistryCommand(json: #"{"command": "set_preferences", "user": "u", "app": "news", "token": "\#(token)"}"#, code: "invalid_field", field: "token"),
         MalformedRegistryCommand(json: #"{"command": "get_preferences", "app": "news"}"#, code: "missing_field", field: "user"),
+        MalformedRegistryCommand(json: #"{"command": "reset_badge", "token": "\#(token)"}"#, code: "missing_field", field: "app"),
+        MalformedRegistryCommand(json: #"{"command": "reset_badge", "user": "u", "badge": 0}"#, code: "invalid_field", field: "badge"),
         MalformedRegistryCommand(json: #"{"command": "status", "app": "news"}"#, code: "missing_field", field: "token"),
         MalformedRegistryCommand(json: #"{"command": "status", "app": "news", "token": "\#(token)", "subtype": "final"}"#, code: "invalid_field", field: "subtype"),
         MalformedRegistryCommand(json: #"{"command": "status", "app": "news", "token": "\#(token)", "user": "u"}"#, code: "invalid_field", field: "user"),

@@ -88,17 +88,19 @@ struct RegistryWorkerTests {
             }
         }
 
-        /// Publishes a job and returns its results by token, up to its summary.
-        func job(_ json: String) async throws -> [String: PushResult] {
+        /// Publishes a job and returns the results of its `devices` by token (split into chunks
+        /// or not: summaries are skipped).
+        func job(_ json: String, devices: Int) async throws -> [String: PushResult] {
             try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(json.utf8)))
             var byToken: [String: PushResult] = [:]
-            while true {
+            while byToken.count < devices {
                 let delivery = try await results.next(within: .seconds(30))
                 try await delivery.ack()
-                guard case .result(let result) = try Reply(delivery) else { return byToken }
+                guard case .result(let result) = try Reply(delivery) else { continue }
                 #expect(byToken[result.token] == nil, "two results for \(result.token)")
                 byToken[result.token] = result
             }
+            return byToken
         }
 
         func stop() async throws {
@@ -318,7 +320,7 @@ struct RegistryWorkerTests {
         #expect(try await store.device(app: "demo", token: old) == nil)
 
         // A push to the group reaches the new token only, named with its user.
-        let results = try await running.job(#"{"id": "after-restore", "audience": {"groups": ["class"]}, "payload": {"aps": {"alert": "hi"}}}"#)
+        let results = try await running.job(#"{"id": "after-restore", "audience": {"groups": ["class"]}, "payload": {"aps": {"alert": "hi"}}}"#, devices: 1)
         #expect(results.mapValues(\.outcome) == [new: .delivered] && results[new]?.user == "u-1")
         #expect(running.setup.mock.recorded.map(\.token) == [new])
 
@@ -351,9 +353,9 @@ struct RegistryWorkerTests {
         ])
         let tokens = (3...4).map { "\"\(Self.token($0))\"" }.joined(separator: ", ")
         let grades = try await running.job(
-            #"{"id": "grades", "audience": {"groups": ["class"], "tokens": [\#(tokens)]}, "type": "grades", "subtype": "midterm", "payload": {"aps": {"alert": "B+"}}}"#)
+            #"{"id": "grades", "audience": {"groups": ["class"], "tokens": [\#(tokens)]}, "type": "grades", "subtype": "midterm", "payload": {"aps": {"alert": "B+"}}}"#, devices: 4)
         #expect(grades.mapValues(\.outcome) == [Self.token(1): .delivered, Self.token(2): .filtered, Self.token(3): .filtered, Self.token(4): .delivered])
-        let chat = try await running.job(#"{"id": "chat", "audience": {"groups": ["class"]}, "type": "chat", "payload": {"aps": {"alert": "hi"}}}"#)
+        let chat = try await running.job(#"{"id": "chat", "audience": {"groups": ["class"]}, "type": "chat", "payload": {"aps": {"alert": "hi"}}}"#, devices: 2)
         #expect(chat.mapValues(\.outcome) == [Self.token(1): .filtered, Self.token(2): .delivered])
 
         let read = try await running.send(#"{"command": "get_preferences", "user": "u-1", "app": "demo"}"#, id: "get")
@@ -362,7 +364,7 @@ struct RegistryWorkerTests {
         #expect((preferences?["whitelist"] as? [String: [String]]) == [:])
         // Taking chat out of u-1's set for demo empties it: the app-wide set applies again.
         try await running.apply([#"{"command": "remove_from_blacklist", "user": "u-1", "app": "demo", "type": "chat"}"#])
-        let again = try await running.job(#"{"id": "grades-2", "audience": {"users": ["u-1"]}, "type": "grades", "payload": {"aps": {"alert": "A"}}}"#)
+        let again = try await running.job(#"{"id": "grades-2", "audience": {"users": ["u-1"]}, "type": "grades", "payload": {"aps": {"alert": "A"}}}"#, devices: 1)
         #expect(again.mapValues(\.outcome) == [Self.token(1): .filtered])
 
         try await running.refused([
@@ -370,6 +372,40 @@ struct RegistryWorkerTests {
             (#"{"command": "add_to_whitelist", "user": "u-1", "entry": []}"#, "invalid_field", "entry"),
             (#"{"command": "get_preferences", "app": "demo", "token": "\#(Self.token(9))"}"#, "unknown_device", "token"),
         ])
+        try await running.stop()
+    }
+
+    @Test("badges that count, through the broker: each device gets its own number, chunks count once, an unregistered token fails with badge_needs_registration, reset_badge clears", arguments: [Kind.sqlite, .postgres])
+    func countedBadges(_ kind: Kind) async throws {
+        let (store, registry) = try await kind.make()
+        let running = try await Running.start(registry: registry + "\nchunk_size: 2")
+        try await running.apply((1...4).map { #"{"command": "register_device", "app": "demo", "token": "\#(Self.token($0))", "user": "u-\#($0 % 2)"}"# }
+            + [#"{"command": "add_to_group", "user": "u-0", "group": "all"}"#, #"{"command": "add_to_group", "user": "u-1", "group": "all"}"#])
+        func badges(in job: String) -> [String: Int] {
+            Dictionary(running.setup.mock.recorded.compactMap { record -> (String, Int)? in
+                guard let payload = try? JSONSerialization.jsonObject(with: Data(record.payload)) as? [String: Any],
+                      payload["job"] as? String == job, let badge = (payload["aps"] as? [String: Any])?["badge"] as? Int else { return nil }
+                return (record.token, badge)
+            }, uniquingKeysWith: { first, _ in first })
+        }
+        // Token 1 opened the app before the first job; tokens 3 and 4 have counted one already.
+        _ = try await store.incrementBadges(app: "demo", tokens: [Self.token(3), Self.token(4)], by: 1, job: "earlier")
+        let first = try await running.job(
+            #"{"id": "first", "audience": {"groups": ["all"]}, "payload": {"aps": {"alert": "1 new", "badge": "increment"}, "job": "first"}}"#, devices: 4)
+        #expect(first.count == 4 && first.values.allSatisfy { $0.outcome == .delivered }, "\(first)")
+        #expect(badges(in: "first") == [Self.token(1): 1, Self.token(2): 1, Self.token(3): 2, Self.token(4): 2])
+        // Split into chunks of 2 and an unregistered token named too.
+        let second = try await running.job(
+            #"{"id": "second", "audience": {"users": ["u-1"], "tokens": ["\#(Self.token(9))", "\#(Self.token(2))"]}, "payload": {"aps": {"alert": "3 new", "badge": {"increment": 3}}, "job": "second"}}"#, devices: 4)
+        #expect(second[Self.token(9)]?.outcome == .failed && second[Self.token(9)]?.reason == "badge_needs_registration", "\(second)")
+        #expect(badges(in: "second") == [Self.token(1): 4, Self.token(2): 4, Self.token(3): 5])
+        #expect(!running.setup.mock.recorded.contains { $0.token == Self.token(9) })
+
+        try await running.apply([#"{"command": "reset_badge", "user": "u-1"}"#])
+        let status = try await running.send(#"{"command": "status", "app": "demo", "token": "\#(Self.token(3))"}"#, id: "status")
+        #expect((status["status"] as? [String: Any])?["badge"] as? Int == 0, "\(status)")
+        _ = try await running.job(#"{"id": "third", "audience": {"users": ["u-1"]}, "payload": {"aps": {"alert": "1 new", "badge": "increment"}, "job": "third"}}"#, devices: 2)
+        #expect(badges(in: "third") == [Self.token(1): 1, Self.token(3): 1])
         try await running.stop()
     }
 

@@ -97,13 +97,21 @@ public struct JobDecoder: Sendable {
             throw JobError(.invalidField, field: "priority",
                 "priority 10 with a payload that only asks for content-available: such a job is sent as push_type background, which APNs refuses at 10; use priority 5, or add an alert and push_type alert")
         }
+        // A counted badge is serialised as a placeholder number, replaced per device.
+        var serialised = payloadDictionary
+        let badgeAmount = try (payloadDictionary["aps"] as? [String: Any]).flatMap { aps throws(JobError) in try BadgeIncrement.read(aps) }
+        if badgeAmount != nil, var aps = serialised["aps"] as? [String: Any] {
+            aps["badge"] = BadgeIncrement.placeholder
+            serialised["aps"] = aps
+        }
         // Keys sorted: the same job makes the same bytes in every worker and every chunk.
         let payload: [UInt8]
         do {
-            payload = Array(try JSONSerialization.data(withJSONObject: payloadDictionary, options: [.sortedKeys, .withoutEscapingSlashes]))
+            payload = Array(try JSONSerialization.data(withJSONObject: serialised, options: [.sortedKeys, .withoutEscapingSlashes]))
         } catch {
             throw JobError(.invalidField, field: "payload", "payload cannot be serialised: \(error.localizedDescription)")
         }
+        let badge = badgeAmount.flatMap { BadgeIncrement(amount: $0, payload: payload) }
         // The rules a request is sent under, checked once for the whole job with the very code
         // the client checks each request with.
         let notification = APNsRequest(
@@ -126,7 +134,7 @@ public struct JobDecoder: Sendable {
         return PushJob(
             id: id, app: app, audience: audience, type: try fields.string("type"), subtype: try fields.string("subtype"),
             payload: payload, pushType: pushType, priority: priority, expiration: expiration, collapseID: collapseID,
-            topic: topic, results: results, replyTo: replyTo)
+            topic: topic, results: results, replyTo: replyTo, badge: badge)
     }
 
     private func decodeAudience(_ object: [String: Any]?, chunk: Bool) throws(JobError) -> PushJob.Audience {

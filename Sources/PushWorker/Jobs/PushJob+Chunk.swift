@@ -31,7 +31,8 @@ extension PushJob {
             Self.appendPairs(filtered, to: &body)
         }
         body += #"},"payload":"#.utf8
-        body += payload
+        // A counted badge goes as the producer wrote it: the worker that takes the chunk counts.
+        body += badge?.producerPayload ?? payload
         body.append(UInt8(ascii: "}"))
         return body
     }

@@ -40,8 +40,10 @@ public struct PushJob: Sendable, Hashable {
     public var audience: Audience
     public var type: String?
     public var subtype: String?
-    /// The payload object, serialised.
+    /// The payload object, serialised (with a placeholder badge when `badge` counts).
     public var payload: [UInt8]
+    /// `aps.badge` asks for each device's counter: the payload is built per device.
+    public var badge: BadgeIncrement?
     public var pushType: APNsPushType
     public var priority: APNsPriority?
     public var expiration: APNsExpiration?
@@ -53,8 +55,9 @@ public struct PushJob: Sendable, Hashable {
     public init(
         id: String, app: String, audience: Audience, type: String? = nil, subtype: String? = nil, payload: [UInt8],
         pushType: APNsPushType = .alert, priority: APNsPriority? = nil, expiration: APNsExpiration? = nil,
-        collapseID: String? = nil, topic: String? = nil, results: ResultsMode = .all, replyTo: String? = nil
+        collapseID: String? = nil, topic: String? = nil, results: ResultsMode = .all, replyTo: String? = nil, badge: BadgeIncrement? = nil
     ) {
+        self.badge = badge
         self.id = id
         self.app = app
         self.audience = audience

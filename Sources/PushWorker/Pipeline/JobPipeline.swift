@@ -44,7 +44,7 @@ public struct JobPipeline: Sendable {
     public init(
         settings: WorkerSettings, lane: Lane = .now, apps: [App], publisher: any MessagePublishing,
         resolver: any AudienceResolver = ExplicitTokenResolver(), feedback: (any DeviceFeedback)? = nil,
-        metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        badges: (any BadgeCounter)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         let results = ResultPublisher(publisher: publisher)
         self.settings = settings
@@ -57,7 +57,7 @@ public struct JobPipeline: Sendable {
             apps.map { app in
                 (app.name, JobProcessor(
                     client: app.sender, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
-                    lane: lane, feedback: feedback, metrics: metrics, logger: logger))
+                    lane: lane, feedback: feedback, badges: badges, metrics: metrics, logger: logger))
             },
             uniquingKeysWith: { first, _ in first })
         self.results = results

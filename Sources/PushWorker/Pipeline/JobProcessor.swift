@@ -22,14 +22,17 @@ public struct JobProcessor: Sendable {
     public var lane: Lane
     /// Told of devices APNs rejected for good (the registry, when there is one).
     public var feedback: (any DeviceFeedback)?
+    /// Counts badges for jobs that ask (the registry, when there is one).
+    public var badges: (any BadgeCounter)?
     public var metrics: WorkerMetrics
     public var logger: Logger
 
     public init(
         client: any NotificationSending, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
-        lane: Lane = .now, feedback: (any DeviceFeedback)? = nil, metrics: WorkerMetrics = WorkerMetrics(),
+        lane: Lane = .now, feedback: (any DeviceFeedback)? = nil, badges: (any BadgeCounter)? = nil, metrics: WorkerMetrics = WorkerMetrics(),
         logger: Logger = Logger(label: "pushworker.job")
     ) {
+        self.badges = badges
         self.lane = lane
         self.metrics = metrics
         self.client = client
@@ -90,7 +93,29 @@ public struct JobProcessor: Sendable {
     ) async throws -> Report {
         let start = ContinuousClock.now
         let ends = DeviceEnds()
+        let devices = recipients.count + filtered.count
         if !filtered.isEmpty { ends.record([.filtered: filtered.count]) }
+        // A counted badge: each registered device's counter goes up before it is sent; a token the
+        // registry does not know has no counter, and gets no made-up number.
+        var recipients = recipients
+        var badgeCounts: [String: Int] = [:]
+        if let badge = job.badge {
+            badgeCounts = try await badges?.incrementBadges(app: appName, tokens: recipients.map(\.token), by: badge.amount, job: job.id) ?? [:]
+            let uncounted = recipients.filter { badgeCounts[$0.token] == nil }
+            if !uncounted.isEmpty {
+                recipients.removeAll { badgeCounts[$0.token] == nil }
+                ends.record([.failed: uncounted.count])
+                for recipient in uncounted {
+                    if job.results != .none {
+                        try await publish(
+                            PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
+                                       reason: Self.badgeNeedsRegistration, attempts: 0),
+                            to: replyTo, ends: ends)
+                    }
+                    metrics.notification(app: appName, outcome: .failed, reason: Self.badgeNeedsRegistration)
+                }
+            }
+        }
         for recipient in filtered {
             if job.results != .none {
                 try await publish(
@@ -121,15 +146,15 @@ public struct JobProcessor: Sendable {
                 }
                 let batch = recipients[next..<(next + taken)]
                 next += taken
-                group.addTask {
-                    try await self.deliver(job, to: batch, replyTo: replyTo, ends: ends)
+                group.addTask { [badgeCounts] in
+                    try await self.deliver(job, to: batch, badges: badgeCounts, replyTo: replyTo, ends: ends)
                 }
             }
         }
         let handedOn = ends.handedOn
         let outcomes = ends.outcomes
         var summary = JobSummary(
-            jobID: job.id, app: appName, devices: recipients.count + filtered.count, outcomes: outcomes, error: error,
+            jobID: job.id, app: appName, devices: devices, outcomes: outcomes, error: error,
             durationMilliseconds: Int((ContinuousClock.now - start) / .milliseconds(1)))
         summary.chunk = chunk
         summary.retrying = handedOn.count
@@ -147,7 +172,7 @@ public struct JobProcessor: Sendable {
             ])
         }
         logger.info("job done", metadata: [
-            "job": "\(job.id)", "app": "\(appName)", "devices": "\(recipients.count + filtered.count)",
+            "job": "\(job.id)", "app": "\(appName)", "devices": "\(devices)",
             "outcomes": "\(Outcome.allCases.compactMap { outcome in outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
             "duration_ms": "\(summary.durationMilliseconds)", "retrying": "\(handedOn.count)",
         ])
@@ -158,11 +183,14 @@ public struct JobProcessor: Sendable {
     /// per device, small enough that a batch's answers come back while the next is out.
     static let batchSize = 64
 
+    /// The reason of a device a counted badge could not be sent to: it is not registered.
+    public static let badgeNeedsRegistration = "badge_needs_registration"
+
     /// A batch of devices, each holding an admission slot: their first attempt goes out
     /// together, and each device goes on alone (its result, its retries, releasing its slot)
     /// from its first answer, as the answers come.
-    private func deliver(_ job: PushJob, to batch: ArraySlice<Recipient>, replyTo: String, ends: DeviceEnds) async throws {
-        let requests = batch.map { request(job, to: $0) }
+    private func deliver(_ job: PushJob, to batch: ArraySlice<Recipient>, badges: [String: Int], replyTo: String, ends: DeviceEnds) async throws {
+        let requests = batch.map { request(job, to: $0, badge: badges[$0.token]) }
         let admission = client.admission
         try await withThrowingDiscardingTaskGroup { group in
             /// `firstAnswer` nil: not sent (past the job's expiration, which the device finds).
@@ -185,10 +213,11 @@ public struct JobProcessor: Sendable {
         }
     }
 
-    private func request(_ job: PushJob, to recipient: Recipient) -> APNsRequest {
+    /// - Parameter badge: the device's count, for a job that counts badges.
+    private func request(_ job: PushJob, to recipient: Recipient, badge: Int?) -> APNsRequest {
         APNsRequest(
             deviceToken: recipient.token, topic: job.topic ?? topic, pushType: job.pushType, priority: job.priority,
-            expiration: job.expiration, collapseID: job.collapseID, payload: job.payload)
+            expiration: job.expiration, collapseID: job.collapseID, payload: badge.flatMap { job.badge?.payload(count: $0) } ?? job.payload)
     }
 
     /// One device: its first answer, then in-process retries, then publish its result, or hand

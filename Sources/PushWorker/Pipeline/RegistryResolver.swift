@@ -7,7 +7,7 @@ import Registry
 /// then the devices of its users and of its groups' members, for the job's app, page by page;
 /// each page is filtered by its users' preferences as it goes (the store reads them with the
 /// devices), so nothing is held but the page in hand.
-public struct RegistryResolver: AudienceResolver, DeviceFeedback {
+public struct RegistryResolver: AudienceResolver, DeviceFeedback, BadgeCounter {
     public let store: any RegistryStore
     private let logger: Logger
 
@@ -77,6 +77,10 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback {
             }
             return page
         }
+    }
+
+    public func incrementBadges(app: String, tokens: [String], by amount: Int, job: String) async throws -> [String: Int] {
+        try await store.incrementBadges(app: app, tokens: tokens, by: amount, job: job)
     }
 
     public func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async -> Bool {

@@ -119,7 +119,7 @@ public final class Worker: Service, Sendable {
             for ((lane, publisher), consuming) in zip(zip([Lane.now, .bulk], publishers), consuming) {
                 let pipeline = JobPipeline(
                     settings: settings, lane: lane, apps: apps, publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
-                    feedback: registry, metrics: metrics, logger: logger)
+                    feedback: registry, badges: registry, metrics: metrics, logger: logger)
                 // The bulk lane: each app's queue with chunks in hand by its weight, so one app's
                 // broadcast neither waits behind another's nor takes all of the worker.
                 let queues: [(name: String, prefetch: UInt16)] = lane == .now

@@ -17,7 +17,8 @@ public final class SQLiteRegistryStore: RegistryStore {
             addMembership, removeMembership, setPreferences, deleteUser, disconnectUserDevices,
             removeUnless, markInvalid, findDevice, devicesOfTokens, findUser, userDevices, userGroups, groupMembers,
             groupDevices, groupSample, takeOver, setAppPreferences, deleteAppPreferences, findAppPreferences,
-            setDevicePreferences, findDevicePreferences: SQLiteStatement
+            setDevicePreferences, findDevicePreferences, incrementBadges, findBadge, moveBadge, resetDeviceBadge,
+            resetUserBadges: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -66,6 +67,17 @@ public final class SQLiteRegistryStore: RegistryStore {
             findAppPreferences = try database.prepare("SELECT whitelist, blacklist FROM app_preferences WHERE user_id = ?1 AND app = ?2")
             setDevicePreferences = try database.prepare("UPDATE devices SET whitelist = ?3, blacklist = ?4 WHERE app = ?1 AND token = ?2")
             findDevicePreferences = try database.prepare("SELECT whitelist, blacklist FROM devices WHERE app = ?1 AND token = ?2")
+            incrementBadges = try database.prepare("""
+                UPDATE devices SET badge = CASE WHEN badge_job IS ?3 THEN badge ELSE badge + ?4 END, badge_job = ?3
+                WHERE app = ?1 AND invalid = 0 AND token IN (SELECT value FROM json_each(?2)) RETURNING token, badge
+                """)
+            findBadge = try database.prepare("SELECT badge FROM devices WHERE app = ?1 AND token = ?2 AND invalid = 0")
+            moveBadge = try database.prepare("""
+                UPDATE devices SET (badge, badge_job) = (SELECT o.badge, o.badge_job FROM devices o WHERE o.app = ?1 AND o.token = ?2)
+                WHERE app = ?1 AND token = ?3 AND EXISTS (SELECT 1 FROM devices o WHERE o.app = ?1 AND o.token = ?2)
+                """)
+            resetDeviceBadge = try database.prepare("UPDATE devices SET badge = 0 WHERE app = ?1 AND token = ?2")
+            resetUserBadges = try database.prepare("UPDATE devices SET badge = 0 WHERE user_id = ?1 AND (?2 IS NULL OR app = ?2)")
         }
     }
 
@@ -180,6 +192,9 @@ public final class SQLiteRegistryStore: RegistryStore {
         [
             "ALTER TABLE devices ADD COLUMN whitelist TEXT",
             "ALTER TABLE devices ADD COLUMN blacklist TEXT",
+            // The badge counter, and the job that last raised it (a job raises it once).
+            "ALTER TABLE devices ADD COLUMN badge INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE devices ADD COLUMN badge_job TEXT",
             """
             CREATE TABLE app_preferences (user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE, app TEXT NOT NULL,
               whitelist TEXT NOT NULL DEFAULT '{}', blacklist TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (user_id, app)) WITHOUT ROWID
@@ -234,7 +249,14 @@ public final class SQLiteRegistryStore: RegistryStore {
             try c.deleteUser.run([.text(user)])
         case .replaceToken(let app, let old, let new):
             try c.takeOver.run([.text(app), .text(old), .text(new), .real(now)])
-            if old != new { try c.deleteDevice.run([.text(app), .text(old)]) }
+            if old != new {
+                try c.moveBadge.run([.text(app), .text(old), .text(new)])
+                try c.deleteDevice.run([.text(app), .text(old)])
+            }
+        case .resetBadge(.device(let app, let token)):
+            try c.resetDeviceBadge.run([.text(app), .text(token)])
+        case .resetBadge(.user(let user, let app)):
+            try c.resetUserBadges.run([.text(user), app.map { .text($0) } ?? .null])
         }
     }
 
@@ -276,6 +298,26 @@ public final class SQLiteRegistryStore: RegistryStore {
             let none = preferences == .none
             try c.setDevicePreferences.run([.text(app), .text(token), none ? .null : .text(whitelist), none ? .null : .text(blacklist)])
             guard c.database.changes > 0 else { throw RegistryError.unknownDevice(app: app, token: token) }
+        }
+    }
+
+    public func incrementBadges(app: String, tokens: [String], by amount: Int, job: String) async throws(RegistryError) -> [String: Int] {
+        guard !tokens.isEmpty else { return [:] }
+        let list = Self.json(tokens)
+        return try state.withLock { (connection: inout Connection) throws(RegistryError) -> [String: Int] in
+            var counts: [String: Int] = [:]
+            try connection.incrementBadges.run([.text(app), .text(list), .text(job), .integer(Int64(amount))]) { row in
+                if let token = row.text(0) { counts[token] = Int(row.integer(1)) }
+            }
+            return counts
+        }
+    }
+
+    public func badgeCount(app: String, token: String) async throws(RegistryError) -> Int? {
+        try state.withLock { (connection: inout Connection) throws(RegistryError) -> Int? in
+            var count: Int?
+            try connection.findBadge.run([.text(app), .text(token)]) { row in count = Int(row.integer(0)) }
+            return count
         }
     }
 
