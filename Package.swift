@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
     ],
     targets: [
         // librabbitmq 0.11 (Debian librabbitmq-dev) plus a shim for the variadic login call
@@ -92,6 +93,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Registry commands tied to the user's own token (`registry.auth`): JWTs verified with
+        // jwt-kit against the configured issuer, audience and keys.
+        .target(
+            name: "RegistryAuth",
+            dependencies: [
+                "Registry",
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
         // The HTTP/2 client and its connection pool, on either transport: libnghttp2 (default)
         // or libcurl's multi interface.
         .target(
@@ -144,6 +154,7 @@ let package = Package(
                 "APNsHTTP2",
                 "JSONStream",
                 "Registry",
+                "RegistryAuth",
                 "PostgresRegistry",
                 "OperatorEndpoint",
                 .product(name: "Yams", package: "Yams"),
@@ -175,6 +186,7 @@ let package = Package(
             dependencies: [
                 "AMQP", "APNs", "MockAPNs", .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ],
             path: "Tests/TestSupport"
         ),
@@ -184,7 +196,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RegistryTests",
-            dependencies: ["Registry", "PostgresRegistry", "APNs", "TestSupport"]
+            dependencies: ["Registry", "RegistryAuth", "PostgresRegistry", "APNs", "TestSupport"]
         ),
         .testTarget(
             name: "JSONStreamTests",

@@ -14,6 +14,9 @@ public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible 
         case unknownGroup = "unknown_group"
         /// Preferences named a device (`app` and `token`) that is not registered.
         case unknownDevice = "unknown_device"
+        /// `registry.auth` is on and the command's `auth` token does not speak for the user it
+        /// concerns (missing, expired, another user's, not signed by a configured key).
+        case unauthorized = "unauthorized"
         /// The command would register a device for an app this worker does not serve: no job
         /// could reach it.
         case unknownApp = "unknown_app"

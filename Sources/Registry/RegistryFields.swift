@@ -16,7 +16,8 @@ struct RegistryFields {
 
     /// Refuses a field `name` does not take: a misspelt one is an error, not a silent default.
     func allow(_ allowed: Set<String>, in name: String) throws(RegistryError) {
-        if let unknown = object.keys.filter({ $0 != "command" && !allowed.contains($0) }).sorted().first {
+        // `auth`: a user's token, which any command may carry (checked when registry.auth is on).
+        if let unknown = object.keys.filter({ $0 != "command" && $0 != "auth" && !allowed.contains($0) }).sorted().first {
             throw RegistryError(.invalidField, field: unknown, "\(unknown) is not a field of \(name) (expected \(allowed.sorted().joined(separator: ", ")))")
         }
     }

@@ -64,7 +64,22 @@ public enum RegistryRequest: Sendable, Hashable {
 
     /// Reads a command or a query, or says which field is wrong.
     public init(json body: [UInt8]) throws(RegistryError) {
+        self = try Self.decode(json: body).request
+    }
+
+    /// The request, and the user's token it carries in `auth`.
+    public static func decode(json body: [UInt8]) throws(RegistryError) -> (request: RegistryRequest, auth: String?) {
         let object = try RegistryFields.object(json: body)
+        let auth: String?
+        switch object["auth"] {
+        case nil, is NSNull: auth = nil
+        case let text as String: auth = text
+        default: throw RegistryError(.invalidField, field: "auth", "auth must be a string: the user's token (a JWT)")
+        }
+        return (try RegistryRequest(object), auth)
+    }
+
+    init(_ object: [String: Any]) throws(RegistryError) {
         let name = try RegistryFields(object).string("command")
         if RegistryCommand.fields[name] != nil {
             self = .command(try RegistryCommand(object, name: name))

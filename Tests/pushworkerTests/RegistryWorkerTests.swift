@@ -409,6 +409,49 @@ struct RegistryWorkerTests {
         try await running.stop()
     }
 
+    @Test("registry.auth through the broker: commands carry the user's own token; one without it, or with another user's, is answered unauthorized and dead-lettered with neither the token in its headers nor in its body", arguments: [Kind.sqlite, .postgres])
+    func userTokens(_ kind: Kind) async throws {
+        let (store, registry) = try await kind.make()
+        let tokens = await TestUserTokens()
+        let key = FileManager.default.temporaryDirectory.appendingPathComponent("auth-\(UUID().uuidString.prefix(8)).pem")
+        try Data(tokens.publicKeyPEM.utf8).write(to: key)
+        let auth = "auth: {issuer: \"\(TestUserTokens.issuer)\", audience: \(TestUserTokens.audience), key_file: \(key.path)}"
+        let running = try await Running.start(registry: String(registry.dropLast()) + ", \(auth)}")
+        try await running.worker.waitForLog("registry commands need the user's token")
+        let u1 = try await tokens.token(for: "u-1"), u2 = try await tokens.token(for: "u-2")
+        try await running.apply([
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(1))", "user": "u-1", "auth": "\#(u1)"}"#,
+            #"{"command": "add_to_blacklist", "user": "u-1", "type": "chat", "auth": "\#(u1)"}"#,
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(2))"}"#,
+        ])
+        let status = try await running.send(#"{"command": "status", "app": "demo", "token": "\#(Self.token(1))", "auth": "\#(u1)"}"#, id: "status")
+        #expect((status["status"] as? [String: Any])?["user"] as? String == "u-1", "\(status)")
+
+        let refused = [
+            #"{"command": "delete_user", "user": "u-1"}"#,
+            #"{"command": "set_preferences", "user": "u-1", "blacklist": {}, "auth": "\#(u2)"}"#,
+            #"{"command": "unregister_device", "app": "demo", "token": "\#(Self.token(1))", "auth": "\#(u2)"}"#,
+        ]
+        for (index, json) in refused.enumerated() {
+            let reply = try await running.send(json, id: "unauthorized-\(index)")
+            let error = reply["error"] as? [String: Any]
+            #expect(reply["ok"] as? Bool == false && error?["code"] as? String == "unauthorized" && error?["field"] as? String == "auth", "\(reply)")
+            let letter = try await running.dead.next(within: .seconds(30))
+            try await letter.ack()
+            #expect(letter.properties.headers?[WireHeader.error]?.stringValue == "unauthorized")
+            let headers = "\(letter.properties.headers ?? [:])"
+            #expect(!headers.contains(u2.prefix(24)) && !headers.contains(u1.prefix(24)), "a token in the headers: \(headers)")
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(letter.body)) as? [String: Any])
+            #expect(body["auth"] == nil && body["command"] != nil, "\(body)")
+        }
+        #expect(try await store.device(app: "demo", token: Self.token(1))?.user == "u-1", "refused commands changed nothing")
+        #expect(try await store.preferences(.user("u-1")) == NotificationPreferences(blacklist: ["chat": []]))
+        // config check shows the auth settings, no secret.
+        let check = try Program.run(["config", "check", "--config", running.setup.config.path])
+        #expect(check.status == 0 && check.standardOutput.contains("issuer: https://id.example.com") && check.standardOutput.contains(key.path), "\(check.standardOutput)\(check.standardError)")
+        try await running.stop()
+    }
+
     @Test("dlq replay sends a dead-lettered registry command back to the registry queue; dying again it keeps its first reason; applied once it can be")
     func replayToRegistryQueue() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path

@@ -67,15 +67,24 @@ public enum EffectiveConfiguration {
             if registry.postgres != nil && registry.sqlite != nil {
                 throw ConfigurationError(file: file, key: "registry", "names both sqlite and postgres; choose one")
             }
+            var auth: [(String, Node)] = []
+            if let settings = registry.auth {
+                _ = try configuration.registryAuthKeys(file: file, environment: environment)
+                auth = [("issuer", scalar(settings.issuer)), ("audience", scalar(settings.audience))]
+                if let keyFile = settings.keyFile { auth.append(("key_file", scalar(keyFile))) }
+                if let jwksFile = settings.jwksFile { auth.append(("jwks_file", scalar(jwksFile))) }
+                if let variable = settings.hs256SecretEnv { auth.append(("hs256_secret_env", scalar(variable))) }
+            }
+            let authEntry: [(String, Node)] = auth.isEmpty ? [] : [("auth", mapping(auth))]
             if let postgres = registry.postgres {
                 let fromEnvironment = environment["PUSHWORKER_POSTGRES_URL"] != nil
                 let url: String
                 do { url = try PostgresRegistryStore.redacted(checking: environment["PUSHWORKER_POSTGRES_URL"] ?? postgres) } catch {
                     throw ConfigurationError(file: file, key: fromEnvironment ? "PUSHWORKER_POSTGRES_URL" : "registry.postgres", error.message)
                 }
-                root.append(("registry", mapping([("postgres", scalar(url + (fromEnvironment ? "  (from PUSHWORKER_POSTGRES_URL)" : "")))])))
+                root.append(("registry", mapping([("postgres", scalar(url + (fromEnvironment ? "  (from PUSHWORKER_POSTGRES_URL)" : "")))] + authEntry)))
             } else if let sqlite = registry.sqlite, !sqlite.isEmpty {
-                root.append(("registry", mapping([("sqlite", scalar(sqlite))])))
+                root.append(("registry", mapping([("sqlite", scalar(sqlite))] + authEntry)))
             } else {
                 throw ConfigurationError(file: file, key: "registry", "names no store; expected {sqlite: FILE} or {postgres: URL}")
             }

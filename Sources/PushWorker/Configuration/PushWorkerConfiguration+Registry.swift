@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresRegistry
 import Registry
+import RegistryAuth
 
 extension PushWorkerConfiguration {
     /// The registry the configuration names, opened and its schema migrated, or nil when it names
@@ -32,6 +33,37 @@ extension PushWorkerConfiguration {
             return try SQLiteRegistryStore(path: resolved)
         } catch {
             throw ConfigurationError(file: file, key: "registry.sqlite", error.message)
+        }
+    }
+
+    /// The key material `registry.auth` names, read and checked; nil when auth is off. Paths are
+    /// relative to the configuration file.
+    public func registryAuthKeys(
+        file: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> AuthKeyMaterial? {
+        guard let auth = worker.registry?.auth else { return nil }
+        func resolved(_ path: String?) -> String? {
+            path.map { $0.hasPrefix("/") ? $0 : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent($0).path }
+        }
+        guard !auth.issuer.isEmpty else { throw ConfigurationError(file: file, key: "registry.auth.issuer", "is empty") }
+        guard !auth.audience.isEmpty else { throw ConfigurationError(file: file, key: "registry.auth.audience", "is empty") }
+        do {
+            return try AuthKeyMaterial.load(
+                keyFile: resolved(auth.keyFile), jwksFile: resolved(auth.jwksFile), secretVariable: auth.hs256SecretEnv, environment: environment)
+        } catch {
+            throw ConfigurationError(file: file, key: error.key, error.message)
+        }
+    }
+
+    /// The authorizer of registry commands, or nil when `registry.auth` is off.
+    public func registryAuthorizer(
+        file: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws(ConfigurationError) -> CommandAuthorizer? {
+        guard let auth = worker.registry?.auth, let material = try registryAuthKeys(file: file, environment: environment) else { return nil }
+        do {
+            return try await CommandAuthorizer(material: material, issuer: auth.issuer, audience: auth.audience)
+        } catch {
+            throw ConfigurationError(file: file, key: "registry.auth", "cannot use its key: \(error)")
         }
     }
 }

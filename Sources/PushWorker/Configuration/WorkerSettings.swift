@@ -176,14 +176,17 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var sqlite: String?
         /// A PostgreSQL URL, for workers on many hosts.
         public var postgres: String?
+        /// Commands tied to the user's own token; off when absent.
+        public var auth: Auth?
 
-        public init(sqlite: String? = nil, postgres: String? = nil) {
+        public init(sqlite: String? = nil, postgres: String? = nil, auth: Auth? = nil) {
             self.sqlite = sqlite
             self.postgres = postgres
+            self.auth = auth
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case sqlite, postgres
+            case sqlite, postgres, auth
         }
 
         public init(from decoder: Decoder) throws {
@@ -191,6 +194,35 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             sqlite = try container.decodeIfPresent(String.self, forKey: .sqlite)
             postgres = try container.decodeIfPresent(String.self, forKey: .postgres)
+            auth = try container.decodeIfPresent(Auth.self, forKey: .auth)
+        }
+
+        /// `registry.auth`: every command that names a user carries `auth`, that user's JWT from
+        /// `issuer` for `audience`, verified with one of the key sources.
+        public struct Auth: Sendable, Decodable, Equatable {
+            public var issuer: String
+            public var audience: String
+            /// A PEM public key (ES256 or RS256), relative to the configuration file.
+            public var keyFile: String?
+            /// A JSON Web Key Set file, relative to the configuration file.
+            public var jwksFile: String?
+            /// The environment variable holding an HS256 secret (never the secret itself).
+            public var hs256SecretEnv: String?
+
+            enum CodingKeys: String, CodingKey, CaseIterable {
+                case issuer, audience
+                case keyFile = "key_file", jwksFile = "jwks_file", hs256SecretEnv = "hs256_secret_env"
+            }
+
+            public init(from decoder: Decoder) throws {
+                try KnownKeys.check(decoder, CodingKeys.self)
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                issuer = try container.decode(String.self, forKey: .issuer)
+                audience = try container.decode(String.self, forKey: .audience)
+                keyFile = try container.decodeIfPresent(String.self, forKey: .keyFile)
+                jwksFile = try container.decodeIfPresent(String.self, forKey: .jwksFile)
+                hs256SecretEnv = try container.decodeIfPresent(String.self, forKey: .hs256SecretEnv)
+            }
         }
     }
 

@@ -2,6 +2,7 @@ import AMQP
 import Foundation
 import Logging
 import Registry
+import RegistryAuth
 import ServiceLifecycle
 
 /// Consumes registry commands from `push.registry`, applies each to the store, and answers on the
@@ -14,6 +15,8 @@ public final class RegistryService: Service, Sendable {
     private let consumer: AMQPConsumer
     private let publisher: AMQPPublisher
     private let store: any RegistryStore
+    /// `registry.auth`: commands must carry the token of the user they concern.
+    private let authorizer: CommandAuthorizer?
     private let queues: WorkerSettings.Names
     /// The apps the worker serves: a device registered for another could never be sent to.
     private let apps: Set<String>
@@ -21,9 +24,10 @@ public final class RegistryService: Service, Sendable {
     private let logger: Logger
 
     private init(
-        consumer: AMQPConsumer, publisher: AMQPPublisher, store: any RegistryStore, queues: WorkerSettings.Names, apps: Set<String>,
-        metrics: WorkerMetrics, logger: Logger
+        consumer: AMQPConsumer, publisher: AMQPPublisher, store: any RegistryStore, authorizer: CommandAuthorizer?, queues: WorkerSettings.Names,
+        apps: Set<String>, metrics: WorkerMetrics, logger: Logger
     ) {
+        self.authorizer = authorizer
         self.apps = apps
         self.metrics = metrics
         self.consumer = consumer
@@ -37,7 +41,8 @@ public final class RegistryService: Service, Sendable {
     static let prefetch: UInt16 = 32
 
     public static func start(
-        settings: WorkerSettings, apps: Set<String>, store: any RegistryStore, file: String, metrics: WorkerMetrics = WorkerMetrics(),
+        settings: WorkerSettings, apps: Set<String>, store: any RegistryStore, authorizer: CommandAuthorizer? = nil, file: String,
+        metrics: WorkerMetrics = WorkerMetrics(),
         health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> RegistryService {
         let amqp = try settings.amqpConfiguration(file: file)
@@ -46,7 +51,12 @@ public final class RegistryService: Service, Sendable {
         let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
         let consumer = try await AMQPConsumer.connect(consuming, queue: settings.queues.registry, prefetch: prefetch, logger: logger)
         logger.info("registry commands consumed", metadata: ["queue": "\(settings.queues.registry)"])
-        return RegistryService(consumer: consumer, publisher: publisher, store: store, queues: settings.queues, apps: apps, metrics: metrics, logger: logger)
+        if let authorizer {
+            logger.info("registry commands need the user's token", metadata: ["issuer": "\(authorizer.issuer)", "audience": "\(authorizer.audience)"])
+        }
+        return RegistryService(
+            consumer: consumer, publisher: publisher, store: store, authorizer: authorizer, queues: settings.queues, apps: apps, metrics: metrics,
+            logger: logger)
     }
 
     /// Applies commands until a graceful shutdown; the command in hand is finished first.
@@ -76,8 +86,9 @@ public final class RegistryService: Service, Sendable {
         // The metric's label: the command once parsed, "invalid" before (few values, whatever producers send).
         var name = "invalid"
         do throws(RegistryError) {
-            let request = try RegistryRequest(json: delivery.body)
+            let (request, auth) = try RegistryRequest.decode(json: delivery.body)
             name = request.name
+            try await authorizer?.check(request, auth: auth, store: store)
             switch request {
             case .command(let command):
                 try command.check(servedApps: apps)
@@ -101,7 +112,7 @@ public final class RegistryService: Service, Sendable {
             logger.warning("registry command refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
             do {
                 try await publisher.publish(AMQPMessage(
-                    exchange: queues.deadLetterExchange, routingKey: queues.registry, body: delivery.body,
+                    exchange: queues.deadLetterExchange, routingKey: queues.registry, body: Self.withoutAuth(delivery.body),
                     properties: DeadLetter.properties(refusing: delivery.properties, from: queues.registry, code: error.code.rawValue, field: error.field, message: error.message),
                     mandatory: true))
             } catch {
@@ -116,6 +127,14 @@ public final class RegistryService: Service, Sendable {
         }
     }
 
+
+    /// The body as it is dead-lettered: without the user's token, a bearer credential that
+    /// `dlq show` would print and that has expired by the time anyone replays it.
+    static func withoutAuth(_ body: [UInt8]) -> [UInt8] {
+        guard var object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any], object["auth"] != nil else { return body }
+        object["auth"] = nil
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])).map(Array.init) ?? body
+    }
 
     static func answerReply(_ answer: [String: Any]) -> String {
         var object = answer

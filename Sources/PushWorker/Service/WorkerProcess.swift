@@ -31,12 +31,14 @@ public enum WorkerProcess {
     ) async throws {
         if configuration.worker.registry != nil { health.registryOpening() }
         let registry = try await configuration.openRegistryStore(file: file, logger: logger).map { RegistryResolver(store: $0, logger: logger) }
+        let authorizer = try await configuration.registryAuthorizer(file: file)
         if let registry { health.watch(registry: registry.store) }
         let worker = try await Worker.start(configuration, file: file, registry: registry, metrics: metrics, health: health, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: worker)]
         if let registry {
             services.append(.init(service: try await RegistryService.start(
-                settings: configuration.worker, apps: Set(configuration.apps.map(\.name)), store: registry.store, file: file, metrics: metrics, health: health, logger: logger)))
+                settings: configuration.worker, apps: Set(configuration.apps.map(\.name)), store: registry.store, authorizer: authorizer, file: file,
+                metrics: metrics, health: health, logger: logger)))
         }
         let grace = configuration.worker.shutdownGraceSeconds
         let watcher = Task { await watchSignals(grace: grace, logger: logger) }

@@ -1,0 +1,114 @@
+import Foundation
+import JWTKit
+import Registry
+
+/// Ties registry commands to the user they are about (`registry.auth`): a command that names a
+/// user must carry `auth`, a JWT from the configured issuer, for the configured audience, not
+/// expired, whose `sub` is that user; one that names a device needs it when the device belongs to
+/// a user, and then for that user. So a mobile-facing gateway can forward each user's own token
+/// instead of being trusted to speak for every user.
+///
+/// Errors never quote the token: it is a bearer credential.
+public struct CommandAuthorizer: Sendable {
+    private let keys: JWTKeyCollection
+    public let issuer: String
+    public let audience: String
+
+    public init(material: AuthKeyMaterial, issuer: String, audience: String) async throws {
+        let keys = JWTKeyCollection()
+        switch material {
+        case .publicKey(let pem):
+            if let key = try? ES256PublicKey(pem: pem) {
+                await keys.add(ecdsa: key)
+            } else {
+                await keys.add(rsa: try Insecure.RSA.PublicKey(pem: pem), digestAlgorithm: .sha256)
+            }
+        case .jwks(let json):
+            try await keys.add(jwksJSON: json)
+        case .hs256(let secret):
+            await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+        }
+        self.keys = keys
+        self.issuer = issuer
+        self.audience = audience
+    }
+
+    /// The claims a command's token must have.
+    struct Claims: JWTPayload {
+        var sub: SubjectClaim
+        var exp: ExpirationClaim
+        var iss: IssuerClaim?
+        var aud: AudienceClaim?
+
+        func verify(using algorithm: some JWTAlgorithm) throws {
+            try exp.verifyNotExpired()
+        }
+    }
+
+    /// Refuses `request` with `unauthorized` unless `auth` speaks for every user it concerns.
+    public func check(_ request: RegistryRequest, auth: String?, store: any RegistryStore) async throws(RegistryError) {
+        let (users, devices) = Self.concerns(request)
+        var owners = users
+        for (app, token) in devices {
+            if let user = try await store.device(app: app, token: token)?.user { owners.insert(user) }
+        }
+        guard !owners.isEmpty else { return }
+        let names = owners.sorted().map { "'\($0)'" }.joined(separator: ", ")
+        guard let auth, !auth.isEmpty else {
+            throw RegistryError(.unauthorized, field: "auth", "auth is missing: \(request.name) concerns user \(names), and registry.auth asks for that user's token")
+        }
+        let subject = try await verify(auth)
+        if let other = owners.sorted().first(where: { $0 != subject }) {
+            throw RegistryError(.unauthorized, field: "auth", "auth is the token of user '\(subject)', but \(request.name) concerns user '\(other)'")
+        }
+    }
+
+    /// The token's subject, once its signature, expiry, issuer and audience hold.
+    func verify(_ token: String) async throws(RegistryError) -> String {
+        let claims: Claims
+        do {
+            claims = try await keys.verify(token, as: Claims.self)
+        } catch let error as JWTError where error.errorType == .claimVerificationFailure {
+            throw RegistryError(.unauthorized, field: "auth", "auth has expired")
+        } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
+            throw RegistryError(.unauthorized, field: "auth", "auth is not signed by a key registry.auth names")
+        } catch {
+            throw RegistryError(.unauthorized, field: "auth", "auth is not a JWT this worker can verify (it needs sub and exp, signed by a key registry.auth names)")
+        }
+        guard claims.iss?.value == issuer else {
+            throw RegistryError(.unauthorized, field: "auth", "auth was issued by '\(claims.iss?.value ?? "nobody")', not '\(issuer)'")
+        }
+        guard claims.aud?.value.contains(audience) == true else {
+            throw RegistryError(.unauthorized, field: "auth", "auth is not meant for audience '\(audience)'")
+        }
+        return claims.sub.value
+    }
+
+    /// The users a request names, and the devices whose user it touches.
+    static func concerns(_ request: RegistryRequest) -> (users: Set<String>, devices: [(app: String, token: String)]) {
+        func scope(_ scope: PreferenceScope) -> (Set<String>, [(app: String, token: String)]) {
+            switch scope {
+            case .user(let user), .userApp(let user, _): ([user], [])
+            case .device(let app, let token): ([], [(app, token)])
+            }
+        }
+        switch request {
+        case .command(let command):
+            switch command {
+            case .registerDevice(let app, let token, let user): return (user.map { [$0] } ?? [], [(app, token)])
+            case .unregisterDevice(let app, let token): return ([], [(app, token)])
+            case .connect(let app, let token, let user), .disconnect(let app, let token, let user): return ([user], [(app, token)])
+            case .addToGroup(let user, _, _), .removeFromGroup(let user, _), .deleteUser(let user): return ([user], [])
+            case .setPreferences(let target, _), .editPreferences(let target, _): return scope(target)
+            case .replaceToken(let app, let old, let new): return ([], [(app, old), (app, new)])
+            case .resetBadge(.device(let app, let token)): return ([], [(app, token)])
+            case .resetBadge(.user(let user, _)): return ([user], [])
+            }
+        case .query(let query):
+            switch query {
+            case .status(let app, let token, _, _): return ([], [(app, token)])
+            case .getPreferences(let target): return scope(target)
+            }
+        }
+    }
+}
