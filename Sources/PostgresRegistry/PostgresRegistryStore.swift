@@ -214,9 +214,10 @@ public final class PostgresRegistryStore: RegistryStore {
         case .setPreferences(let scope, let preferences):
             try await write(preferences, for: scope, on: connection)
         case .editPreferences(let scope, let edit):
-            // Locked first: two edits of one set at once each see the other's result.
-            if case .user(let user) = scope { try await ensureUser(user); try await run("SELECT 1 FROM users WHERE id = \(user) FOR UPDATE") }
-            if case .userApp(let user, _) = scope { try await ensureUser(user); try await run("SELECT 1 FROM users WHERE id = \(user) FOR UPDATE") }
+            // Locked first (as `write` locks for a set): two changes of one set at once each see
+            // the other's result.
+            if case .user(let user) = scope { try await lockUser(user, on: connection) }
+            if case .userApp(let user, _) = scope { try await lockUser(user, on: connection) }
             let current = try await read(scope, on: connection, locking: true)
             try await write(edit.applied(to: current ?? .none), for: scope, on: connection)
         case .deleteUser(let user):
@@ -251,6 +252,13 @@ public final class PostgresRegistryStore: RegistryStore {
         }
     }
 
+    /// Creates the user if needed and locks their row until the transaction ends: every change of
+    /// a user's preference sets takes it, so a set and an edit of one user never interleave.
+    private func lockUser(_ user: String, on connection: PostgresConnection) async throws {
+        try await connection.query("INSERT INTO users(id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING", logger: logger)
+        try await connection.query("SELECT 1 FROM users WHERE id = \(user) FOR UPDATE", logger: logger)
+    }
+
     /// The preferences kept at `scope`; nil when none are set or the user is unknown.
     private func read(_ scope: PreferenceScope, on connection: PostgresConnection, locking: Bool = false) async throws -> NotificationPreferences? {
         let query: PostgresQuery
@@ -279,10 +287,10 @@ public final class PostgresRegistryStore: RegistryStore {
         func run(_ query: PostgresQuery) async throws { try await connection.query(query, logger: logger) }
         switch scope {
         case .user(let user):
-            try await run("INSERT INTO users(id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING")
+            try await lockUser(user, on: connection)
             try await run("UPDATE users SET whitelist = \(whitelist), blacklist = \(blacklist) WHERE id = \(user)")
         case .userApp(let user, let app):
-            try await run("INSERT INTO users(id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING")
+            try await lockUser(user, on: connection)
             // An empty set for one app is no set: the user's app-wide preferences apply again.
             if preferences == .none {
                 try await run("DELETE FROM app_preferences WHERE user_id = \(user) AND app = \(app)")

@@ -12,8 +12,8 @@ public struct DeviceStatus: Sendable, Hashable {
     public var groups: [String]
     public var type: String?
     public var subtype: String?
-    /// Whether the user's preferences let a job of `type` reach the device (true for a device
-    /// with no user, which nothing filters); nil when no type was asked about.
+    /// Whether the preferences that apply to the device (its user's, or its own when it has no
+    /// user; none: true) let a job of `type` reach it; nil when no type was asked about.
     public var reaches: Bool?
     /// The badge counter jobs with `"badge": "increment"` raise; nil when not registered.
     public var badge: Int?
@@ -48,7 +48,7 @@ public struct DeviceStatus: Sendable, Hashable {
         if user != nil { lines.append("groups: \(groups.isEmpty ? "none" : groups.joined(separator: ", "))") }
         if let badge { lines.append("badge: \(badge)") }
         if let type, let reaches {
-            let verdict = reaches ? "reaches it" : "is filtered by \(user ?? "its user")'s preferences"
+            let verdict = reaches ? "reaches it" : "is filtered by \(user.map { "\($0)'s" } ?? "the device's own") preferences"
             lines.append("type \(type)\(subtype.map { "/\($0)" } ?? ""): \(verdict)")
         }
         return lines

@@ -107,6 +107,13 @@ struct JobDecoderTests {
         #expect((payload["aps"] as? [String: Any])?["badge"] as? Int == 42)
         #expect((payload["aps"] as? [String: Any])?["alert"] as? String == "new mail" && payload["mail"] as? Int == 7)
         #expect(try decoded("5").badge == nil, "a number is sent as it is")
+        #expect(try decoded("null").badge == nil)
+        // The placeholder's digits elsewhere in the payload are left alone.
+        let text = try Self.decoder.decode(Array(#"{"audience": {"tokens": ["\#(Self.token)"]}, "payload": {"aps": {"alert": "order 987654321987 shipped", "badge": "increment"}}}"#.utf8))
+        let counted = try #require(text.badge)
+        let sent = try #require(try JSONSerialization.jsonObject(with: Data(counted.payload(count: 3))) as? [String: Any])
+        #expect((sent["aps"] as? [String: Any])?["alert"] as? String == "order 987654321987 shipped")
+        #expect((sent["aps"] as? [String: Any])?["badge"] as? Int == 3)
         // The chunk job a worker writes decodes to the same counted badge.
         let chunk = try Self.decoder.decode(try three.chunkBody(devices: [Recipient(token: Self.token, user: "u")]), chunk: true)
         #expect(chunk.badge == three.badge && chunk.payload == three.payload)

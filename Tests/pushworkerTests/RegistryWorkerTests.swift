@@ -42,8 +42,8 @@ struct RegistryWorkerTests {
         let results: AMQPConsumer
         let dead: AMQPConsumer
 
-        static func start(registry: String) async throws -> Running {
-            let setup = try await WorkerProcessTests.setUp(faults: [], extra: registry)
+        static func start(registry: String, faults: [MockAPNsFault] = []) async throws -> Running {
+            let setup = try await WorkerProcessTests.setUp(faults: faults, extra: registry)
             let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
             try await worker.waitForLog("worker started")
             let replies = "\(setup.prefix).replies"
@@ -370,8 +370,11 @@ struct RegistryWorkerTests {
         try await running.refused([
             (#"{"command": "add_to_blacklist", "app": "demo", "token": "\#(Self.token(9))", "type": "grades"}"#, "unknown_device", "token"),
             (#"{"command": "add_to_whitelist", "user": "u-1", "entry": []}"#, "invalid_field", "entry"),
-            (#"{"command": "get_preferences", "app": "demo", "token": "\#(Self.token(9))"}"#, "unknown_device", "token"),
         ])
+        // A query that cannot be answered is answered with the error, and not dead-lettered.
+        let unknown = try await running.send(#"{"command": "get_preferences", "app": "demo", "token": "\#(Self.token(9))"}"#, id: "get-unknown")
+        #expect((unknown["error"] as? [String: Any])?["code"] as? String == "unknown_device", "\(unknown)")
+        await #expect(throws: (any Error).self) { _ = try await running.dead.next(within: .seconds(2)) }
         try await running.stop()
     }
 
@@ -406,6 +409,44 @@ struct RegistryWorkerTests {
         #expect((status["status"] as? [String: Any])?["badge"] as? Int == 0, "\(status)")
         _ = try await running.job(#"{"id": "third", "audience": {"users": ["u-1"]}, "payload": {"aps": {"alert": "1 new", "badge": "increment"}, "job": "third"}}"#, devices: 2)
         #expect(badges(in: "third") == [Self.token(1): 1, Self.token(3): 1])
+        try await running.stop()
+    }
+
+    @Test("a counting job's retry round sends each device the count its first round gave, even when another job raised the counter meanwhile", arguments: [Kind.sqlite, .postgres])
+    func badgeRetryRound(_ kind: Kind) async throws {
+        let (store, registry) = try await kind.make()
+        let running = try await Running.start(
+            registry: registry + "\nretry_in_process_attempts: 1\nretry_delays_ms: [1500]",
+            faults: [MockAPNsFault(.reject(.tooManyRequests), tokens: [Self.token(1)], times: 1)])
+        try await running.apply((1...2).map { #"{"command": "register_device", "app": "demo", "token": "\#(Self.token($0))", "user": "u-\#($0)"}"# })
+        // Job A: token 1 is refused once (429) and handed to a retry round 1.5 s later.
+        try await running.publisher.publish(.toQueue("\(running.setup.prefix).jobs", body: Array(
+            #"{"id": "a", "audience": {"users": ["u-1", "u-2"]}, "payload": {"aps": {"alert": "A", "badge": "increment"}, "job": "a"}}"#.utf8)))
+        var results: [PushResult] = []
+        func next() async throws {
+            let delivery = try await running.results.next(within: .seconds(30))
+            try await delivery.ack()
+            if case .result(let result) = try Reply(delivery) { results.append(result) }
+        }
+        // A's first round is done (token 2's result): both counters were raised together.
+        while results.isEmpty { try await next() }
+        // Job B raises token 1's counter while A's retry round waits.
+        try await running.publisher.publish(.toQueue("\(running.setup.prefix).jobs", body: Array(
+            #"{"id": "b", "audience": {"users": ["u-1"]}, "payload": {"aps": {"alert": "B", "badge": "increment"}, "job": "b"}}"#.utf8)))
+        while results.count < 3 {  // A's token 2, B's token 1, then A's retry round
+            try await next()
+        }
+        #expect(results.allSatisfy { $0.outcome == .delivered }, "\(results)")
+        #expect(results.last.map { [$0.jobID, $0.token] } == ["a", Self.token(1)], "\(results)")
+        var sent: [String: [Int]] = [:]
+        for record in running.setup.mock.recorded {
+            let payload = try #require(try JSONSerialization.jsonObject(with: Data(record.payload)) as? [String: Any])
+            let badge = try #require((payload["aps"] as? [String: Any])?["badge"] as? Int)
+            sent["\(payload["job"] ?? "?") \(record.token == Self.token(1) ? 1 : 2)", default: []].append(badge)
+        }
+        // A's retry round sends the count A's first round got, not a third increment.
+        #expect(sent == ["a 1": [1], "a 2": [1], "b 1": [2]], "\(sent)")
+        #expect(try await store.badgeCount(app: "demo", token: Self.token(1)) == 2)
         try await running.stop()
     }
 

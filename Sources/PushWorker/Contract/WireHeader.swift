@@ -20,6 +20,9 @@ public enum WireHeader {
     public static let chunk = "x-pushworker-chunk"
     /// On a retry job: the sends made so far to each device, in token order.
     public static let attempts = "x-pushworker-attempts"
+    /// On a retry job of a job that counts badges: the count each device got, in token order,
+    /// sent again instead of counted again.
+    public static let badges = "x-pushworker-badges"
     /// On a retry job: how many delayed rounds came before it.
     public static let retryRound = "x-pushworker-retry-round"
     /// On a replayed dead letter: how often operators have replayed it.

@@ -19,7 +19,7 @@ public struct BadgeIncrement: Sendable, Hashable {
 
     /// Reads `aps.badge`: nil when it is a number (sent as it is) or absent.
     static func read(_ aps: [String: Any]) throws(JobError) -> Int? {
-        guard let badge = aps["badge"] else { return nil }
+        guard let badge = aps["badge"], !(badge is NSNull) else { return nil }
         if let number = badge as? NSNumber, !JobFields.isBoolean(number) { return nil }
         if let text = badge as? String, text == "increment" { return 1 }
         if let object = badge as? [String: Any], object.count == 1, let raw = object["increment"] as? NSNumber, !JobFields.isBoolean(raw),
@@ -31,12 +31,15 @@ public struct BadgeIncrement: Sendable, Hashable {
             "payload.aps.badge must be a number, \"increment\" or {\"increment\": N} with N from 1 to \(maximumAmount)")
     }
 
-    /// `payload` serialised with the placeholder as its badge.
+    /// `payload` serialised with the placeholder as its badge: the `"badge":` key and the number
+    /// together, found exactly once (nil otherwise), so text elsewhere that happens to hold the
+    /// same digits is left alone.
     init?(amount: Int, payload: [UInt8]) {
-        let needle = Array(String(Self.placeholder).utf8)
-        guard let range = Self.find(needle, in: payload) else { return nil }
+        let key = Array(#""badge":"#.utf8)
+        let needle = key + Array(String(Self.placeholder).utf8)
+        guard let range = Self.find(needle, in: payload), Self.find(needle, in: Array(payload[range.upperBound...])) == nil else { return nil }
         self.amount = amount
-        prefix = Array(payload[..<range.lowerBound])
+        prefix = Array(payload[..<(range.lowerBound + key.count)])
         suffix = Array(payload[range.upperBound...])
     }
 

@@ -111,7 +111,14 @@ public struct JobDecoder: Sendable {
         } catch {
             throw JobError(.invalidField, field: "payload", "payload cannot be serialised: \(error.localizedDescription)")
         }
-        let badge = badgeAmount.flatMap { BadgeIncrement(amount: $0, payload: payload) }
+        var badge: BadgeIncrement?
+        if let badgeAmount {
+            guard let counted = BadgeIncrement(amount: badgeAmount, payload: payload) else {
+                // Another `"badge":` key holding the placeholder's digits: never send a wrong number.
+                throw JobError(.invalidPayload, field: "payload.aps.badge", "payload.aps.badge cannot be counted in this payload: another \"badge\" key holds \(BadgeIncrement.placeholder)")
+            }
+            badge = counted
+        }
         // The rules a request is sent under, checked once for the whole job with the very code
         // the client checks each request with.
         let notification = APNsRequest(

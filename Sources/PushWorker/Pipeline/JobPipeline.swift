@@ -112,6 +112,7 @@ public struct JobPipeline: Sendable {
                 return await refusal.refuse(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
             }
             let attempts = RetryHandOff.previousAttempts(of: job, delivery)
+            let badges = job.badge == nil ? [:] : RetryHandOff.badges(of: job, delivery)
             let audience: AudiencePage
             var unresolved: JobError?
             if job.audience.isResolved {
@@ -135,6 +136,9 @@ public struct JobPipeline: Sendable {
             var recipients = audience.recipients
             if !attempts.isEmpty {
                 for index in recipients.indices { recipients[index].previousAttempts = attempts[recipients[index].token] ?? 0 }
+            }
+            if !badges.isEmpty {
+                for index in recipients.indices { recipients[index].badge = badges[recipients[index].token] }
             }
             let report = try await processor.process(
                 job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved)

@@ -100,7 +100,12 @@ public struct JobProcessor: Sendable {
         var recipients = recipients
         var badgeCounts: [String: Int] = [:]
         if let badge = job.badge {
-            badgeCounts = try await badges?.incrementBadges(app: appName, tokens: recipients.map(\.token), by: badge.amount, job: job.id) ?? [:]
+            // A retry round's devices bring the count their first round gave them.
+            for recipient in recipients { if let count = recipient.badge { badgeCounts[recipient.token] = count } }
+            let fresh = recipients.filter { $0.badge == nil }.map(\.token)
+            if !fresh.isEmpty, let badges {
+                badgeCounts.merge(try await badges.incrementBadges(app: appName, tokens: fresh, by: badge.amount, job: job.id)) { _, new in new }
+            }
             let uncounted = recipients.filter { badgeCounts[$0.token] == nil }
             if !uncounted.isEmpty {
                 recipients.removeAll { badgeCounts[$0.token] == nil }
@@ -199,7 +204,8 @@ public struct JobProcessor: Sendable {
                 group.addTask {
                     defer { admission.release() }
                     let end = try await self.deliver(
-                        job, to: recipient, request: requests[offset], firstAnswer: firstAnswer, replyTo: replyTo, ends: ends)
+                        job, to: recipient, request: requests[offset], badge: badges[recipient.token], firstAnswer: firstAnswer, replyTo: replyTo,
+                        ends: ends)
                     ends.record(end)
                 }
             }
@@ -225,7 +231,7 @@ public struct JobProcessor: Sendable {
     /// `firstAnswer`: APNs' answer to the device's first attempt, made with its batch; nil when
     /// the batch was not sent (past the expiration).
     private func deliver(
-        _ job: PushJob, to recipient: Recipient, request: APNsRequest, firstAnswer: Result<APNsResponse, APNsClientError>?,
+        _ job: PushJob, to recipient: Recipient, request: APNsRequest, badge: Int?, firstAnswer: Result<APNsResponse, APNsClientError>?,
         replyTo: String, ends: DeviceEnds
     ) async throws -> DeviceEnd {
         var result = PushResult(
@@ -287,7 +293,7 @@ public struct JobProcessor: Sendable {
             guard result.attempts < retry.maxAttempts else { break }
             if result.attempts - recipient.previousAttempts >= retry.inProcessAttempts {
                 // This worker's share is spent; a later round, after a longer pause, continues.
-                return .handOn(Recipient(token: recipient.token, user: recipient.user, previousAttempts: result.attempts))
+                return .handOn(Recipient(token: recipient.token, user: recipient.user, previousAttempts: result.attempts, badge: badge))
             }
             logger.debug("retrying device", metadata: ["job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "attempt": "\(result.attempts)"])
             try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))

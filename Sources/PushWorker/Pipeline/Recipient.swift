@@ -4,10 +4,14 @@ public struct Recipient: Sendable, Hashable {
     public var user: String?
     /// Sends already made to this device by earlier rounds (a retry job).
     public var previousAttempts: Int
+    /// The badge count an earlier round of a counting job gave this device: sent again as it is,
+    /// not counted again.
+    public var badge: Int?
 
-    public init(token: String, user: String? = nil, previousAttempts: Int = 0) {
+    public init(token: String, user: String? = nil, previousAttempts: Int = 0, badge: Int? = nil) {
         self.token = token
         self.user = user
         self.previousAttempts = previousAttempts
+        self.badge = badge
     }
 }

@@ -24,6 +24,7 @@ struct RetryHandOff: Sendable {
         headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string(Self.wholeJobChunk)
         headers[WireHeader.enqueuedAt] = nil  // its pause is no queue wait; moved to the bulk lane, it gets a new one
         headers[WireHeader.attempts] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
+        headers[WireHeader.badges] = job.badge == nil ? nil : .array(recipients.map { .int64(Int64($0.badge ?? -1)) })
         headers[WireHeader.retryRound] = .int64(Int64(round + 1))
         properties.headers = headers
         properties.persistent = true
@@ -37,7 +38,16 @@ struct RetryHandOff: Sendable {
     /// The sends already made to each device of a retry job, from its attempts header (in the
     /// order of its devices; of its tokens for a retry job of an older worker).
     static func previousAttempts(of job: PushJob, _ delivery: JobDelivery) -> [String: Int] {
-        guard let counts = delivery.properties.headers?[WireHeader.attempts]?.arrayValue else { return [:] }
+        perDevice(WireHeader.attempts, of: job, delivery)
+    }
+
+    /// The badge counts earlier rounds gave the devices of a retry job.
+    static func badges(of job: PushJob, _ delivery: JobDelivery) -> [String: Int] {
+        perDevice(WireHeader.badges, of: job, delivery).filter { $0.value >= 0 }
+    }
+
+    private static func perDevice(_ header: String, of job: PushJob, _ delivery: JobDelivery) -> [String: Int] {
+        guard let counts = delivery.properties.headers?[header]?.arrayValue else { return [:] }
         var attempts: [String: Int] = [:]
         let tokens = job.audience.isResolved ? job.audience.devices.map(\.token) : job.audience.tokens
         for (token, count) in zip(tokens, counts) {

@@ -85,9 +85,11 @@ public final class RegistryService: Service, Sendable {
         let id = delivery.properties.messageID ?? "unknown"
         // The metric's label: the command once parsed, "invalid" before (few values, whatever producers send).
         var name = "invalid"
+        var isQuery = false
         do throws(RegistryError) {
             let (request, auth) = try RegistryRequest.decode(json: delivery.body)
             name = request.name
+            if case .query = request { isQuery = true }
             try await authorizer?.check(request, auth: auth, store: store)
             switch request {
             case .command(let command):
@@ -108,6 +110,12 @@ public final class RegistryService: Service, Sendable {
             logger.error("registry command not applied; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
             try? await delivery.nack(requeue: true)
             metrics.registryCommand(name, result: "unavailable")
+        } catch where isQuery {
+            // A query changes nothing and replaying it would tell nothing new: answered, not dead-lettered.
+            logger.info("registry query refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
+            await reply(to: delivery, Self.errorReply(error))
+            try? await delivery.ack()
+            metrics.registryCommand(name, result: "refused")
         } catch {
             logger.warning("registry command refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
             do {
