@@ -51,19 +51,10 @@ struct ClientExampleTests {
         defer { Task { try? await fixture.server.shutdown() } }
         let prefix = TestBroker.uniqueName("client-registry-\(language)")
         let database = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).db").path
-        let config = try MockAPNsFixture.writeConfiguration("""
-            amqp: {url: "\(TestBroker.url)"}
-            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
-            registry: {sqlite: \(database)}
-            apps:
-            \(fixture.appYAML())
-            """)
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
-        try await worker.waitForLog("worker started")
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(prefix)
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let command = try Self.command(language, scratch: scratch)
+        let (worker, command) = try await Self.start(
+            language, prefix: prefix, fixture: fixture, queues: ", registry: \(prefix).registry", extra: "registry: {sqlite: \(database)}", scratch: scratch)
         func send(_ json: String) throws -> (status: Int32, answer: [String: Any]?, errors: String) {
             let run = try Program.run(
                 command + ["--registry", json], environment: ["AMQP_URL": TestBroker.url, "PUSHWORKER_EXCHANGE": "\(prefix).push"],
@@ -87,6 +78,24 @@ struct ClientExampleTests {
         #expect((refused.answer?["error"] as? [String: Any])?["field"] as? String == "new", "\(language): \(refused)")
         #expect(refused.errors.contains("refused"), "\(language): \(refused.errors)")
         #expect(try await worker.stop() == 0, "\(worker.log)")
+    }
+
+    /// A worker on queues of its own (`prefix`), with `extra` configuration, and the command that
+    /// runs `language`'s producer (built in `scratch` when it must be).
+    static func start(
+        _ language: Language, prefix: String, fixture: MockAPNsFixture, queues extraQueues: String = "", extra: String = "", scratch: URL
+    ) async throws -> (worker: RunningProgram, command: [String]) {
+        let config = try MockAPNsFixture.writeConfiguration("""
+            amqp: {url: "\(TestBroker.url)"}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results\(extraQueues)}
+            \(extra)
+            apps:
+            \(fixture.appYAML())
+            """)
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        try await worker.waitForLog("worker started")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        return (worker, try Self.command(language, scratch: scratch))
     }
 
     /// The command that runs `language`'s producer, built first when it must be. Fails naming the
@@ -130,19 +139,9 @@ struct ClientExampleTests {
         let mock = fixture.server
         defer { Task { try? await mock.shutdown() } }
         let prefix = TestBroker.uniqueName("client-\(language)")
-        let config = try MockAPNsFixture.writeConfiguration("""
-            amqp: {url: "\(TestBroker.url)"}
-            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
-            apps:
-            \(fixture.appYAML())
-            """)
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
-        try await worker.waitForLog("worker started")
-
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(prefix)
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let command = try Self.command(language, scratch: scratch)
+        let (worker, command) = try await Self.start(language, prefix: prefix, fixture: fixture, scratch: scratch)
         let tokens = [Self.token(1), Self.token(2), dead]
         // Two nodes, one of them down: each producer connects to the one that answers, whichever
         // it tries first.

@@ -35,24 +35,19 @@ struct RegistryWorkerTests {
     /// A worker with a registry, and a producer's side of its queues: commands sent with a
     /// `reply_to` and answered, results and dead letters read.
     struct Running {
-        let setup: WorkerProcessTests.Setup
-        let worker: RunningProgram
-        let publisher: AMQPPublisher
+        /// The worker and its job queues, as the job contract tests run them.
+        let base: JobContractTests.Running
         let answers: AMQPConsumer
-        let results: AMQPConsumer
-        let dead: AMQPConsumer
+        var setup: WorkerProcessTests.Setup { base.setup }
+        var worker: RunningProgram { base.worker }
+        var publisher: AMQPPublisher { base.publisher }
+        var results: AMQPConsumer { base.results }
+        var dead: AMQPConsumer { base.dead }
 
         static func start(registry: String, faults: [MockAPNsFault] = []) async throws -> Running {
-            let setup = try await WorkerProcessTests.setUp(faults: faults, extra: registry)
-            let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
-            try await worker.waitForLog("worker started")
-            let replies = "\(setup.prefix).replies"
-            let topology = AMQPTopology(queues: [.durable(replies), .durable("\(setup.prefix).results"), .durable("\(setup.prefix).dead", quorum: true)])
-            return Running(
-                setup: setup, worker: worker, publisher: try await TestBroker.publisher(topology: topology),
-                answers: try await TestBroker.consumer(queue: replies, topology: topology),
-                results: try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology),
-                dead: try await TestBroker.consumer(queue: "\(setup.prefix).dead", topology: topology))
+            let base = try await JobContractTests.Running.start(faults: faults, extra: registry)
+            let replies = "\(base.prefix).replies"
+            return Running(base: base, answers: try await TestBroker.consumer(queue: replies, topology: AMQPTopology(queues: [.durable(replies)])))
         }
 
         /// Publishes a command as any producer would and returns its answer.
@@ -104,12 +99,8 @@ struct RegistryWorkerTests {
         }
 
         func stop() async throws {
-            #expect(try await worker.stop() == 0, "\(worker.log)")
-            await dead.close()
-            await results.close()
             await answers.close()
-            await publisher.close()
-            try? await setup.mock.shutdown()
+            try await base.stop()
         }
     }
 
