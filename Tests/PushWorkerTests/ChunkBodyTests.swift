@@ -13,7 +13,7 @@ struct ChunkBodyTests {
         let job = try decoder.decode(Array(#"""
             {"id": "j", "audience": {"tokens": ["\#(token)"], "users": ["u"]}, "type": "t", "subtype": "s",
              "payload": {"aps": {"alert": {"title": "Ünïcode \"quoted\"", "body": "a/b"}}, "k": [1, 2.5, null]},
-             "push_type": "background", "priority": 5, "expiration": {"after_seconds": 60}, "collapse_id": "c",
+             "push_type": "alert", "priority": 5, "expiration": {"after_seconds": 60}, "collapse_id": "c",
              "topic": "com.example.app", "results": "failures", "reply_to": "q"}
             """#.utf8), enqueuedAt: enqueued)
         // Users are any strings: quotes, backslashes, control characters and non-ASCII survive.
