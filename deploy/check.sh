@@ -25,14 +25,20 @@ echo "== KEDA objects and compose file"
 python3 - "$k8s/keda-scaledobject.yaml" deploy/docker/compose.yaml <<'PY'
 import sys, yaml
 keda = list(yaml.safe_load_all(open(sys.argv[1])))
-kinds = {d["kind"]: d for d in keda}
-assert set(kinds) == {"TriggerAuthentication", "ScaledObject"}, kinds.keys()
+assert {d["kind"] for d in keda} == {"TriggerAuthentication", "ScaledObject"}, [d["kind"] for d in keda]
 assert all(d["apiVersion"] == "keda.sh/v1alpha1" for d in keda)
-trigger = kinds["ScaledObject"]["spec"]["triggers"][0]
-assert trigger["type"] == "rabbitmq" and trigger["metadata"]["queueName"] == "push.jobs", trigger
-assert trigger["authenticationRef"]["name"] == kinds["TriggerAuthentication"]["metadata"]["name"]
+auths = {d["metadata"]["name"] for d in keda if d["kind"] == "TriggerAuthentication"}
+(scaled,) = [d for d in keda if d["kind"] == "ScaledObject"]
+triggers = scaled["spec"]["triggers"]
+# The now lane's queue over AMQP, and every app's bulk queue summed over the management API.
+queues = [t["metadata"]["queueName"] for t in triggers]
+assert queues == ["push.jobs", r"^push\.jobs\.bulk\..+$"], queues
+assert all(t["type"] == "rabbitmq" for t in triggers)
+assert triggers[1]["metadata"]["useRegex"] == "true" and triggers[1]["metadata"]["protocol"] == "http", triggers[1]
+for t in triggers:
+    assert t["authenticationRef"]["name"] in auths, (t["authenticationRef"], auths)
 compose = yaml.safe_load(open(sys.argv[2]))
 assert compose["services"]["worker"]["deploy"]["replicas"] == 3
-print("KEDA: ScaledObject on push.jobs with its TriggerAuthentication; compose: services", ", ".join(compose["services"]))
+print("KEDA: ScaledObject on push.jobs and the bulk queues, each with its TriggerAuthentication; compose: services", ", ".join(compose["services"]))
 PY
 echo "== all checks passed"
