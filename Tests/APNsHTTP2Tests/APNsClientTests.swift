@@ -195,9 +195,11 @@ struct APNsClientTests {
 
     @Test("a batch hands answers out as they come: a slow answer holds back only itself", arguments: APNsTransport.allCases)
     func batchWaves(transport: APNsTransport) async throws {
-        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.seconds(4)), tokens: [MockFixture.deviceToken(9)])] }
+        // 10 s: on a machine busy with the rest of the suite the 49 quick answers once took over 4 s
+        // to reach the sending task (curl), and came in one wave with the slow one.
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.seconds(10)), tokens: [MockFixture.deviceToken(9)])] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client(transport: transport)
+        let client = fixture.client(transport: transport) { $0.requestTimeout = .seconds(30) }
         #expect(try await client.send(MockFixture.request(0)).status == 200)
         var waves: [[Int]] = []
         await client.sendAdmitted((1...50).map { MockFixture.request($0) }) { answers in

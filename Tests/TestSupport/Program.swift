@@ -14,6 +14,19 @@ public struct Program {
         return bundleDirectory.appendingPathComponent("pushworker")
     }
 
+    /// `run` on a thread of its own: a test waiting for a slow program (a compiler, a producer)
+    /// holds none of the few threads Swift's concurrency runs every test on. On a 2-core machine
+    /// two such waits stalled the rest of the suite for seconds.
+    public static func running(
+        _ arguments: [String], input: Data = Data(), environment: [String: String] = [:], program: URL? = nil, killAfter: Duration? = nil
+    ) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                continuation.resume(with: Swift.Result { try run(arguments, input: input, environment: environment, program: program, killAfter: killAfter) })
+            }.start()
+        }
+    }
+
     /// Runs the program to completion with `input` on its standard input.
     /// - Parameters:
     ///   - program: another program to run the same way (a producer example, a compiler).

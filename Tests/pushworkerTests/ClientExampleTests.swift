@@ -55,8 +55,8 @@ struct ClientExampleTests {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let (worker, command) = try await Self.start(
             language, prefix: prefix, fixture: fixture, queues: ", registry: \(prefix).registry", extra: "registry: {sqlite: \(database)}", scratch: scratch)
-        func send(_ json: String) throws -> (status: Int32, answer: [String: Any]?, errors: String) {
-            let run = try Program.run(
+        func send(_ json: String) async throws -> (status: Int32, answer: [String: Any]?, errors: String) {
+            let run = try await Program.running(
                 command + ["--registry", json], environment: ["AMQP_URL": TestBroker.url, "PUSHWORKER_EXCHANGE": "\(prefix).push"],
                 program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
             let answer = try? JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any]
@@ -67,13 +67,13 @@ struct ClientExampleTests {
             #"{"command": "register_device", "app": "demo", "token": "\#(old)", "user": "u-1"}"#,
             #"{"command": "replace_token", "app": "demo", "old": "\#(old)", "new": "\#(new)"}"#,
         ] {
-            let sent = try send(json)
+            let sent = try await send(json)
             #expect(sent.status == 0 && sent.answer?["ok"] as? Bool == true, "\(language): \(json): \(sent)")
         }
-        let status = try send(#"{"command": "status", "app": "demo", "token": "\#(new)"}"#)
+        let status = try await send(#"{"command": "status", "app": "demo", "token": "\#(new)"}"#)
         let device = status.answer?["status"] as? [String: Any]
         #expect(status.status == 0 && device?["registered"] as? Bool == true && device?["user"] as? String == "u-1", "\(language): \(status)")
-        let refused = try send(#"{"command": "replace_token", "app": "demo", "old": "\#(old)"}"#)
+        let refused = try await send(#"{"command": "replace_token", "app": "demo", "old": "\#(old)"}"#)
         #expect(refused.status == 1, "\(language): \(refused)")
         #expect((refused.answer?["error"] as? [String: Any])?["field"] as? String == "new", "\(language): \(refused)")
         #expect(refused.errors.contains("refused"), "\(language): \(refused.errors)")
@@ -95,15 +95,15 @@ struct ClientExampleTests {
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
         try await worker.waitForLog("worker started")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        return (worker, try Self.command(language, scratch: scratch))
+        return (worker, try await Self.command(language, scratch: scratch))
     }
 
     /// The command that runs `language`'s producer, built first when it must be. Fails naming the
     /// Debian package when the language's runtime or AMQP library is missing.
-    static func command(_ language: Language, scratch: URL) throws -> [String] {
+    static func command(_ language: Language, scratch: URL) async throws -> [String] {
         let file = clients.appendingPathComponent(language.rawValue)
-        func require(_ check: [String], _ package: String) throws {
-            let result = try Program.run(check, program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(60))
+        func require(_ check: [String], _ package: String) async throws {
+            let result = try await Program.running(check, program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(60))
             guard result.status == 0 else {
                 throw TestFailure("the \(language) producer cannot run: `\(check.joined(separator: " "))` failed (install the Debian package \(package); deploy/local/install-deps.sh does): \(result.standardError)")
             }
@@ -112,21 +112,21 @@ struct ClientExampleTests {
         case .python:
             // Debian's interpreter, which has python3-pika, even when another python3 comes first on PATH.
             let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
-            try require([python, "-c", "import pika"], "python3-pika")
+            try await require([python, "-c", "import pika"], "python3-pika")
             return [python, file.appendingPathComponent("producer.py").path]
         case .go:
             // Offline: amqp091-go from Debian's GOPATH, not from a module proxy.
             let binary = scratch.appendingPathComponent("producer").path
-            try require([
+            try await require([
                 "GO111MODULE=off", "GOPATH=/usr/share/gocode", "GOCACHE=\(scratch.appendingPathComponent("cache").path)",
                 "go", "build", "-o", binary, file.appendingPathComponent("producer.go").path,
             ], "golang-go and golang-github-rabbitmq-amqp091-go-dev")
             return [binary]
         case .ruby:
-            try require(["ruby", "-e", "require 'bunny'"], "ruby-bunny")
+            try await require(["ruby", "-e", "require 'bunny'"], "ruby-bunny")
             return ["ruby", file.appendingPathComponent("producer.rb").path]
         case .php:
-            try require(["php", "-r", "require '/usr/share/php/PhpAmqpLib/autoload.php';"], "php-cli and php-amqplib")
+            try await require(["php", "-r", "require '/usr/share/php/PhpAmqpLib/autoload.php';"], "php-cli and php-amqplib")
             return ["php", file.appendingPathComponent("producer.php").path]
         case .node:
             return ["NODE_PATH=\(file.appendingPathComponent("node_modules").path)", "node", file.appendingPathComponent("producer.js").path]
@@ -146,7 +146,7 @@ struct ClientExampleTests {
         // Two nodes, one of them down: each producer connects to the one that answers, whichever
         // it tries first.
         let down = "amqp://guest:guest@127.0.0.1:\(try TestPorts.free())/"
-        let run = try Program.run(
+        let run = try await Program.running(
             command + tokens, environment: ["AMQP_URL": "\(down),\(TestBroker.url)", "PUSHWORKER_EXCHANGE": "\(prefix).push"],
             program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
         #expect(run.status == 0, "\(language) producer: \(run.standardError)\n\(worker.log)")

@@ -295,7 +295,7 @@ struct RegistryWorkerTests {
         #expect(before["registered"] as? Bool == true && before["user"] as? String == "u-1" && before["groups"] as? [String] == ["class"])
         #expect(before["reaches"] as? Bool == false && before["type"] as? String == "grades" && before["subtype"] as? String == "midterm")
         // The CLI prints the same answer.
-        let printed = try Program.run(["registry", "status", "--config", running.setup.config.path, "demo", old, "--type", "grades", "--subtype", "midterm", "--json"])
+        let printed = try await Program.running(["registry", "status", "--config", running.setup.config.path, "demo", old, "--type", "grades", "--subtype", "midterm", "--json"])
         let cli = try #require(try JSONSerialization.jsonObject(with: Data(printed.standardOutput.utf8)) as? [String: Any], "\(printed.standardError)")
         func canonical(_ object: [String: Any]) throws -> String {
             String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
@@ -407,10 +407,11 @@ struct RegistryWorkerTests {
     func badgeRetryRound(_ kind: Kind) async throws {
         let (store, registry) = try await kind.make()
         let running = try await Running.start(
-            registry: registry + "\nretry_in_process_attempts: 1\nretry_delays_ms: [1500]",
+            // The retry round's pause outlasts job B on a busy machine (1.5 s once did not).
+            registry: registry + "\nretry_in_process_attempts: 1\nretry_delays_ms: [8000]",
             faults: [MockAPNsFault(.reject(.tooManyRequests), tokens: [Self.token(1)], times: 1)])
         try await running.apply((1...2).map { #"{"command": "register_device", "app": "demo", "token": "\#(Self.token($0))", "user": "u-\#($0)"}"# })
-        // Job A: token 1 is refused once (429) and handed to a retry round 1.5 s later.
+        // Job A: token 1 is refused once (429) and handed to a retry round 8 s later.
         try await running.publisher.publish(.toQueue("\(running.setup.prefix).jobs", body: Array(
             #"{"id": "a", "audience": {"users": ["u-1", "u-2"]}, "payload": {"aps": {"alert": "A", "badge": "increment"}, "job": "a"}}"#.utf8)))
         var results: [PushResult] = []
@@ -479,7 +480,7 @@ struct RegistryWorkerTests {
         #expect(try await store.device(app: "demo", token: Self.token(1))?.user == "u-1", "refused commands changed nothing")
         #expect(try await store.preferences(.user("u-1")) == NotificationPreferences(blacklist: ["chat": []]))
         // config check shows the auth settings, no secret.
-        let check = try Program.run(["config", "check", "--config", running.setup.config.path])
+        let check = try await Program.running(["config", "check", "--config", running.setup.config.path])
         #expect(check.status == 0 && check.standardOutput.contains("issuer: https://id.example.com") && check.standardOutput.contains(key.path), "\(check.standardOutput)\(check.standardError)")
         try await running.stop()
     }
