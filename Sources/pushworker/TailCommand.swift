@@ -59,16 +59,33 @@ struct TailCommand: AsyncParsableCommand {
                 break
             }
             guard let delivery = next else { break }
-            var line = "[\(delivery.properties.type ?? "message")] "
+            var prefix = "[\(delivery.properties.type ?? "message")] "
             if headers, let table = delivery.properties.headers {
-                line += table.keys.sorted().compactMap { key in table[key]?.stringValue.map { "\(key)=\($0)" } }.joined(separator: " ") + " "
+                prefix += table.keys.sorted().compactMap { key in table[key]?.stringValue.map { "\(key)=\($0)" } }.joined(separator: " ") + " "
             }
-            line += String(decoding: delivery.body.prefix(2000), as: UTF8.self) + "\n"
+            var line = ""
+            if delivery.properties.type == "results", let results = Self.batchedResults(delivery.body) {
+                // A `results: batched` message: a line per device, as `results: all` would print.
+                for result in results { line += "[result] " + result + "\n" }
+            } else {
+                line = prefix + String(decoding: delivery.body.prefix(2000), as: UTF8.self) + "\n"
+            }
             // One write(2), not print's buffer: a line the process still buffered would be lost
             // with the process while its message was already acknowledged.
             try FileHandle.standardOutput.write(contentsOf: Data(line.utf8))
             try await delivery.ack()
             printed += 1
+        }
+    }
+
+    /// The results of a `results` message, each written back as one line; nil when the body is
+    /// not such a message (it is then printed as it came).
+    static func batchedResults(_ body: [UInt8]) -> [String]? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let results = object["results"] as? [Any]
+        else { return nil }
+        return results.compactMap { result in
+            (try? JSONSerialization.data(withJSONObject: result, options: [.sortedKeys, .withoutEscapingSlashes])).map { String(decoding: $0, as: UTF8.self) }
         }
     }
 }

@@ -177,6 +177,21 @@ struct JobDecoderTests {
         #expect(try expiration("rides", #", "expiration": "immediate""#) == .immediately)
     }
 
+    @Test("results: batched is a mode; an app's default_results applies to its jobs that name none; an unknown mode names the field and the modes")
+    func resultsModes() throws {
+        let decoder = JobDecoder(apps: ["demo": "com.example.app", "news": "com.example.news"], defaultResults: ["demo": .batched])
+        func results(_ app: String, _ extra: String = "") throws(JobError) -> PushJob.ResultsMode {
+            try decoder.decode(Array(#"{"app": "\#(app)", "audience": {"tokens": []}, "payload": {"aps": {}}\#(extra)}"#.utf8)).results
+        }
+        #expect(try results("demo") == .batched)
+        #expect(try results("news") == .all)
+        #expect(try results("news", #", "results": "batched""#) == .batched)
+        #expect(try results("demo", #", "results": "failures""#) == .failures)
+        #expect(throws: JobError(.invalidField, field: "results", "results 'packed' is not all, batched, failures or none")) {
+            try results("demo", #", "results": "packed""#)
+        }
+    }
+
     @Test("expiration: immediate, Unix seconds and RFC 3339")
     func expirations() throws {
         func expiration(_ json: String) throws -> APNsExpiration? {

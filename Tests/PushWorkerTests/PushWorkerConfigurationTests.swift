@@ -184,6 +184,19 @@ struct PushWorkerConfigurationTests {
         }
     }
 
+    @Test("default_results: one of the job's results modes; anything else names the key and the modes")
+    func defaultResults() throws {
+        let app = "topic: t, environment: sandbox, url: \"https://127.0.0.1:1\", certificate: {file: f, format: pem}"
+        let configuration = try PushWorkerConfiguration.parse("apps:\n  - {name: a, \(app), default_results: batched}\n  - {name: b, \(app)}\n", file: "p.yaml")
+        #expect(configuration.apps.map(\.defaultResults) == [.batched, nil])
+        do {
+            _ = try PushWorkerConfiguration.parse("apps:\n  - {name: a, \(app), default_results: packed}\n", file: "p.yaml")
+            Issue.record("accepted packed")
+        } catch {
+            #expect("\(error)".hasPrefix("p.yaml: apps[0].default_results: 'packed' is not all, batched, failures or none"), "\(error)")
+        }
+    }
+
     @Test("default_expiration: immediate or seconds; anything else names the key")
     func defaultExpiration() throws {
         let app = "topic: t, environment: sandbox, url: \"https://127.0.0.1:1\", certificate: {file: f, format: pem}"

@@ -1,5 +1,5 @@
 import Foundation
-import PushWorker
+@testable import PushWorker
 import Registry
 import TestSupport
 import Testing
@@ -121,6 +121,17 @@ struct SchemaTests {
             try write(PushResult(jobID: "j", token: "ab", app: "demo", outcome: .expired, attempts: 0), "r3.json"),
         ]
         #expect(try Self.validate("result.schema.json", results) == ["valid", "valid", "valid"])
+        // A batched job's message, as ResultBatch writes it; and one with a result missing a key.
+        let batch = ResultBatch(jobID: "j", app: "demo", chunk: "1/2")
+        for index in 0..<3 {
+            _ = batch.add(PushResult(jobID: "j", token: "ab\(index)", app: "demo", outcome: .delivered, status: 200, apnsID: "id", attempts: 1))
+        }
+        let packed = directory.appendingPathComponent("b1.json")
+        try Data(try #require(batch.drain()).body).write(to: packed)
+        let broken = directory.appendingPathComponent("b2.json")
+        try Data(#"{"job_id": "j", "app": "demo", "chunk": null, "results": [{"job_id": "j"}]}"#.utf8).write(to: broken)
+        let verdicts = try Self.validate("result-batch.schema.json", [packed, broken])
+        #expect(verdicts.first == "valid" && verdicts.last?.hasPrefix("invalid: results/0") == true, "\(verdicts)")
         var chunk = JobSummary(jobID: "j", app: "demo", devices: 3, outcomes: [.delivered: 2, .failed: 1], durationMilliseconds: 12)
         chunk.chunk = "2/5"
         chunk.retrying = 1

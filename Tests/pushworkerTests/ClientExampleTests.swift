@@ -146,10 +146,13 @@ struct ClientExampleTests {
         // Two nodes, one of them down: each producer connects to the one that answers, whichever
         // it tries first.
         let down = "amqp://guest:guest@127.0.0.1:\(try TestPorts.free())/"
+        // Results one message per device, then packed (results: batched): the producer prints
+        // each device's result on its own line either way.
+        for mode in ["", "batched"] {
         let run = try await Program.running(
-            command + tokens, environment: ["AMQP_URL": "\(down),\(TestBroker.url)", "PUSHWORKER_EXCHANGE": "\(prefix).push"],
+            command + tokens, environment: ["AMQP_URL": "\(down),\(TestBroker.url)", "PUSHWORKER_EXCHANGE": "\(prefix).push", "PUSHWORKER_RESULTS": mode],
             program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
-        #expect(run.status == 0, "\(language) producer: \(run.standardError)\n\(worker.log)")
+        #expect(run.status == 0, "\(language) producer, results '\(mode)': \(run.standardError)\n\(worker.log)")
 
         // One JSON object per line: three results, then the summary.
         let lines = run.standardOutput.split(separator: "\n").map(String.init)
@@ -169,7 +172,8 @@ struct ClientExampleTests {
         #expect(summary["devices"] as? Int == 3)
         #expect(summary["job_id"] as? String == results.first?["job_id"] as? String)
         #expect((summary["outcomes"] as? [String: Int])?["delivered"] == 2)
-        #expect(mock.requestCount == 3)
+        }
+        #expect(mock.requestCount == 6)
         #expect(try await worker.stop() == 0, "\(worker.log)")
     }
 }

@@ -44,8 +44,8 @@ struct RegistryWorkerTests {
         var results: AMQPConsumer { base.results }
         var dead: AMQPConsumer { base.dead }
 
-        static func start(registry: String, faults: [MockAPNsFault] = []) async throws -> Running {
-            let base = try await JobContractTests.Running.start(faults: faults, extra: registry)
+        static func start(registry: String, faults: [MockAPNsFault] = [], appExtra: [String] = []) async throws -> Running {
+            let base = try await JobContractTests.Running.start(faults: faults, extra: registry, appExtra: appExtra)
             let replies = "\(base.prefix).replies"
             return Running(base: base, answers: try await TestBroker.consumer(queue: replies, topology: AMQPTopology(queues: [.durable(replies)])))
         }

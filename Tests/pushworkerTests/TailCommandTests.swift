@@ -60,4 +60,20 @@ struct TailCommandTests {
         #expect(Set(shown).isDisjoint(with: left), "printed and still queued: \(Set(shown).intersection(left).sorted())")
         #expect((shown + left).sorted() == Array(0..<count), "lost: \(Set(0..<count).subtracting(shown + left).sorted())")
     }
+
+    @Test("a results message (results: batched) is printed as one [result] line per device, as results: all would be")
+    func batchedResults() async throws {
+        let name = TestBroker.uniqueName("tail")
+        let topology = AMQPTopology(queues: [.durable(name, quorum: true, extraArguments: TestBroker.expiry)])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let batch = #"{"app":"demo","chunk":null,"job_id":"j","results":[{"token":"aa","outcome":"delivered"},{"token":"bb","outcome":"rejected"}]}"#
+        try await publisher.publish(.toQueue(name, body: Array(batch.utf8), properties: AMQPProperties(persistent: true, correlationID: "j", type: "results")))
+        try await publisher.publish(.toQueue(name, body: Array(#"{"job_id":"j"}"#.utf8), properties: AMQPProperties(persistent: true, type: "summary")))
+        await publisher.close()
+        let run = try await Program.running(["tail", "--amqp", TestBroker.url, "--queue", name, "--count", "2", "--idle", "30"])
+        #expect(run.status == 0, "\(run.standardError)")
+        #expect(run.standardOutput.split(separator: "\n") == [
+            #"[result] {"outcome":"delivered","token":"aa"}"#, #"[result] {"outcome":"rejected","token":"bb"}"#, #"[summary] {"job_id":"j"}"#,
+        ], "\(run.standardOutput)")
+    }
 }

@@ -7,13 +7,30 @@ Prints one line per file: "valid", "invalid: <the first error>", or "not-json: <
 Needs python3-jsonschema (Debian) or `pip install jsonschema`.
 """
 import json
+import os
 import sys
 
 import jsonschema
 
 
+def inline(node, directory):
+    """Replaces a `{"$ref": "other.schema.json"}` by that sibling schema: the same result with
+    every jsonschema release (their ways of resolving references differ)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.endswith(".schema.json") and "/" not in ref:
+            other = json.load(open(os.path.join(directory, ref), encoding="utf-8"))
+            other.pop("$schema", None)
+            other.pop("$id", None)
+            return inline(other, directory)
+        return {key: inline(value, directory) for key, value in node.items()}
+    if isinstance(node, list):
+        return [inline(value, directory) for value in node]
+    return node
+
+
 def main() -> int:
-    schema = json.load(open(sys.argv[1], encoding="utf-8"))
+    schema = inline(json.load(open(sys.argv[1], encoding="utf-8")), os.path.dirname(os.path.abspath(sys.argv[1])))
     validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
     for path in sys.argv[2:]:
         try:

@@ -35,6 +35,9 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     public var weight: Int?
     /// For jobs that name no `expiration`: `immediate`, or seconds after the job was published.
     public var defaultExpiration: DefaultExpiration?
+    /// For jobs that name no `results`: the mode its producers expect (e.g. `batched` for an app
+    /// whose backend reads every device's result of its broadcasts); nil: `all`.
+    public var defaultResults: PushJob.ResultsMode?
 
     public static let defaultMaxInFlight = 256
 
@@ -45,6 +48,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         case requestTimeoutMilliseconds = "request_timeout_ms"
         case maxInFlight = "max_in_flight"
         case defaultExpiration = "default_expiration"
+        case defaultResults = "default_results"
     }
 
     public init(from decoder: Decoder) throws {
@@ -66,6 +70,13 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         certificate = try container.decodeIfPresent(CertificateCredentials.self, forKey: .certificate)
         weight = try container.decodeIfPresent(Int.self, forKey: .weight)
         defaultExpiration = try container.decodeIfPresent(DefaultExpiration.self, forKey: .defaultExpiration)
+        if let text = try container.decodeIfPresent(String.self, forKey: .defaultResults) {
+            guard let mode = PushJob.ResultsMode(rawValue: text) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .defaultResults, in: container, debugDescription: "'\(text)' is not all, batched, failures or none")
+            }
+            defaultResults = mode
+        }
     }
 
     public struct TokenCredentials: Sendable, Decodable, Equatable {

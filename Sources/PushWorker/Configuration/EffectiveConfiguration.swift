@@ -120,6 +120,7 @@ public enum EffectiveConfiguration {
             ("ping_interval_seconds", scalar(client.pingInterval.map { Int($0 / .seconds(1)) } ?? 0)),
         ]
         if let expiration = app.defaultExpiration { fields.append(("default_expiration", scalar(expiration.description))) }
+        if let results = app.defaultResults { fields.append(("default_results", scalar(results.rawValue))) }
         if let caFile = client.caFile { fields.append(("ca_file", scalar(caFile))) }
         if let proxy = client.proxy { fields.append(("proxy", scalar(redacted(proxy)))) }
         if let token = app.token {

@@ -9,10 +9,13 @@ public struct JobDecoder: Sendable {
     public var apps: [String: String]
     /// Per app, the expiration of jobs that name none (`apps[].default_expiration`).
     public var defaultExpirations: [String: DefaultExpiration]
+    /// Per app, the results mode of jobs that name none (`apps[].default_results`); else `all`.
+    public var defaultResults: [String: PushJob.ResultsMode]
 
-    public init(apps: [String: String], defaultExpirations: [String: DefaultExpiration] = [:]) {
+    public init(apps: [String: String], defaultExpirations: [String: DefaultExpiration] = [:], defaultResults: [String: PushJob.ResultsMode] = [:]) {
         self.apps = apps
         self.defaultExpirations = defaultExpirations
+        self.defaultResults = defaultResults
     }
 
     /// Known top-level fields; anything else is refused, so a misspelt option (`colapse_id`)
@@ -73,10 +76,10 @@ public struct JobDecoder: Sendable {
             ?? defaultExpirations[app]?.expiration(since: enqueuedAt)
         let collapseID = try fields.string("collapse_id")
         let topic = try fields.string("topic")
-        var results = PushJob.ResultsMode.all
+        var results = defaultResults[app] ?? .all
         if let text = try fields.string("results") {
             guard let mode = PushJob.ResultsMode(rawValue: text) else {
-                throw JobError(.invalidField, field: "results", "results '\(text)' is not all, failures or none")
+                throw JobError(.invalidField, field: "results", "results '\(text)' is not all, batched, failures or none")
             }
             results = mode
         }

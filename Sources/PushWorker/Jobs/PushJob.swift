@@ -6,6 +6,10 @@ public struct PushJob: Sendable, Hashable {
     public enum ResultsMode: String, Sendable, Hashable, CaseIterable {
         /// A result for every device.
         case all
+        /// Every device's result, packed: a `results` message per chunk (a few under a size bound).
+        /// One broker message per page of devices instead of per device, which is what holds
+        /// `all` to the broker's pace.
+        case batched
         /// Results only for devices not delivered.
         case failures
         /// Only the summary.

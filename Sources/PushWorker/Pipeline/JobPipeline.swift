@@ -16,12 +16,18 @@ public struct JobPipeline: Sendable {
         public var sender: any NotificationSending
         /// For jobs that name no `expiration`.
         public var defaultExpiration: DefaultExpiration?
+        /// For jobs that name no `results`.
+        public var defaultResults: PushJob.ResultsMode?
 
-        public init(name: String, topic: String, sender: any NotificationSending, defaultExpiration: DefaultExpiration? = nil) {
+        public init(
+            name: String, topic: String, sender: any NotificationSending, defaultExpiration: DefaultExpiration? = nil,
+            defaultResults: PushJob.ResultsMode? = nil
+        ) {
             self.name = name
             self.topic = topic
             self.sender = sender
             self.defaultExpiration = defaultExpiration
+            self.defaultResults = defaultResults
         }
     }
 
@@ -52,7 +58,8 @@ public struct JobPipeline: Sendable {
         self.publisher = publisher
         self.decoder = JobDecoder(
             apps: Dictionary(apps.map { ($0.name, $0.topic) }, uniquingKeysWith: { first, _ in first }),
-            defaultExpirations: Dictionary(apps.compactMap { app in app.defaultExpiration.map { (app.name, $0) } }, uniquingKeysWith: { first, _ in first }))
+            defaultExpirations: Dictionary(apps.compactMap { app in app.defaultExpiration.map { (app.name, $0) } }, uniquingKeysWith: { first, _ in first }),
+            defaultResults: Dictionary(apps.compactMap { app in app.defaultResults.map { (app.name, $0) } }, uniquingKeysWith: { first, _ in first }))
         self.processors = Dictionary(
             apps.map { app in
                 (app.name, JobProcessor(

@@ -62,9 +62,12 @@ public struct JobProcessor: Sendable {
         let unroutable = Atomic<Int>(0)
         /// Devices the registry dropped on APNs' word.
         let removed = Atomic<Int>(0)
+        /// A `results: batched` job's results not yet published.
+        let batch: ResultBatch?
 
-        init() {
+        init(batch: ResultBatch?) {
             state = Mutex(([:], []))
+            self.batch = batch
         }
 
         func record(_ outcomes: [Outcome: Int]) {
@@ -92,7 +95,7 @@ public struct JobProcessor: Sendable {
         _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil
     ) async throws -> Report {
         let start = ContinuousClock.now
-        let ends = DeviceEnds()
+        let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil)
         let devices = recipients.count + filtered.count
         if !filtered.isEmpty { ends.record([.filtered: filtered.count]) }
         // A counted badge: each registered device's counter goes up before it is sent; a token the
@@ -111,22 +114,18 @@ public struct JobProcessor: Sendable {
                 recipients.removeAll { badgeCounts[$0.token] == nil }
                 ends.record([.failed: uncounted.count])
                 for recipient in uncounted {
-                    if job.results != .none {
-                        try await publish(
-                            PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
-                                       reason: Self.badgeNeedsRegistration, attempts: 0),
-                            to: replyTo, ends: ends)
-                    }
+                    try await report(
+                        PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
+                                   reason: Self.badgeNeedsRegistration, attempts: 0),
+                        of: job, to: replyTo, ends: ends)
                     metrics.notification(app: appName, outcome: .failed, reason: Self.badgeNeedsRegistration)
                 }
             }
         }
         for recipient in filtered {
-            if job.results != .none {
-                try await publish(
-                    PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
-                    to: replyTo, ends: ends)
-            }
+            try await report(
+                PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
+                of: job, to: replyTo, ends: ends)
             metrics.notification(app: appName, outcome: .filtered, reason: nil)
         }
         // Devices go to APNs in batches of the slots free now (at least one, at most
@@ -156,6 +155,8 @@ public struct JobProcessor: Sendable {
                 }
             }
         }
+        // The batch's last results go before the summary, so a producer that has the summary has them all.
+        if let rest = ends.batch?.drain() { try await publish(rest, of: job, to: replyTo, ends: ends) }
         let handedOn = ends.handedOn
         let outcomes = ends.outcomes
         var summary = JobSummary(
@@ -302,12 +303,26 @@ public struct JobProcessor: Sendable {
             "job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "outcome": "\(result.outcome.rawValue)",
             "status": "\(result.status.map(String.init) ?? "-")", "reason": "\(result.reason ?? "-")", "attempts": "\(result.attempts)",
         ])
-        if job.results == .all || (job.results == .failures && result.outcome.isFailure) {
-            try await publish(result, to: replyTo, ends: ends)
-        }
+        try await report(result, of: job, to: replyTo, ends: ends)
         // Counted once its result is confirmed, so the counter and the results a producer reads agree.
         metrics.notification(app: appName, outcome: result.outcome, reason: reasonLabel)
         return .final(result.outcome)
+    }
+
+    /// A device's final result, as the job's `results` asks: published alone (`all`, and
+    /// `failures` for a device not delivered), added to the batch (`batched`, published when
+    /// full), or only counted (`none`).
+    private func report(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
+        switch job.results {
+        case .all:
+            try await publish(result, to: replyTo, ends: ends)
+        case .failures where result.outcome.isFailure:
+            try await publish(result, to: replyTo, ends: ends)
+        case .batched:
+            if let full = ends.batch?.add(result) { try await publish(full, of: job, to: replyTo, ends: ends) }
+        case .failures, .none:
+            break
+        }
     }
 
     /// A result the broker returns (its reply queue was deleted after the job's check) is
@@ -317,6 +332,14 @@ public struct JobProcessor: Sendable {
             try await results.publish(result, to: replyTo)
         } catch let error as AMQPError where error.kind == .returned {
             ends.unroutable.add(1, ordering: .relaxed)
+        }
+    }
+
+    private func publish(_ batch: ResultBatch.Message, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
+        do {
+            try await results.publish(batch, jobID: job.id, to: replyTo)
+        } catch let error as AMQPError where error.kind == .returned {
+            ends.unroutable.add(batch.count, ordering: .relaxed)
         }
     }
 }

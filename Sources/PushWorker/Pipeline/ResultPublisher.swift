@@ -24,6 +24,11 @@ public struct ResultPublisher: Sendable {
         try await publish(result.json, type: "result", jobID: result.jobID, to: queue)
     }
 
+    /// A `results: batched` job's packed results (`ResultBatch`), `type` = `results`.
+    func publish(_ batch: ResultBatch.Message, jobID: String, to queue: String) async throws {
+        try await publish(batch.body, type: "results", jobID: jobID, to: queue)
+    }
+
     public func publish(_ summary: JobSummary, to queue: String) async throws {
         try await publish(Array(try encoder.encode(summary)), type: "summary", jobID: summary.jobID, to: queue)
     }

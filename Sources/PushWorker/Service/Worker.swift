@@ -83,7 +83,7 @@ public final class Worker: Service, Sendable {
             clientConfiguration.highPriorityReserve = settings.lanes.nowReserve(ofMaxInFlight: clientConfiguration.maxInFlight)
             let client = APNsClient(configuration: clientConfiguration, logger: logger)
             clients.append(client)
-            apps.append(JobPipeline.App(name: app.name, topic: app.topic, sender: client, defaultExpiration: app.defaultExpiration))
+            apps.append(JobPipeline.App(name: app.name, topic: app.topic, sender: client, defaultExpiration: app.defaultExpiration, defaultResults: app.defaultResults))
         }
         health.appsLoaded()
         sampleGauges(of: clients, into: metrics)

@@ -4,6 +4,10 @@
 //	AMQP_URL=amqp://user:password@host:5672/ go run producer.go TOKEN...
 //	AMQP_URL=… go run producer.go --registry '{"command": "status", "app": "news", "token": "…"}'
 //
+// PUSHWORKER_RESULTS sets the job's "results" (all, batched, failures or none; default: the
+// app's). A "results" message (results: batched) holds many devices' results: each is printed on
+// its own line.
+//
 // AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first
 // that answers is used (amqp091-go dials one address).
 //
@@ -60,12 +64,16 @@ func main() {
 	if arguments[0] == "--registry" {
 		routingKey, body = "registry", []byte(arguments[1])
 	} else {
-		body, _ = json.Marshal(map[string]any{
+		job := map[string]any{
 			"id":       messageID,
 			"audience": map[string]any{"tokens": arguments},
 			"payload":  map[string]any{"aps": map[string]any{"alert": "Hello from Go"}},
 			"reply_to": reply.Name,
-		})
+		}
+		if results := os.Getenv("PUSHWORKER_RESULTS"); results != "" {
+			job["results"] = results
+		}
+		body, _ = json.Marshal(job)
 	}
 	err = ch.PublishWithContext(context.Background(), exchange, routingKey, true, false, amqp.Publishing{
 		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: messageID, ReplyTo: reply.Name, Body: body,
@@ -98,7 +106,15 @@ func main() {
 			if d.CorrelationId != messageID {
 				continue
 			}
-			fmt.Println(string(d.Body))
+			if d.Type == "results" {
+				var batch struct{ Results []json.RawMessage }
+				check(json.Unmarshal(d.Body, &batch), "read a results message")
+				for _, result := range batch.Results {
+					fmt.Println(string(result))
+				}
+			} else {
+				fmt.Println(string(d.Body))
+			}
 			if d.Type == "registry_reply" {
 				var answer struct{ Ok bool }
 				if json.Unmarshal(d.Body, &answer) != nil || !answer.Ok {

@@ -5,6 +5,9 @@
 //   npm ci && AMQP_URL=amqp://user:password@host:5672/ node producer.js TOKEN...
 //   AMQP_URL=… node producer.js --registry '{"command": "status", "app": "news", "token": "…"}'
 //
+// PUSHWORKER_RESULTS sets the job's "results" (all, batched, failures or none; default: the app's).
+// A "results" message (results: batched) holds many devices' results: each is printed on its own line.
+//
 // AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first that
 // answers is used (amqplib connects to one address).
 //
@@ -45,7 +48,8 @@ async function main() {
   const registry = args[0] === '--registry';
   const routingKey = registry ? 'registry' : 'jobs';
   const body = registry ? args[1] : JSON.stringify(
-    { id: messageId, audience: { tokens: args }, payload: { aps: { alert: 'Hello from Node.js' } }, reply_to: replyTo });
+    { id: messageId, audience: { tokens: args }, payload: { aps: { alert: 'Hello from Node.js' } }, reply_to: replyTo,
+      ...(process.env.PUSHWORKER_RESULTS ? { results: process.env.PUSHWORKER_RESULTS } : {}) });
   channel.publish(exchange, routingKey, Buffer.from(body), {
     persistent: true, mandatory: true, contentType: 'application/json', messageId, replyTo,
   });
@@ -58,8 +62,12 @@ async function main() {
     channel.consume(replyTo, (message) => {
       channel.ack(message);
       if (message.properties.correlationId !== messageId) return;
-      console.log(message.content.toString());
       const type = message.properties.type;
+      if (type === 'results') {
+        for (const result of JSON.parse(message.content.toString()).results) console.log(JSON.stringify(result));
+      } else {
+        console.log(message.content.toString());
+      }
       if (type === 'registry_reply') { clearTimeout(timer); resolve(JSON.parse(message.content.toString()).ok === true); }
       if (type === 'summary') { clearTimeout(timer); resolve(true); }
     });

@@ -5,6 +5,9 @@
 //   AMQP_URL=amqp://user:password@host:5672/ php producer.php TOKEN...
 //   AMQP_URL=… php producer.php --registry '{"command": "status", "app": "news", "token": "…"}'
 //
+// PUSHWORKER_RESULTS sets the job's "results" (all, batched, failures or none; default: the app's).
+// A "results" message (results: batched) holds many devices' results: each is printed on its own line.
+//
 // Needs php-amqplib (Debian: php-amqplib; Composer: php-amqplib/php-amqplib). Exits 1 if the
 // broker refuses the message, no queue takes it, no summary (or answer) comes within a minute, or
 // the registry answers "ok": false.
@@ -48,8 +51,10 @@ if ($arguments[0] === '--registry') {
     [$routingKey, $body] = ['registry', $arguments[1]];
 } else {
     $routingKey = 'jobs';
-    $body = json_encode(['id' => $messageId, 'audience' => ['tokens' => $arguments],
-        'payload' => ['aps' => ['alert' => 'Hello from PHP']], 'reply_to' => $replyTo]);
+    $job = ['id' => $messageId, 'audience' => ['tokens' => $arguments],
+        'payload' => ['aps' => ['alert' => 'Hello from PHP']], 'reply_to' => $replyTo];
+    if (getenv('PUSHWORKER_RESULTS')) $job['results'] = getenv('PUSHWORKER_RESULTS');
+    $body = json_encode($job);
 }
 $message = new AMQPMessage($body, [
     'content_type' => 'application/json', 'delivery_mode' => AMQPMessage::DELIVERY_MODE_PERSISTENT,
@@ -65,8 +70,14 @@ $done = null;
 $channel->basic_consume($replyTo, '', false, false, false, false, function (AMQPMessage $reply) use ($messageId, &$done) {
     $reply->ack();
     if ($reply->get('correlation_id') !== $messageId) return;
-    echo $reply->getBody(), "\n";
     $type = $reply->has('type') ? $reply->get('type') : null;
+    if ($type === 'results') {
+        foreach (json_decode($reply->getBody(), true)['results'] as $result) {
+            echo json_encode($result, JSON_UNESCAPED_SLASHES), "\n";
+        }
+    } else {
+        echo $reply->getBody(), "\n";
+    }
     if ($type === 'registry_reply') $done = (json_decode($reply->getBody(), true)['ok'] ?? false) ? 'ok' : 'refused';
     if ($type === 'summary') $done = 'ok';
 });

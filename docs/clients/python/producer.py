@@ -5,6 +5,9 @@ registry command or query, and prints its answer.
     AMQP_URL=amqp://user:password@host:5672/ python3 producer.py TOKEN...
     AMQP_URL=… python3 producer.py --registry '{"command": "replace_token", "app": "news", "old": "…", "new": "…"}'
 
+PUSHWORKER_RESULTS sets the job's `results` (all, batched, failures or none; default: the app's).
+A `results` message (results: batched) holds many devices' results: each is printed on its own line.
+
 AMQP_URL may list a cluster's nodes, comma-separated: pika tries them in turn (shuffled here, so
 producers spread over the nodes) and connects to the first that answers.
 
@@ -42,6 +45,7 @@ else:
         "audience": {"tokens": arguments},
         "payload": {"aps": {"alert": "Hello from Python"}},
         "reply_to": reply_to,
+        **({"results": os.environ["PUSHWORKER_RESULTS"]} if os.environ.get("PUSHWORKER_RESULTS") else {}),
     }).encode()
 properties = pika.BasicProperties(
     content_type="application/json", delivery_mode=2, message_id=message_id, reply_to=reply_to)
@@ -59,7 +63,11 @@ for method, props, reply in channel.consume(reply_to, inactivity_timeout=60):
     channel.basic_ack(method.delivery_tag)
     if props.correlation_id != message_id:
         continue
-    print(reply.decode(), flush=True)
+    if props.type == "results":
+        for result in json.loads(reply)["results"]:
+            print(json.dumps(result), flush=True)
+    else:
+        print(reply.decode(), flush=True)
     if props.type == "registry_reply":
         if not json.loads(reply).get("ok"):
             sys.exit("the registry refused the command")

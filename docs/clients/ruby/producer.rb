@@ -5,6 +5,9 @@
 #   AMQP_URL=amqp://user:password@host:5672/ ruby producer.rb TOKEN...
 #   AMQP_URL=… ruby producer.rb --registry '{"command": "status", "app": "news", "token": "…"}'
 #
+# PUSHWORKER_RESULTS sets the job's "results" (all, batched, failures or none; default: the app's).
+# A "results" message (results: batched) holds many devices' results: each is printed on its own line.
+#
 # AMQP_URL may list a cluster's nodes, comma-separated: tried in a shuffled order, the first that
 # answers is used (bunny's own hosts: option would share one user and vhost among them).
 #
@@ -46,8 +49,9 @@ if arguments.first == "--registry"
   routing_key, body = "registry", arguments[1]
 else
   routing_key = "jobs"
-  body = JSON.generate({ id: message_id, audience: { tokens: arguments }, payload: { aps: { alert: "Hello from Ruby" } },
-                         reply_to: reply.name })
+  job = { id: message_id, audience: { tokens: arguments }, payload: { aps: { alert: "Hello from Ruby" } }, reply_to: reply.name }
+  job[:results] = ENV["PUSHWORKER_RESULTS"] unless ENV.fetch("PUSHWORKER_RESULTS", "").empty?
+  body = JSON.generate(job)
 end
 exchange.publish(body, routing_key: routing_key, mandatory: true, persistent: true,
                  content_type: "application/json", message_id: message_id, reply_to: reply.name)
@@ -59,7 +63,11 @@ done = Queue.new
 reply.subscribe(manual_ack: true) do |delivery, properties, body|
   channel.ack(delivery.delivery_tag)
   next unless properties.correlation_id == message_id
-  puts body
+  if properties.type == "results"
+    JSON.parse(body)["results"].each { |result| puts JSON.generate(result) }
+  else
+    puts body
+  end
   $stdout.flush
   done << (JSON.parse(body)["ok"] ? :ok : :refused) if properties.type == "registry_reply"
   done << :ok if properties.type == "summary"

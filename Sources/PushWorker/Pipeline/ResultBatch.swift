@@ -1,0 +1,64 @@
+import Synchronization
+
+/// The per-device results of a `results: batched` job or chunk, packed into `results` messages:
+/// `{"app": …, "chunk": "2/5" | null, "job_id": …, "results": [<result>, …]}`, each result the
+/// object a `results: all` job publishes alone.
+///
+/// Devices add their result as they finish; the one that fills the batch takes it and publishes
+/// it, so a batch's bytes are bounded, whatever the job's size, and the rest goes with the
+/// summary. A message per device costs the broker far more CPU than its bytes (about 64 µs per
+/// message on a quorum queue against well under 1 µs per result in a packed one).
+final class ResultBatch: Sendable {
+    /// A message ready to publish, and how many results it holds.
+    struct Message: Sendable {
+        var body: [UInt8]
+        var count: Int
+    }
+
+    /// A batch goes once its results pass this many bytes: about 900 results of 280 bytes, so the
+    /// default chunk of 1000 devices is one message or two, and a message stays far below the
+    /// broker's frame and memory limits.
+    static let defaultMaximumBytes = 256 * 1024
+
+    private let prefix: [UInt8]
+    private let maximumBytes: Int
+    private let state: Mutex<(bytes: [UInt8], count: Int)>
+
+    init(jobID: String, app: String, chunk: String?, maximumBytes: Int = ResultBatch.defaultMaximumBytes) {
+        var prefix = Array(#"{"app":"#.utf8)
+        JSONText.appendString(app, to: &prefix)
+        prefix += #","chunk":"#.utf8
+        if let chunk { JSONText.appendString(chunk, to: &prefix) } else { prefix += "null".utf8 }
+        prefix += #","job_id":"#.utf8
+        JSONText.appendString(jobID, to: &prefix)
+        prefix += #","results":["#.utf8
+        self.prefix = prefix
+        self.maximumBytes = maximumBytes
+        state = Mutex((prefix, 0))
+    }
+
+    /// Adds a device's result; returns the batch when it is full, for the caller to publish.
+    func add(_ result: PushResult) -> Message? {
+        let json = result.json  // written outside the lock: the part that costs
+        return state.withLock { state in
+            if state.count > 0 { state.bytes.append(UInt8(ascii: ",")) }
+            state.bytes += json
+            state.count += 1
+            guard state.bytes.count - prefix.count >= maximumBytes else { return nil }
+            return take(&state)
+        }
+    }
+
+    /// The results not yet taken, if any: published before the summary.
+    func drain() -> Message? {
+        state.withLock { state in state.count > 0 ? take(&state) : nil }
+    }
+
+    private func take(_ state: inout (bytes: [UInt8], count: Int)) -> Message {
+        var body = state.bytes
+        body += "]}".utf8
+        let message = Message(body: body, count: state.count)
+        state = (prefix, 0)
+        return message
+    }
+}

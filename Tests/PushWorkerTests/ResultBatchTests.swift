@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+@testable import PushWorker
+
+@Suite("ResultBatch: a batched job's results packed under a size bound")
+struct ResultBatchTests {
+    static func result(_ index: Int) -> PushResult {
+        PushResult(
+            jobID: "j\"1", token: String(format: "%064x", index), user: index % 3 == 0 ? nil : "u-\(index)", app: "demo",
+            outcome: index % 5 == 0 ? .rejected : .delivered, status: index % 5 == 0 ? 400 : 200, apnsID: "id-\(index)",
+            reason: index % 5 == 0 ? "BadDeviceToken" : nil, attempts: 1)
+    }
+
+    @Test("results added from many tasks at once come out each exactly once, in messages that stay under the bound (plus one result) and are JSON with the job, app and chunk")
+    func bounded() async throws {
+        let batch = ResultBatch(jobID: "j\"1", app: "demo", chunk: "2/5", maximumBytes: 10_000)
+        let collected = await withTaskGroup(of: [ResultBatch.Message].self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    (0..<250).compactMap { batch.add(Self.result(task * 250 + $0)) }
+                }
+            }
+            var all: [ResultBatch.Message] = []
+            for await messages in group { all += messages }
+            return all
+        }
+        let messages = collected + [try #require(batch.drain())]
+        #expect(batch.drain() == nil)
+        var tokens: [String] = []
+        let single = Self.result(0).json.count
+        for message in messages {
+            #expect(message.body.count < 10_000 + 2 * single + 100)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any])
+            #expect(object["job_id"] as? String == "j\"1" && object["app"] as? String == "demo" && object["chunk"] as? String == "2/5")
+            let results = try #require(object["results"] as? [Any])
+            #expect(results.count == message.count)
+            for entry in results {
+                let result = try JSONDecoder().decode(PushResult.self, from: JSONSerialization.data(withJSONObject: entry))
+                #expect(result == Self.result(Int(result.token, radix: 16)!))
+                tokens.append(result.token)
+            }
+        }
+        #expect(tokens.count == 2000 && Set(tokens).count == 2000)
+        #expect(messages.count > 40, "10 kB messages of ~270-byte results: \(messages.count)")
+    }
+
+    @Test("a whole job's batch says chunk null; an empty batch drains nothing")
+    func whole() throws {
+        let batch = ResultBatch(jobID: "j", app: "demo", chunk: nil)
+        #expect(batch.drain() == nil)
+        #expect(batch.add(Self.result(1)) == nil)
+        let message = try #require(batch.drain())
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any])
+        #expect(object["chunk"] is NSNull && (object["results"] as? [Any])?.count == 1)
+    }
+}
