@@ -8,6 +8,10 @@
 #                                   GROUP=1: also the same devices as a registry group job;
 #                                   GROUP_FIRST=1: the group job first;
 #                                   COMPARE_METRICS=N: N runs with metrics off and N on, compared)
+#                                   (RESULTS=all|batched|failures|none: the job's results mode)
+#   deploy/local/bench.sh modes [COUNT]   e2e once per results mode (all, batched, failures, none),
+#                                   each with a new worker, then h2load: one table of devices/s,
+#                                   the ratio to h2load, worker and broker CPU per device, worker peak
 #   deploy/local/bench.sh resolve [MEMBERS] [sqlite|postgres]   a group job's resolution and
 #                                   filtering into chunk jobs, no broker or APNs
 #   deploy/local/bench.sh lanes [COUNT]   a broadcast of COUNT devices (default 300000; results:
@@ -32,7 +36,7 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|e2e|resolve|cluster|lanes) ;; *) echo "usage: $0 apns|e2e|resolve|cluster|lanes [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|e2e|modes|resolve|cluster|lanes) ;; *) echo "usage: $0 apns|e2e|modes|resolve|cluster|lanes [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 
 deploy/local/install-deps.sh
 if [ "$mode" = resolve ]; then
@@ -177,10 +181,24 @@ else
     deploy/local/rabbitmq.sh start >/dev/null
     broker_started_here=true
   fi
-  echo "== pushworker bench e2e --transport $transport --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
-  "$bin/pushworker" bench e2e --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
-    --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
-    --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} ${COMPARE_METRICS:+--compare-metrics "$COMPARE_METRICS"} | tee "$work/ours.txt"
+  broker_pid="$(deploy/local/rabbitmq.sh pid)"
+  if [ "$mode" = modes ]; then
+    # One e2e run per results mode, each with a new worker (the large job only; the latency
+    # of one-device jobs once, after the last), then h2load below.
+    for results in all batched failures none; do
+      echo "== pushworker bench e2e --results $results --transport $transport --count $count --connections $connections"
+      "$bin/pushworker" bench e2e --results "$results" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" \
+        --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs "$([ $results = none ] && echo 1000 || echo 0)" \
+        --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app \
+        ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} | tee "$work/mode-$results.txt"
+    done
+    cp "$work/mode-all.txt" "$work/ours.txt"
+  else
+    echo "== pushworker bench e2e --results ${RESULTS:-all} --transport $transport --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
+    "$bin/pushworker" bench e2e --results "${RESULTS:-all}" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
+      --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
+      --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} ${COMPARE_METRICS:+--compare-metrics "$COMPARE_METRICS"} | tee "$work/ours.txt"
+  fi
   rate_pattern="= [0-9]* devices/s from publish"
   [ -n "${COMPARE_METRICS:-}" ] && rate_pattern="= [0-9]* devices/s"
 fi
@@ -204,6 +222,19 @@ ours=$(grep -o "$rate_pattern" "$work/ours.txt" | head -1 | grep -o "[0-9]*")
 theirs=$(grep -o 'finished in [^,]*, [0-9.]* req/s' "$work/h2load.txt" | grep -o '[0-9.]* req/s' | grep -o '[0-9.]*')
 target=$([ "$mode" = apns ] && echo 0.9 || echo 0.7)
 echo "== ratio pushworker/h2load: $(python3 -c "print(f'{$ours/$theirs:.2f}')") (target >= $target)"
+if [ "$mode" = modes ]; then
+  echo "== results modes, $count devices, h2load $theirs req/s against the same server in the same run"
+  printf '%-9s %12s %9s %18s %18s %12s\n' results devices/s /h2load "worker µs/device" "broker µs/device" "worker peak"
+  for results in all batched failures none; do
+    file="$work/mode-$results.txt"
+    rate=$(grep -o '= [0-9]* devices/s from publish' "$file" | grep -o '[0-9]*' | head -1)
+    worker_us=$(grep -o 'worker CPU [0-9.]* µs per device' "$file" | grep -o '[0-9.]*' | head -1)
+    broker_us=$(grep -o 'broker CPU [0-9.]* µs per device' "$file" | grep -o '[0-9.]*' | head -1)
+    peak=$(grep -o 'process) [0-9.]* MiB' "$file" | grep -o '[0-9.]* MiB')
+    printf '%-9s %12s %9s %18s %18s %12s\n' "$results" "$rate" "$(python3 -c "print(f'{$rate/$theirs:.2f}')")" "$worker_us" "$broker_us" "$peak"
+  done
+  grep -h 'one-device job latency' "$work"/mode-*.txt || true
+fi
 if [ "$mode" = apns ]; then
   client_us=$(grep -o '[0-9.]* µs per notification' "$work/ours.txt" | grep -o '^[0-9.]*')
   echo "== client CPU per notification, pushworker/h2load: $(python3 -c "print(f'{$client_us / ($h2load_cpu / $count * 1e6):.2f}')") (target <= 1.3)"

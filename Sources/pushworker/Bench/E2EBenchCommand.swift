@@ -41,6 +41,10 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Flag(help: "Instead: time a broadcast of --count devices (results: failures) alone, then with one-device jobs published every --interval-ms while it runs, then alone again: the one-device jobs' latency and the broadcast's rate with them.")
     var lanes = false
     @Option(name: .customLong("interval-ms"), help: "With --lanes: milliseconds between one-device jobs.") var intervalMilliseconds = 250
+    @Option(name: .customLong("results"), help: "The large job's results: all (a message per device), batched, failures or none.")
+    var resultsMode: PushJob.ResultsMode = .all
+    @Option(name: .customLong("broker-pid"), help: "The broker's process ids (comma-separated: a cluster's Erlang VMs), to print its CPU per device.")
+    var brokerPIDs: String?
     @Option(name: .customLong("compare-metrics"), help: "Instead: time the job this many times with metrics off and as many with metrics on (a new worker each, in the order off, on, on, off, …), and compare.")
     var compareMetrics: Int?
 
@@ -146,25 +150,36 @@ struct E2EBenchCommand: AsyncParsableCommand {
             if index > 0 { body += "," }
             body += "\"" + SyntheticRegistry.token(index) + "\""
         }
-        body += #"]}, "payload": {"aps": {"alert": "benchmark"}}}"#
+        body += #"]}, "results": "\#(resultsMode.rawValue)", "payload": {"aps": {"alert": "benchmark"}}}"#
         let chunks = (count + configuration.worker.chunkSize - 1) / configuration.worker.chunkSize
+        let brokers = (brokerPIDs ?? "").split(separator: ",").compactMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
+        /// CPU seconds of the broker's processes so far (0 when none were named).
+        func brokerCPU() -> Double { brokers.map(CPUTime.of).reduce(0, +) }
 
-        /// Publishes a job and reads results until all `count` devices and the summaries are in.
-        func measure(_ job: [UInt8]) async throws -> (seconds: Double, delivered: Int) {
+        /// Publishes a job and reads until the summaries account for all `count` devices (each
+        /// summary follows its chunk's results): the devices delivered, as the summaries count
+        /// them, and the per-device results read (one per `result` message, each entry of a
+        /// `results` one).
+        func measure(_ job: [UInt8]) async throws -> (seconds: Double, delivered: Int, reported: Int) {
             let start = ContinuousClock.now
             try await publisher.publish(.toQueue("\(prefix).jobs", body: job, properties: AMQPProperties(persistent: true)))
-            var devices = 0, summaries = 0, delivered = 0
-            while devices < count || summaries < max(chunks, 1) {
+            var final = 0, delivered = 0, reported = 0
+            let decoder = JSONDecoder()
+            while final < count {
                 guard let delivery = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
                 try await delivery.ack()
-                if delivery.properties.type == "summary" {
-                    summaries += 1
-                } else {
-                    devices += 1
-                    if delivery.body.count > 30, String(decoding: delivery.body, as: UTF8.self).contains(#""outcome":"delivered""#) { delivered += 1 }
+                switch delivery.properties.type {
+                case "summary":
+                    let summary = try decoder.decode(JobSummary.self, from: Data(delivery.body))
+                    final += summary.outcomes.values.reduce(0, +)
+                    delivered += summary.outcomes[.delivered] ?? 0
+                case "results":
+                    reported += Self.occurrences(of: Self.resultStart, in: delivery.body)
+                default:
+                    reported += 1
                 }
             }
-            return ((ContinuousClock.now - start) / .seconds(1), delivered)
+            return ((ContinuousClock.now - start) / .seconds(1), delivered, reported)
         }
 
         if let rounds = compareMetrics {
@@ -207,11 +222,13 @@ struct E2EBenchCommand: AsyncParsableCommand {
         }
 
         func explicitJob() async throws -> Double {
-            let cpuBefore = workersCPU()
+            let cpuBefore = workersCPU(), brokerBefore = brokerCPU()
             let explicit = try await measure(Array(body.utf8))
-            let cpu = workersCPU() - cpuBefore
+            let cpu = workersCPU() - cpuBefore, broker = brokerCPU() - brokerBefore
             print(String(format: "pushworker bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks; %d worker(s), worker CPU %.1f µs per device)",
                 count, explicit.seconds, Double(count) / explicit.seconds, explicit.delivered, chunks, max(workers, 1), cpu / Double(count) * 1e6))
+            print(String(format: "   results: %@, %d per-device results read%@", resultsMode.rawValue, explicit.reported,
+                brokers.isEmpty ? "" : String(format: "; broker CPU %.1f µs per device", broker / Double(count) * 1e6)))
             return explicit.seconds
         }
         func groupJob() async throws -> Double {
@@ -258,6 +275,25 @@ struct E2EBenchCommand: AsyncParsableCommand {
     /// loop on Linux) for as long as the worker took to exit, seen at 3 minutes under heaptrack.
     static func waitForExit(_ worker: Process) async throws {
         while worker.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+    }
+
+    /// How each result of a `results` message begins (its keys are sorted).
+    static let resultStart = Array(#"{"apns_id":"#.utf8)
+
+    static func occurrences(of pattern: [UInt8], in bytes: [UInt8]) -> Int {
+        guard let first = pattern.first, bytes.count >= pattern.count else { return 0 }
+        var found = 0
+        var index = 0
+        let last = bytes.count - pattern.count
+        while index <= last {
+            if bytes[index] == first, bytes[index..<(index + pattern.count)].elementsEqual(pattern) {
+                found += 1
+                index += pattern.count
+            } else {
+                index += 1
+            }
+        }
+        return found
     }
 
     static func oneDeviceJob(id: String, index: Int) -> String {
