@@ -27,15 +27,42 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { MAX_REQUEST_HEADERS = 32, RESPONSE_BODY_LIMIT = 65536, OUTPUT_BATCH = 65536, INPUT_BUFFER = 16384 };
+enum {
+  MAX_REQUEST_HEADERS = 32,
+  RESPONSE_BODY_LIMIT = 65536,
+  OUTPUT_BATCH = 65536,
+  INPUT_BUFFER = 16384,
+  /// Finished requests kept for reuse by the I/O thread, at most.
+  SPARE_REQUESTS = 1024,
+};
+
+/// One submitted batch: what its requests share (headers parsed once, the body, the paths and
+/// tags), in one allocation made by the submitting thread. Once queued, only the I/O thread
+/// touches it; it is freed when its last request is.
+typedef struct batch {
+  struct batch *next_queued;
+  int refs;
+  size_t count;
+  void *context;
+  int64_t deadline;
+  size_t nv_count;
+  nghttp2_nv nv[MAX_REQUEST_HEADERS + 1];
+  char content_length[24];
+  const unsigned char *body;
+  size_t body_length;
+  const char *paths;
+  uint32_t *tags;
+  _Alignas(8) unsigned char storage[];
+} batch;
 
 typedef struct request request;
 typedef struct request_list {
   request *head, *tail;
 } request_list;
 
+/// One request, made and freed (or kept for reuse) on the I/O thread only.
 struct request {
-  /// The submission queue, then the pending queue (singly linked, FIFO).
+  /// The pending queue (singly linked, FIFO).
   request *next_queued;
   /// `tracked` (in deadline order) or `cancelled`.
   request *prev, *next;
@@ -48,16 +75,13 @@ struct request {
   int status;
   char apns_id[64];
   char apns_unique_id[64];
-  char content_length[24];
   unsigned char *response;
   size_t response_length, response_capacity;
+  /// Its path, in the batch.
   const char *path;
   size_t path_length;
-  const unsigned char *headers;
-  size_t headers_length;
-  const unsigned char *body;
-  size_t body_length, body_sent;
-  unsigned char storage[];
+  size_t body_sent;
+  batch *batch;
 };
 
 struct pw_h2_conn {
@@ -71,7 +95,7 @@ struct pw_h2_conn {
   atomic_uint_fast64_t pings_sent, pings_answered;
 
   pthread_mutex_t lock;  // guards `queue_*` and `closing`
-  request *queue_head, *queue_tail;
+  batch *queue_head, *queue_tail;
   int closing;
 
   // I/O thread only.
@@ -84,6 +108,9 @@ struct pw_h2_conn {
   nghttp2_session *session;
   request *pending_head, *pending_tail;
   request_list tracked, cancelled;
+  /// Finished requests for reuse: a request costs no malloc and no cross-thread free.
+  request *spare;
+  size_t spare_count;
   uint32_t open_streams;
   int want_output_event;
   int ping_outstanding;
@@ -118,10 +145,22 @@ static void list_remove(request *r) {
   r->list = NULL;
 }
 
-static void request_free(request *r) {
+static void batch_release(batch *b) {
+  if (--b->refs == 0) free(b);
+}
+
+static void request_free(pw_h2_conn *c, request *r) {
   list_remove(r);
   free(r->response);
-  free(r);
+  r->response = NULL;
+  batch_release(r->batch);
+  if (c->spare_count < SPARE_REQUESTS) {
+    r->next_queued = c->spare;
+    c->spare = r;
+    c->spare_count++;
+  } else {
+    free(r);
+  }
 }
 
 // MARK: - completion
@@ -149,7 +188,7 @@ static void fail_pending(pw_h2_conn *c, pw_h2_error error, int retry, const char
     request *r = c->pending_head;
     c->pending_head = r->next_queued;
     complete(c, r, 0, error, retry, message);
-    request_free(r);
+    request_free(c, r);
   }
   c->pending_tail = NULL;
 }
@@ -215,7 +254,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     snprintf(message, sizeof message, "the server reset the stream (%s)", nghttp2_http2_strerror(error_code));
     complete(c, r, 0, PW_H2_ERR_STREAM, 1, message);
   }
-  request_free(r);
+  request_free(c, r);
   return 0;
 }
 
@@ -238,13 +277,13 @@ static int on_frame_not_send(nghttp2_session *session, const nghttp2_frame *fram
     if (r->stream_id != frame->hd.stream_id) continue;
     c->open_streams--;
     complete(c, r, 0, PW_H2_ERR_STREAM, 1, nghttp2_strerror(error));
-    request_free(r);
+    request_free(c, r);
     return 0;
   }
   for (request *r = c->cancelled.head; r; r = r->next) {
     if (r->stream_id != frame->hd.stream_id) continue;
     c->open_streams--;
-    request_free(r);
+    request_free(c, r);
     return 0;
   }
   return 0;
@@ -256,11 +295,11 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
   (void)stream_id;
   (void)user_data;
   request *r = source->ptr;
-  size_t n = r->body_length - r->body_sent;
+  size_t n = r->batch->body_length - r->body_sent;
   if (n > length) n = length;
-  memcpy(buffer, r->body + r->body_sent, n);
+  memcpy(buffer, r->batch->body + r->body_sent, n);
   r->body_sent += n;
-  if (r->body_sent == r->body_length) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (r->body_sent == r->batch->body_length) *flags |= NGHTTP2_DATA_FLAG_EOF;
   return (ssize_t)n;
 }
 
@@ -583,9 +622,9 @@ static void drop_connection(pw_h2_conn *c, const char *message) {
     next = r->next;
     if (r->stream_id == 0) continue;
     complete(c, r, 0, PW_H2_ERR_CONNECTION, 1, message);
-    request_free(r);
+    request_free(c, r);
   }
-  while (c->cancelled.head) request_free(c->cancelled.head);
+  while (c->cancelled.head) request_free(c, c->cancelled.head);
   close_transport(c);
 }
 
@@ -677,19 +716,45 @@ static int write_output(pw_h2_conn *c, char *message, size_t length) {
   }
 }
 
+/// Makes a request of each path of the batches queued since the last look (spare ones first).
 static void take_submissions(pw_h2_conn *c) {
   pthread_mutex_lock(&c->lock);
-  request *head = c->queue_head;
+  batch *head = c->queue_head;
   c->queue_head = c->queue_tail = NULL;
   c->closing_seen = c->closing;
   pthread_mutex_unlock(&c->lock);
   while (head) {
-    request *r = head;
-    head = r->next_queued;
-    r->next_queued = NULL;
-    list_append(&c->tracked, r);
-    if (c->pending_tail) c->pending_tail->next_queued = r; else c->pending_head = r;
-    c->pending_tail = r;
+    batch *b = head;
+    head = b->next_queued;
+    const char *path = b->paths;
+    for (size_t i = 0; i < b->count; i++) {
+      size_t path_length = strlen(path);
+      request *r = c->spare;
+      if (r) {
+        c->spare = r->next_queued;
+        c->spare_count--;
+      } else {
+        r = malloc(sizeof *r);
+      }
+      if (!r) {
+        request failed = {.context = b->context, .tag = b->tags[i]};
+        complete(c, &failed, 0, PW_H2_ERR_CONNECTION, 1, "out of memory");
+        batch_release(b);
+        path += path_length + 1;
+        continue;
+      }
+      memset(r, 0, sizeof *r);
+      r->batch = b;
+      r->context = b->context;
+      r->tag = b->tags[i];
+      r->deadline = b->deadline;
+      r->path = path;
+      r->path_length = path_length;
+      list_append(&c->tracked, r);
+      if (c->pending_tail) c->pending_tail->next_queued = r; else c->pending_head = r;
+      c->pending_tail = r;
+      path += path_length + 1;
+    }
   }
 }
 
@@ -698,7 +763,7 @@ static void skip_completed_pending(pw_h2_conn *c) {
   while (c->pending_head && c->pending_head->completed) {
     request *r = c->pending_head;
     c->pending_head = r->next_queued;
-    request_free(r);
+    request_free(c, r);
   }
   if (!c->pending_head) c->pending_tail = NULL;
 }
@@ -724,25 +789,15 @@ static void submit_pending(pw_h2_conn *c) {
     PW_NV(":scheme", 7, "https", 5);
     PW_NV(":authority", 10, c->config.authority, strlen(c->config.authority));
     PW_NV(":path", 5, r->path, r->path_length);
-    const unsigned char *p = r->headers, *end = r->headers + r->headers_length;
-    while (p < end && count < 4 + MAX_REQUEST_HEADERS) {
-      const unsigned char *name = p;
-      size_t name_length = strnlen((const char *)p, (size_t)(end - p));
-      p += name_length + 1;
-      if (p >= end) break;
-      const unsigned char *value = p;
-      size_t value_length = strnlen((const char *)p, (size_t)(end - p));
-      p += value_length + 1;
-      PW_NV(name, name_length, value, value_length);
-    }
-    int n = snprintf(r->content_length, sizeof r->content_length, "%zu", r->body_length);
-    PW_NV("content-length", 14, r->content_length, (size_t)n);
 #undef PW_NV
+    // The batch's own headers, parsed once at submit (content-length last).
+    memcpy(headers + count, r->batch->nv, r->batch->nv_count * sizeof *headers);
+    count += r->batch->nv_count;
     nghttp2_data_provider body = {.source.ptr = r, .read_callback = read_body};
     int32_t stream_id = nghttp2_submit_request(c->session, NULL, headers, count, &body, r);
     if (stream_id < 0) {
       complete(c, r, 0, PW_H2_ERR_CONNECTION, 1, nghttp2_strerror(stream_id));
-      request_free(r);
+      request_free(c, r);
       continue;
     }
     r->stream_id = stream_id;
@@ -797,6 +852,11 @@ static int next_wait_ms(pw_h2_conn *c, int64_t now) {
 }
 
 static void free_connection(pw_h2_conn *c) {
+  while (c->spare) {
+    request *next = c->spare->next_queued;
+    free(c->spare);
+    c->spare = next;
+  }
   close(c->event_fd);
   close(c->epoll_fd);
   pthread_mutex_destroy(&c->lock);
@@ -911,58 +971,57 @@ failed:
 
 int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
                  size_t headers_length, const unsigned char *body, size_t body_length, void *context) {
-  // Every request is made before any is queued: the batch is taken whole or not at all.
-  request *head = NULL, *tail = NULL;
-  const char *path = paths;
-  for (size_t i = 0; i < count; i++) {
-    size_t path_length = strlen(path);
-    request *r = malloc(sizeof *r + path_length + 1 + headers_length + body_length);
-    if (!r) {
-      while (head) {
-        request *next = head->next_queued;
-        free(head);
-        head = next;
-      }
-      return -1;
-    }
-    memset(r, 0, sizeof *r);
-    unsigned char *cursor = r->storage;
-    memcpy(cursor, path, path_length + 1);
-    r->path = (const char *)cursor;
-    r->path_length = path_length;
-    cursor += path_length + 1;
-    if (headers_length) memcpy(cursor, headers, headers_length);
-    r->headers = cursor;
-    r->headers_length = headers_length;
-    cursor += headers_length;
-    if (body_length) memcpy(cursor, body, body_length);
-    r->body = cursor;
-    r->body_length = body_length;
-    r->context = context;
-    r->tag = tags[i];
-    if (tail) tail->next_queued = r; else head = r;
-    tail = r;
-    path += path_length + 1;
+  if (count == 0) return 0;
+  size_t paths_length = 0;
+  for (size_t i = 0; i < count; i++) paths_length += strlen(paths + paths_length) + 1;
+  batch *b = malloc(sizeof *b + count * sizeof(uint32_t) + headers_length + body_length + paths_length);
+  if (!b) return -1;
+  memset(b, 0, sizeof *b);
+  b->refs = (int)count;
+  b->count = count;
+  b->context = context;
+  unsigned char *cursor = b->storage;
+  b->tags = (uint32_t *)cursor;
+  memcpy(b->tags, tags, count * sizeof(uint32_t));
+  cursor += count * sizeof(uint32_t);
+  unsigned char *header_copy = cursor;
+  if (headers_length) memcpy(header_copy, headers, headers_length);
+  cursor += headers_length;
+  b->body = cursor;
+  b->body_length = body_length;
+  if (body_length) memcpy(cursor, body, body_length);
+  cursor += body_length;
+  memcpy(cursor, paths, paths_length);
+  b->paths = (const char *)cursor;
+
+  // name NUL value NUL …, parsed once for every request of the batch.
+  uint8_t flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+  const unsigned char *p = header_copy, *end = header_copy + headers_length;
+  while (p < end && b->nv_count < MAX_REQUEST_HEADERS) {
+    const unsigned char *name = p;
+    size_t name_length = strnlen((const char *)p, (size_t)(end - p));
+    p += name_length + 1;
+    if (p >= end) break;
+    const unsigned char *value = p;
+    size_t value_length = strnlen((const char *)p, (size_t)(end - p));
+    p += value_length + 1;
+    b->nv[b->nv_count++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, name_length, value_length, flags};
   }
-  if (!head) return 0;
+  int n = snprintf(b->content_length, sizeof b->content_length, "%zu", body_length);
+  b->nv[b->nv_count++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)b->content_length, 14, (size_t)n, flags};
 
   pthread_mutex_lock(&c->lock);
   if (c->closing) {
     pthread_mutex_unlock(&c->lock);
-    while (head) {
-      request *next = head->next_queued;
-      free(head);
-      head = next;
-    }
+    free(b);
     return -1;
   }
-  // Deadlines taken under the lock keep the queue (and so `tracked`) in deadline order.
-  int64_t deadline = now_ms() + c->config.request_timeout_ms;
-  for (request *r = head; r; r = r->next_queued) r->deadline = deadline;
+  // A deadline taken under the lock keeps the queue (and so `tracked`) in deadline order.
+  b->deadline = now_ms() + c->config.request_timeout_ms;
   // Only the first batch queued since the thread last looked wakes it.
   int wake = c->queue_head == NULL;
-  if (c->queue_tail) c->queue_tail->next_queued = head; else c->queue_head = head;
-  c->queue_tail = tail;
+  if (c->queue_tail) c->queue_tail->next_queued = b; else c->queue_head = b;
+  c->queue_tail = b;
   pthread_mutex_unlock(&c->lock);
   if (wake) {
     uint64_t one = 1;
