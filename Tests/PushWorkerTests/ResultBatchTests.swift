@@ -54,4 +54,19 @@ struct ResultBatchTests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any])
         #expect(object["chunk"] is NSNull && (object["results"] as? [Any])?.count == 1)
     }
+
+    @Test("a result's body reads back as the same result, whatever its strings hold (quotes, backslashes, control characters, non-ASCII)")
+    func resultBody() throws {
+        let odd = "a\"b\\c\n\t\u{01}é€😀/"
+        let results = [
+            PushResult(jobID: odd, token: "ab", user: odd, app: "demo", outcome: .failed, reason: odd, attempts: 3),
+            PushResult(jobID: "j", token: "ab", app: "demo", outcome: .rejected, status: 410, apnsID: "A-1", apnsUniqueID: "u", reason: "Unregistered",
+                       timestamp: 1_700_000_000_123, attempts: 1),
+        ]
+        for result in results {
+            #expect(try JSONDecoder().decode(PushResult.self, from: Data(result.json)) == result)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(result.json)) as? [String: Any])
+            #expect(object.count == 11)
+        }
+    }
 }
