@@ -24,6 +24,7 @@
 #                                   with the broker's CPU per device (every node's Erlang VM)
 #
 # TRANSPORT=nghttp2 (default) or curl: the APNs transport measured (apns and e2e).
+# RESULTS_TYPE=quorum (the worker's default) or classic: the results queue's type (e2e and modes).
 # BATCH=N (apns): notifications per batch send (default 100; 1: a send and a task per notification).
 # SERVER=go (default) or mock: the HTTP/2 server both clients talk to. go is a neutral net/http2
 # server on all cores (deploy/local/h2server), which does not saturate first at one connection;
@@ -190,14 +191,14 @@ else
       "$bin/pushworker" bench e2e --results "$results" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" \
         --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs "$([ $results = none ] && echo 1000 || echo 0)" \
         --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app \
-        ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} | tee "$work/mode-$results.txt"
+        ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${RESULTS_TYPE:+--results-type "$RESULTS_TYPE"} | tee "$work/mode-$results.txt"
     done
     cp "$work/mode-all.txt" "$work/ours.txt"
   else
     echo "== pushworker bench e2e --results ${RESULTS:-all} --transport $transport --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
     "$bin/pushworker" bench e2e --results "${RESULTS:-all}" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
       --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
-      --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} ${COMPARE_METRICS:+--compare-metrics "$COMPARE_METRICS"} | tee "$work/ours.txt"
+      --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${RESULTS_TYPE:+--results-type "$RESULTS_TYPE"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} ${COMPARE_METRICS:+--compare-metrics "$COMPARE_METRICS"} | tee "$work/ours.txt"
   fi
   rate_pattern="= [0-9]* devices/s from publish"
   [ -n "${COMPARE_METRICS:-}" ] && rate_pattern="= [0-9]* devices/s"
