@@ -173,7 +173,20 @@ struct ClientExampleTests {
         #expect(summary["job_id"] as? String == results.first?["job_id"] as? String)
         #expect((summary["outcomes"] as? [String: Int])?["delivered"] == 2)
         }
-        #expect(mock.requestCount == 6)
+        var requests = 6
+        if language == .python {
+            // A job file as it is (examples/job.json, the README's): its own id, payload and options.
+            let example = clients.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("examples/job.json")
+            let run = try await Program.running(
+                command + ["--job", example.path], environment: ["AMQP_URL": TestBroker.url, "PUSHWORKER_EXCHANGE": "\(prefix).push"],
+                program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
+            #expect(run.status == 0, "python producer --job: \(run.standardError)\n\(worker.log)")
+            let objects = run.standardOutput.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            #expect(objects.filter { $0["token"] != nil && $0["job_id"] as? String == "demo-1" }.count == 3, "\(run.standardOutput)")
+            #expect(objects.last?["devices"] as? Int == 3 && objects.last?["job_id"] as? String == "demo-1", "\(run.standardOutput)")
+            requests += 3
+        }
+        #expect(mock.requestCount == requests)
         #expect(try await worker.stop() == 0, "\(worker.log)")
     }
 }

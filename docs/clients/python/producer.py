@@ -4,6 +4,7 @@ registry command or query, and prints its answer.
 
     AMQP_URL=amqp://user:password@host:5672/ python3 producer.py TOKEN...
     AMQP_URL=… python3 producer.py --registry '{"command": "replace_token", "app": "news", "old": "…", "new": "…"}'
+    AMQP_URL=… python3 producer.py --job examples/job.json     (a job file as it is; its id, if any, is the message id)
 
 PUSHWORKER_RESULTS sets the job's `results` (all, batched, failures or none; default: the app's).
 A `results` message (results: batched) holds many devices' results: each is printed on its own line.
@@ -26,8 +27,8 @@ urls = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/").split(",
 random.shuffle(urls)
 exchange = os.environ.get("PUSHWORKER_EXCHANGE", "push")
 arguments = sys.argv[1:]
-if not arguments or (arguments[0] == "--registry" and len(arguments) != 2):
-    sys.exit("usage: producer.py TOKEN... | producer.py --registry COMMAND_JSON")
+if not arguments or (arguments[0] in ("--registry", "--job") and len(arguments) != 2):
+    sys.exit("usage: producer.py TOKEN... | producer.py --registry COMMAND_JSON | producer.py --job FILE")
 
 connection = pika.BlockingConnection([pika.URLParameters(url.strip()) for url in urls])
 channel = connection.channel()
@@ -38,6 +39,15 @@ channel.confirm_delivery()
 message_id = str(uuid.uuid4())
 if arguments[0] == "--registry":
     routing_key, body = "registry", arguments[1].encode()
+elif arguments[0] == "--job":
+    with open(arguments[1], encoding="utf-8") as file:
+        job = json.load(file)
+    # Results carry the job's id as their correlation_id: it is the message id too.
+    message_id = str(job.setdefault("id", message_id))
+    job["reply_to"] = reply_to
+    if os.environ.get("PUSHWORKER_RESULTS"):
+        job["results"] = os.environ["PUSHWORKER_RESULTS"]
+    routing_key, body = "jobs", json.dumps(job).encode()
 else:
     routing_key = "jobs"
     body = json.dumps({
