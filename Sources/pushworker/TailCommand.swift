@@ -64,9 +64,10 @@ struct TailCommand: AsyncParsableCommand {
                 prefix += table.keys.sorted().compactMap { key in table[key]?.stringValue.map { "\(key)=\($0)" } }.joined(separator: " ") + " "
             }
             var line = ""
-            if delivery.properties.type == "results", let results = Self.batchedResults(delivery.body) {
+            if delivery.properties.type == "results", let results = Self.batchedResults(delivery.body), !results.isEmpty {
                 // A `results: batched` message: a line per device, as `results: all` would print.
-                for result in results { line += "[result] " + result + "\n" }
+                let headerText = prefix.dropFirst("[results] ".count)
+                for result in results { line += "[result] " + headerText + result + "\n" }
             } else {
                 line = prefix + String(decoding: delivery.body.prefix(2000), as: UTF8.self) + "\n"
             }
@@ -82,7 +83,9 @@ struct TailCommand: AsyncParsableCommand {
     /// not such a message (it is then printed as it came).
     static func batchedResults(_ body: [UInt8]) -> [String]? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-            let results = object["results"] as? [Any]
+            let results = object["results"] as? [Any],
+            // JSONSerialization stops the process on a value that is not an object or array.
+            results.allSatisfy({ $0 is [String: Any] })
         else { return nil }
         return results.compactMap { result in
             (try? JSONSerialization.data(withJSONObject: result, options: [.sortedKeys, .withoutEscapingSlashes])).map { String(decoding: $0, as: UTF8.self) }

@@ -147,8 +147,10 @@ struct ClientExampleTests {
         // it tries first.
         let down = "amqp://guest:guest@127.0.0.1:\(try TestPorts.free())/"
         // Results one message per device, then packed (results: batched): the producer prints
-        // each device's result on its own line either way.
-        for mode in ["", "batched"] {
+        // each device's result on its own line either way. `failures` (only the dead token's)
+        // shows the producer passes PUSHWORKER_RESULTS on; the worker tests show what it does.
+        for mode in ["", "batched", "failures"] {
+        let expectedTokens = mode == "failures" ? [dead] : tokens
         let run = try await Program.running(
             command + tokens, environment: ["AMQP_URL": "\(down),\(TestBroker.url)", "PUSHWORKER_EXCHANGE": "\(prefix).push", "PUSHWORKER_RESULTS": mode],
             program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
@@ -161,8 +163,8 @@ struct ClientExampleTests {
         }
         let results = objects.filter { $0["token"] != nil }
         let summary = try #require(objects.last, "no output:\n\(run.standardError)")
-        #expect(results.count == 3, "\(lines)")
-        #expect(Set(results.compactMap { $0["token"] as? String }) == Set(tokens))
+        #expect(results.count == expectedTokens.count, "\(lines)")
+        #expect(Set(results.compactMap { $0["token"] as? String }) == Set(expectedTokens))
         #expect(Set(results.compactMap { $0["job_id"] as? String }).count == 1)
         for result in results {
             let expected = (result["token"] as? String) == dead ? "rejected" : "delivered"
@@ -173,7 +175,7 @@ struct ClientExampleTests {
         #expect(summary["job_id"] as? String == results.first?["job_id"] as? String)
         #expect((summary["outcomes"] as? [String: Int])?["delivered"] == 2)
         }
-        var requests = 6
+        var requests = 9
         if language == .python {
             // A job file as it is (examples/job.json, the README's): its own id, payload and options.
             let example = clients.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("examples/job.json")

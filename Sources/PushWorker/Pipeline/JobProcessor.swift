@@ -304,7 +304,8 @@ public struct JobProcessor: Sendable {
             "status": "\(result.status.map(String.init) ?? "-")", "reason": "\(result.reason ?? "-")", "attempts": "\(result.attempts)",
         ])
         try await report(result, of: job, to: replyTo, ends: ends)
-        // Counted once its result is confirmed, so the counter and the results a producer reads agree.
+        // Counted once its result is confirmed (`all`, `failures`), so the counter and the results a
+        // producer reads agree; with `batched` once it is in the batch, which is confirmed before the summary.
         metrics.notification(app: appName, outcome: result.outcome, reason: reasonLabel)
         return .final(result.outcome)
     }

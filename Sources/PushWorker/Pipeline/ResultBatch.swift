@@ -40,25 +40,34 @@ final class ResultBatch: Sendable {
     /// Adds a device's result; returns the batch when it is full, for the caller to publish.
     func add(_ result: PushResult) -> Message? {
         let json = result.json  // written outside the lock: the part that costs
-        return state.withLock { state in
+        let full = state.withLock { state -> (bytes: [UInt8], count: Int)? in
             if state.count > 0 { state.bytes.append(UInt8(ascii: ",")) }
             state.bytes += json
             state.count += 1
             guard state.bytes.count - prefix.count >= maximumBytes else { return nil }
             return take(&state)
         }
+        return full.map(Self.close)
     }
 
     /// The results not yet taken, if any: published before the summary.
     func drain() -> Message? {
-        state.withLock { state in state.count > 0 ? take(&state) : nil }
+        state.withLock { state in state.count > 0 ? take(&state) : nil }.map(Self.close)
     }
 
-    private func take(_ state: inout (bytes: [UInt8], count: Int)) -> Message {
-        var body = state.bytes
+    /// Swaps the batch out under the lock; it is closed outside it, with no copy (its buffer is
+    /// then referenced once).
+    private func take(_ state: inout (bytes: [UInt8], count: Int)) -> (bytes: [UInt8], count: Int) {
+        var fresh = prefix
+        fresh.reserveCapacity(maximumBytes + 1024)
+        swap(&state.bytes, &fresh)
+        defer { state.count = 0 }
+        return (fresh, state.count)
+    }
+
+    private static func close(_ batch: (bytes: [UInt8], count: Int)) -> Message {
+        var body = batch.bytes
         body += "]}".utf8
-        let message = Message(body: body, count: state.count)
-        state = (prefix, 0)
-        return message
+        return Message(body: body, count: batch.count)
     }
 }

@@ -73,7 +73,7 @@ $channel->basic_consume($replyTo, '', false, false, false, false, function (AMQP
     $type = $reply->has('type') ? $reply->get('type') : null;
     if ($type === 'results') {
         foreach (json_decode($reply->getBody(), true)['results'] as $result) {
-            echo json_encode($result, JSON_UNESCAPED_SLASHES), "\n";
+            echo json_encode($result, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE), "\n";
         }
     } else {
         echo $reply->getBody(), "\n";

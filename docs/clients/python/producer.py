@@ -75,7 +75,7 @@ for method, props, reply in channel.consume(reply_to, inactivity_timeout=60):
         continue
     if props.type == "results":
         for result in json.loads(reply)["results"]:
-            print(json.dumps(result), flush=True)
+            print(json.dumps(result, separators=(",", ":"), ensure_ascii=False), flush=True)
     else:
         print(reply.decode(), flush=True)
     if props.type == "registry_reply":
