@@ -58,7 +58,9 @@ public final class MockAPNsServer: Sendable {
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                // At the TCP level: `.socketOption(.tcp_nodelay)` is SOL_SOCKET option 1, which is
+                // SO_DEBUG, refused in a container (EACCES) and so every connection closed at once.
+                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try Self.configure(channel, sslContext: sslContext, shared: shared)
