@@ -255,6 +255,9 @@ for method, properties, body in channel.consume(reply, inactivity_timeout=120):
 channel.cancel()
 missing = set(tokens) - set(seen)
 assert not missing, f"{len(missing)} devices without a result"
+# At least once: what comes twice is what the killed worker held, at most its bulk lane's
+# prefetch (4 chunk jobs by default) of chunk_size (1000) devices, and its now lane's jobs.
+assert repeated <= 4 * 1000 + 1000, f"{repeated} devices got a second result: more than the killed worker held"
 print(f"   every one of the {count} devices has a result; {repeated} repeated (the killed worker's chunks in flight, sent again)")
 connection.close()
 PY
