@@ -143,7 +143,7 @@ insteadof="$(git config --get-regexp '^url\..*\.insteadof$' 'https://github.com/
 if [ -n "$insteadof" ] && [ -d "$insteadof" ]; then
   # This machine resolves GitHub from local copies: bring those the build resolves.
   source deploy/local/swift-path.sh 2>/dev/null || true
-  swift package resolve >/dev/null
+  swift package resolve >/dev/null 2>&1 || fail "swift package resolve failed"
   python3 - "$insteadof" "$context/deploy/docker/packages" <<'PY'
 import json, os, shutil, sys
 source, target = sys.argv[1], sys.argv[2]
