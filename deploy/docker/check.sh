@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the container image and checks it for real (not part of the test command: it takes
-# ~30 minutes on 2 cores, most of it the release build inside Docker):
+# ~20 minutes on 2 cores, most of it the release build inside Docker; a few with the layers cached):
 #
 #   deploy/docker/check.sh
 #
@@ -12,44 +12,50 @@
 #    toolchain in /usr) and rabbitmq:3.10-management (Debian's rabbitmq-server 3.10, built by
 #    deploy/docker/standin/rabbitmq.Dockerfile). Stand-ins carry the label pushworker.stand-in.
 # 3. Builds the image from the files git knows (tracked or new, not ignored), with the Swift
-#    packages the build resolves copied into deploy/docker/packages when this machine serves them
-#    from local copies (a git insteadOf rule a build inside Docker cannot see).
-# 4. Checks the image: a non-root user, a read-only root file system, `pushworker --version`,
-#    `config check` of the compose stack's configuration, no missing shared library.
+#    packages the build resolves copied into the build context's deploy/docker/packages when this
+#    machine serves them from local copies (a git insteadOf rule a build inside Docker cannot see).
+# 4. Checks the image: a non-root user, a read-only root file system, `pushworker --version`, no
+#    missing shared library; with the stack up, `config check` of its configuration.
 # 5. Brings the compose stack up (RabbitMQ, the mock APNs, three workers), waits until it is
 #    healthy, publishes examples/job.json with the Python producer and reads its three results and
 #    the summary; kills one worker (`docker kill`) in the middle of a 20,000-device job and checks
 #    that every device gets a result; reads /readyz and /metrics through the published ports;
 #    prints the image's size. Then takes the stack down.
 #
-# Exits non-zero on the first failed check. KEEP=1 leaves the stack running.
+# Exits non-zero on the first failed check. KEEP=1 leaves the stack running. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
-work="$(mktemp -d /var/tmp/pushworker-docker-check-XXXXXX)"
+[ "$(id -u)" = 0 ] || { echo "run as root: it starts dockerd, runs debootstrap and chroot" >&2; exit 2; }
+source deploy/local/swift-path.sh 2>/dev/null || true
 project=pwcheck
 compose=(docker-compose -p "$project" -f deploy/docker/compose.yaml)
 # Host ports below the ephemeral range: the broker's AMQP port and the three workers' endpoints.
 export PUSHWORKER_AMQP_PORT="${PUSHWORKER_AMQP_PORT:-25670}"
 export PUSHWORKER_METRICS_PORTS="${PUSHWORKER_METRICS_PORTS:-29090-29092}"
+export PUSHWORKER_MANAGEMENT_PORT="${PUSHWORKER_MANAGEMENT_PORT:-25680}"
 engine_started_here=false
+work=/nonexistent
+trap cleanup EXIT
+work="$(mktemp -d /var/tmp/pushworker-docker-check-XXXXXX)"
 step() { echo "== $*"; }
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
 cleanup() {
   local status=$?
+  set +e
   if [ "${KEEP:-}" != 1 ] && docker info >/dev/null 2>&1; then
-    "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
+    "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1
   fi
-  if mountpoint -q "$work/swift-root/proc" 2>/dev/null; then umount "$work/swift-root/proc" || true; fi
-  rm -rf "$work"
-  rm -rf "$root/deploy/docker/packages"/*/ 2>/dev/null || true
+  # Anything mounted under the scratch directory (a chroot's /proc) first, then the directory on
+  # its own file system only.
+  grep -o " $work/[^ ]*" /proc/mounts | sort -r | while read -r mounted; do umount -l "$mounted"; done
+  rm -rf --one-file-system "$work"
   if $engine_started_here && [ "${KEEP:-}" != 1 ]; then
-    kill "$(cat /var/run/docker.pid 2>/dev/null)" 2>/dev/null || true
+    kill "$(cat /var/run/docker.pid 2>/dev/null)" 2>/dev/null
   fi
   exit $status
 }
-trap cleanup EXIT
 
 # --- 0. tools ---------------------------------------------------------------------------------
 missing=()
@@ -60,6 +66,7 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v curl >/dev/null || missing+=(curl)
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing ${missing[*]}"
+  apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
 fi
 
@@ -104,8 +111,9 @@ make_swift() {
   umount "$dir/proc"
   # This machine's toolchain where the official image has it, without what a build does not use
   # (the debugger, the language server, documentation, formatting, the embedded stdlib).
-  local toolchain
-  toolchain="$(dirname "$(dirname "$(readlink -f "$(command -v swift)")")")"
+  local swift toolchain
+  swift="$(command -v swift)" || fail "no swift on PATH: the stand-in takes this machine's toolchain"
+  toolchain="$(dirname "$(dirname "$(readlink -f "$swift")")")"
   tar -C "$toolchain" -c --exclude='./bin/lldb*' --exclude='./bin/sourcekit-lsp' --exclude='./bin/clangd' --exclude='./bin/docc' \
     --exclude='./bin/swift-format' --exclude='./lib/liblldb*' --exclude='./lib/libsourcekitdInProc.so' --exclude='./lib/swift/embedded' \
     --exclude='./share/doc' --exclude='./share/docc' . | tar -C "$dir/usr" -x
@@ -118,10 +126,13 @@ make_rabbitmq() {
 }
 
 base() {  # IMAGE MAKER
-  if have "$1"; then
-    step "$1: present$(stand_in "$1" && echo ' (a stand-in made here)')"
+  if have "$1" && ! stand_in "$1"; then
+    step "$1: present"
   elif pulled "$1"; then
+    # A stand-in of an earlier run is replaced by the real image once Docker Hub answers.
     step "$1: pulled"
+  elif have "$1"; then
+    step "$1: present (a stand-in made here; Docker Hub does not answer)"
   else
     step "$1: Docker Hub does not answer; making a stand-in"
     local started=$SECONDS
@@ -142,7 +153,6 @@ git ls-files -z -co --exclude-standard | tar --null -T - -c | tar -C "$context" 
 insteadof="$(git config --get-regexp '^url\..*\.insteadof$' 'https://github.com/' | head -1 | sed 's/^url\.\(.*\)\.insteadof .*/\1/' || true)"
 if [ -n "$insteadof" ] && [ -d "$insteadof" ]; then
   # This machine resolves GitHub from local copies: bring those the build resolves.
-  source deploy/local/swift-path.sh 2>/dev/null || true
   swift package resolve >/dev/null 2>&1 || fail "swift package resolve failed"
   python3 - "$insteadof" "$context/deploy/docker/packages" <<'PY'
 import json, os, shutil, sys
@@ -180,7 +190,7 @@ missing_libraries="$(docker run --rm --read-only --network none --entrypoint /bi
 echo "   ldd: no missing library in pushworker or mock-apns"
 
 # --- 5. the compose stack ---------------------------------------------------------------------------
-step "docker-compose up (RabbitMQ, the mock APNs, 3 workers); AMQP on 127.0.0.1:$PUSHWORKER_AMQP_PORT, workers' endpoints on $PUSHWORKER_METRICS_PORTS"
+step "docker-compose up (RabbitMQ, the mock APNs and 3 workers, these read-only); AMQP on 127.0.0.1:$PUSHWORKER_AMQP_PORT, workers' endpoints on $PUSHWORKER_METRICS_PORTS"
 "${compose[@]}" up -d --no-build > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "docker-compose up failed"; }
 rabbitmq="$("${compose[@]}" ps -q rabbitmq)"
 for _ in $(seq 120); do
@@ -274,7 +284,8 @@ for port in $(seq "$first_port" "$last_port"); do
 done
 for port in $(seq "$first_port" "$last_port"); do
   curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || fail "/readyz on 127.0.0.1:$port"
-  curl -sf "http://127.0.0.1:$port/metrics" | grep -q '^# TYPE pushworker_' || fail "no pushworker metrics on 127.0.0.1:$port"
+  page="$(curl -sf "http://127.0.0.1:$port/metrics")" || fail "/metrics on 127.0.0.1:$port"
+  grep -q '^# TYPE pushworker_' <<<"$page" || fail "no pushworker metrics on 127.0.0.1:$port"
 done
 sent=0
 for port in $(seq "$first_port" "$last_port"); do
