@@ -56,10 +56,10 @@ final class ResultBatch: Sendable {
     }
 
     /// Swaps the batch out under the lock; it is closed outside it, with no copy (its buffer is
-    /// then referenced once).
+    /// then referenced once). The fresh buffer reserves nothing: the drain at the end of every
+    /// job, one-device jobs included, would otherwise allocate a full batch to throw away.
     private func take(_ state: inout (bytes: [UInt8], count: Int)) -> (bytes: [UInt8], count: Int) {
         var fresh = prefix
-        fresh.reserveCapacity(maximumBytes + 1024)
         swap(&state.bytes, &fresh)
         defer { state.count = 0 }
         return (fresh, state.count)
