@@ -6,16 +6,14 @@ import Logging
 /// Sends notifications over a shared group of HTTP/2 connections to APNs.
 ///
 /// One client per (credentials, environment), shared by every job in the process. `send` may be
-/// called from any number of tasks; at most `maxInFlight` requests are admitted at once.
+/// called from any number of tasks; the connections' stream limits bound what is on the wire, and
+/// the caller bounds what it hands over (the worker's `DeviceAdmission`).
 /// Connection-level trouble (GOAWAY, refused streams, resets) is retried on a fresh connection;
 /// a stale provider token is replaced and the request sent once more. Every other answer,
 /// including rejections, is returned for the caller to act on.
-public final class APNsClient: Sendable {
+public final class APNsClient: NotificationSending {
     public let configuration: APNsClientConfiguration
     private let pool: APNsConnectionPool
-    /// At most `maxInFlight` notifications at once; `send` takes a slot itself, callers that
-    /// take one first (to bound the tasks they start) use `sendAdmitted`.
-    public let admission: AsyncSemaphore
     private let logger: Logger
     /// Each HTTP/2 exchange, from handing it to the connection to its answer (retries are
     /// exchanges of their own). Made once: a handle per request would cost a registry lookup.
@@ -34,7 +32,6 @@ public final class APNsClient: Sendable {
         self.resendsWithNewToken = CoreMetrics.Counter(
             label: "pushworker_apns_resends_total", dimensions: [("app", configuration.name), ("cause", "provider_token")])
         self.pool = APNsConnectionPool(configuration: configuration)
-        self.admission = AsyncSemaphore(limit: max(1, configuration.maxInFlight), reserve: configuration.highPriorityReserve)
     }
 
     deinit {
@@ -61,62 +58,17 @@ public final class APNsClient: Sendable {
         pool.shutdown()
     }
 
-    /// Sends one notification and returns APNs' answer.
-    public func send(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse {
-        await admission.acquire()
-        defer { admission.release() }
-        return try await sendAdmitted(request)
-    }
-
-    /// `send` for a caller that already holds an `admission` slot.
-    public func sendAdmitted(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse {
-        try await sendAdmitted([request])[0].get()
-    }
-
-    /// Sends many notifications at once, in batches of the `admission` slots free when each
-    /// batch starts (at least one: it waits for that one); each one's answer, or why there is
-    /// none, in the order given. Never holds slots while waiting for more, so any number of
-    /// callers can share the bound.
-    public func send(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>] {
-        var results: [Result<APNsResponse, APNsClientError>] = []
-        results.reserveCapacity(requests.count)
-        var start = 0
-        while start < requests.count {
-            await admission.acquire()
-            var taken = 1
-            while start + taken < requests.count, admission.tryAcquire() { taken += 1 }
-            results += await sendAdmitted(Array(requests[start..<(start + taken)]))
-            for _ in 0..<taken { admission.release() }
-            start += taken
-        }
-        return results
-    }
-
-    /// The batch `send` for a caller that holds an `admission` slot per request, collecting
-    /// every answer before returning.
-    public func sendAdmitted(_ requests: [APNsRequest]) async -> [Result<APNsResponse, APNsClientError>] {
-        var results = [Result<APNsResponse, APNsClientError>?](repeating: nil, count: requests.count)
-        await sendAdmitted(requests) { answers in
-            for (index, result) in answers { results[index] = result }
-        }
-        return results.map { $0! }
-    }
-
-    /// One request's final answer: its index in the batch, and APNs' response or why there is none.
-    public typealias Answer = (index: Int, result: Result<APNsResponse, APNsClientError>)
-
-    /// The batch `send` for a caller that holds an `admission` slot per request: a job's
-    /// fan-out. Requests that differ only in their device token (one notification for many
-    /// devices) share one encoding of their headers and payload, and go to a connection in one
-    /// hand-over. Final answers reach `answers` on the calling task in waves (each time at least
+    /// A job's fan-out, and every other send (a single one is a batch of one). Requests that
+    /// differ only in their device token (one notification for many devices) share one encoding
+    /// of their headers and payload, and go to a connection in one hand-over. Final answers reach `answers` on the calling task in waves (each time at least
     /// half of the requests still out have answered), so a notification costs no task switch of
     /// its own, and one slow answer holds back no more than itself once the others are in.
     /// Each request gets exactly one final answer.
-    /// Retries are per request, as with `send`: a stale provider token is replaced once and the
+    /// Retries are per request: a stale provider token is replaced once and the
     /// requests APNs refused for it are sent again; connection-level failures are sent again on
     /// a fresh connection within `transportRetries`, as soon as they are known.
-    public func sendAdmitted(_ requests: [APNsRequest], answers: ([Answer]) -> Void) async {
-        var finals: [Answer] = []
+    public func send(_ requests: [APNsRequest], answers: ([APNsAnswer]) -> Void) async {
+        var finals: [APNsAnswer] = []
         var toSend: [Int] = []
         toSend.reserveCapacity(requests.count)
         for index in requests.indices {
@@ -204,23 +156,30 @@ public final class APNsClient: Sendable {
         while start < indices.count {
             let (connection, count) = await pool.acquire(upTo: indices.count - start)
             let slots = indices[start..<(start + count)]
+            start += count
             round.assign(slots, to: connection)
-            var batch: APNsExchangeBatch?
-            var template = requests[slots.first!]
+            guard let first = slots.first else { continue }
+            // Runs of requests that share headers and payload go over as one batch each.
+            var template = requests[first]
+            var batch = exchangeBatch(for: template, token: token, capacity: count)
             for index in slots {
                 let request = requests[index]
-                if batch == nil || !request.sharesHeaders(with: template) {
-                    if let batch { pool.connections[connection].start(batch, round: round) }
+                if !request.sharesHeaders(with: template) {
+                    pool.connections[connection].start(batch, round: round)
                     template = request
-                    var headers = request.headers
-                    if let token { headers.append(("authorization", token.authorization)) }
-                    batch = APNsExchangeBatch(headers: headers, body: request.payload, capacity: count)
+                    batch = exchangeBatch(for: template, token: token, capacity: count)
                 }
-                batch!.append(deviceToken: request.deviceToken, tag: index)
+                batch.append(deviceToken: request.deviceToken, tag: index)
             }
-            if let batch { pool.connections[connection].start(batch, round: round) }
-            start += count
+            pool.connections[connection].start(batch, round: round)
         }
+    }
+
+    /// A batch with `request`'s headers (and the provider token's) and payload, no device yet.
+    private func exchangeBatch(for request: APNsRequest, token: ProviderToken?, capacity: Int) -> APNsExchangeBatch {
+        var headers = request.headers
+        if let token { headers.append(("authorization", token.authorization)) }
+        return APNsExchangeBatch(headers: headers, body: request.payload, capacity: capacity)
     }
 }
 

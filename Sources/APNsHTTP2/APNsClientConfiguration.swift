@@ -29,11 +29,6 @@ public struct APNsClientConfiguration: Sendable {
     /// Our own cap on streams per connection; the server's SETTINGS_MAX_CONCURRENT_STREAMS
     /// (1 until APNs has accepted a request, then 1000) applies on top.
     public var maxConcurrentStreams = 1000
-    /// Requests admitted at once; further `send` calls wait. Bounds memory whatever the job size.
-    public var maxInFlight = 2000
-    /// Of `maxInFlight`, the slots only `.high` senders take (one-device jobs beside a
-    /// broadcast); see `AsyncSemaphore`.
-    public var highPriorityReserve = 0
     public var requestTimeout: Duration = .seconds(15)
     public var connectTimeout: Duration = .seconds(10)
     /// Extra PEM CA file to trust (the mock's); nil uses the system store.

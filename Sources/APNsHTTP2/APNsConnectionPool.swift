@@ -76,14 +76,15 @@ final class APNsConnectionPool: Sendable {
     }
 
     private func reserve(_ state: inout State, upTo wanted: Int) -> (index: Int, count: Int)? {
-        var best: Int?
+        // The least busy connection with room.
+        var best: (index: Int, inFlight: Int)?
         for index in state.slots.indices {
             let slot = state.slots[index]
             let capacity = slot.warm ? maxStreams : 1
             guard slot.inFlight < capacity else { continue }
-            if best == nil || slot.inFlight < state.slots[best!].inFlight { best = index }
+            if slot.inFlight < best?.inFlight ?? .max { best = (index, slot.inFlight) }
         }
-        guard let best else { return nil }
+        guard let best = best?.index else { return nil }
         let slot = state.slots[best]
         let count = max(1, min((slot.warm ? maxStreams : 1) - slot.inFlight, wanted))
         state.slots[best].inFlight += count

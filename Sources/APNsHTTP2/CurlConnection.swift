@@ -1,3 +1,4 @@
+import APNs
 import CCurl
 import Foundation
 import Synchronization

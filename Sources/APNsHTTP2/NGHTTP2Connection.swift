@@ -1,3 +1,4 @@
+import APNs
 import CNGHTTP2
 import Foundation
 

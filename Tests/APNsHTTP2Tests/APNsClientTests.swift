@@ -202,7 +202,7 @@ struct APNsClientTests {
         let client = fixture.client(transport: transport) { $0.requestTimeout = .seconds(30) }
         #expect(try await client.send(MockFixture.request(0)).status == 200)
         var waves: [[Int]] = []
-        await client.sendAdmitted((1...50).map { MockFixture.request($0) }) { answers in
+        await client.send((1...50).map { MockFixture.request($0) }) { answers in
             #expect(answers.allSatisfy { (try? $0.result.get().status) == 200 })
             waves.append(answers.map { $0.index + 1 })
         }
@@ -279,17 +279,17 @@ struct APNsClientTests {
         client.shutdown()
     }
 
-    @Test("the number of requests in flight never exceeds maxInFlight", arguments: APNsTransport.allCases)
+    @Test("the requests in flight never exceed the connections' streams; the rest wait for room", arguments: APNsTransport.allCases)
     func boundedInFlight(transport: APNsTransport) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.milliseconds(20)))] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client(transport: transport) { $0.maxInFlight = 5; $0.connections = 2 }
+        let client = fixture.client(transport: transport) { $0.maxConcurrentStreams = 3; $0.connections = 2 }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<100 { group.addTask { _ = try await client.send(MockFixture.request(index)) } }
             try await group.waitForAll()
         }
         #expect(fixture.server.recorded.count == 100)
-        #expect(fixture.server.peakConcurrentRequests <= 5)
+        #expect(fixture.server.peakConcurrentRequests <= 6)
         client.shutdown()
     }
 }

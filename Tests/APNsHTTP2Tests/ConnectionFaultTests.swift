@@ -84,7 +84,7 @@ struct ConnectionFaultTests {
         defer { Task { try? await fixture.server.shutdown() } }
         // 100 streams a connection: the mock runs unoptimised in debug test builds, and a deeper
         // queue would only make requests wait past their timeout on a busy CI machine.
-        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 100; $0.maxInFlight = 200; $0.requestTimeout = .seconds(30) }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 100; $0.requestTimeout = .seconds(30) }
         let statuses = try await burst(client, count: 10_000)
         #expect(fixture.server.connectionErrors.isEmpty, "\(fixture.server.connectionErrors.prefix(5))")
         #expect(statuses.count == 10_000 && statuses.values.allSatisfy { $0 == 200 })

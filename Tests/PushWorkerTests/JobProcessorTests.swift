@@ -26,7 +26,6 @@ struct JobProcessorTests {
             let source = ProviderTokenSource(keyID: MockAPNsFixture.keyID, teamID: MockAPNsFixture.teamID, key: try MockAPNsFixture.signingKey())
             var clientConfiguration = APNsClientConfiguration(baseURL: server.url, authentication: .token(source))
             clientConfiguration.caFile = MockAPNsFixture.path("ca.pem")
-            if let maxInFlight { clientConfiguration.maxInFlight = maxInFlight }
             if let transport = MockAPNsFixture.transport {
                 clientConfiguration.transport = try #require(APNsTransport(rawValue: transport), "PUSHWORKER_TEST_TRANSPORT=\(transport)")
             }
@@ -36,7 +35,7 @@ struct JobProcessorTests {
             let publisher = try await TestBroker.publisher(topology: topology)
             let consumer = try await TestBroker.consumer(queue: queue, topology: topology)
             let processor = JobProcessor(
-                client: client, topic: "com.example.app", appName: "demo", results: ResultPublisher(publisher: publisher),
+                client: client, admission: DeviceAdmission(maxInFlight: maxInFlight ?? AppConfiguration.defaultMaxInFlight), topic: "com.example.app", appName: "demo", results: ResultPublisher(publisher: publisher),
                 retry: RetryPolicy(maxAttempts: 3, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(50)))
             return Harness(server: server, client: client, publisher: publisher, consumer: consumer, queue: queue, processor: processor)
         }

@@ -235,8 +235,10 @@ struct PushWorkerConfigurationTests {
               - {name: c, max_in_flight: 0, \(app.dropFirst())
             """)
         let configuration = try PushWorkerConfiguration.load(file: file)
-        #expect(try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:]).maxInFlight == 256)
-        #expect(try configuration.apps[1].clientConfiguration(file: file, index: 1, environment: [:]).maxInFlight == 50)
+        _ = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:])
+        #expect(configuration.apps[0].effectiveMaxInFlight == 256)
+        _ = try configuration.apps[1].clientConfiguration(file: file, index: 1, environment: [:])
+        #expect(configuration.apps[1].effectiveMaxInFlight == 50)
         do {
             _ = try configuration.apps[2].clientConfiguration(file: file, index: 2, environment: [:])
             Issue.record("accepted max_in_flight 0")

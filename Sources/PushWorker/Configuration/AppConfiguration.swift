@@ -41,6 +41,9 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
 
     public static let defaultMaxInFlight = 256
 
+    /// `max_in_flight`, or its default.
+    public var effectiveMaxInFlight: Int { maxInFlight ?? Self.defaultMaxInFlight }
+
     enum CodingKeys: String, CodingKey, CaseIterable {
         case name, topic, environment, port, url, connections, proxy, transport, token, certificate, weight
         case pingIntervalSeconds = "ping_interval_seconds"
@@ -248,9 +251,10 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
             guard (1...64).contains(connections) else { throw fail("connections", "\(connections) is not between 1 and 64") }
             configuration.connections = connections
         }
-        configuration.maxInFlight = maxInFlight ?? Self.defaultMaxInFlight
-        guard (1...100_000).contains(configuration.maxInFlight) else {
-            throw fail("max_in_flight", "\(configuration.maxInFlight) is not between 1 and 100000")
+        // Not the client's: the worker's `DeviceAdmission` holds the bound. Checked here with the
+        // app's other fields, so one pass names every bad one.
+        guard (1...100_000).contains(effectiveMaxInFlight) else {
+            throw fail("max_in_flight", "\(effectiveMaxInFlight) is not between 1 and 100000")
         }
         if let weight, !(1...100).contains(weight) {
             throw fail("weight", "\(weight) is not between 1 and 100")

@@ -115,7 +115,7 @@ public enum EffectiveConfiguration {
             ("url", scalar(client.baseURL)),
             ("transport", scalar(client.transport.rawValue)),
             ("connections", scalar(client.connections)),
-            ("max_in_flight", scalar(client.maxInFlight)),
+            ("max_in_flight", scalar(app.effectiveMaxInFlight)),
             ("request_timeout_ms", scalar(Int(client.requestTimeout / .milliseconds(1)))),
             ("ping_interval_seconds", scalar(client.pingInterval.map { Int($0 / .seconds(1)) } ?? 0)),
         ]

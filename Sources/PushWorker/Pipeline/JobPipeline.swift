@@ -1,3 +1,4 @@
+import APNs
 import AMQP
 import Foundation
 import Logging
@@ -9,23 +10,27 @@ import Logging
 /// `MessagePublishing`, so every branch (a job read whole or streamed, a chunk, a retry, a refusal)
 /// runs in a test with stand-ins, and the `Worker` around it only consumes and settles.
 public struct JobPipeline: Sendable {
-    /// A configured app: its name, default topic, and the client that sends for it.
+    /// A configured app: its name, default topic, the client that sends for it and its bound on
+    /// devices in flight.
     public struct App: Sendable {
         public var name: String
         public var topic: String
         public var sender: any NotificationSending
+        public var admission: DeviceAdmission
         /// For jobs that name no `expiration`.
         public var defaultExpiration: DefaultExpiration?
         /// For jobs that name no `results`.
         public var defaultResults: PushJob.ResultsMode?
 
         public init(
-            name: String, topic: String, sender: any NotificationSending, defaultExpiration: DefaultExpiration? = nil,
-            defaultResults: PushJob.ResultsMode? = nil
+            name: String, topic: String, sender: any NotificationSending,
+            admission: DeviceAdmission = DeviceAdmission(maxInFlight: AppConfiguration.defaultMaxInFlight),
+            defaultExpiration: DefaultExpiration? = nil, defaultResults: PushJob.ResultsMode? = nil
         ) {
             self.name = name
             self.topic = topic
             self.sender = sender
+            self.admission = admission
             self.defaultExpiration = defaultExpiration
             self.defaultResults = defaultResults
         }
@@ -63,7 +68,7 @@ public struct JobPipeline: Sendable {
         self.processors = Dictionary(
             apps.map { app in
                 (app.name, JobProcessor(
-                    client: app.sender, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
+                    client: app.sender, admission: app.admission, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
                     lane: lane, feedback: feedback, badges: badges, metrics: metrics, logger: logger))
             },
             uniquingKeysWith: { first, _ in first })

@@ -1,6 +1,5 @@
 import AMQP
 import APNs
-import APNsHTTP2
 import Foundation
 import Logging
 import Synchronization
@@ -9,10 +8,10 @@ import Synchronization
 /// Returns once every result is confirmed by the broker: only then may the job be acknowledged.
 /// Recipients come deduplicated (`ExplicitTokens` and the registry hand each device over once).
 public struct JobProcessor: Sendable {
-    /// The app's APNs client. Its admission slots are shared by every job of the app: a device
-    /// gets a task only when a slot is free, so memory follows that bound, not the jobs in hand
-    /// times their size.
+    /// The app's APNs client.
     public var client: any NotificationSending
+    /// The app's bound on devices in flight, shared by every job of the app in both lanes.
+    public var admission: DeviceAdmission
     /// The app's default topic.
     public var topic: String
     public var appName: String
@@ -28,7 +27,7 @@ public struct JobProcessor: Sendable {
     public var logger: Logger
 
     public init(
-        client: any NotificationSending, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
+        client: any NotificationSending, admission: DeviceAdmission, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
         lane: Lane = .now, feedback: (any DeviceFeedback)? = nil, badges: (any BadgeCounter)? = nil, metrics: WorkerMetrics = WorkerMetrics(),
         logger: Logger = Logger(label: "pushworker.job")
     ) {
@@ -36,6 +35,7 @@ public struct JobProcessor: Sendable {
         self.lane = lane
         self.metrics = metrics
         self.client = client
+        self.admission = admission
         self.topic = topic
         self.appName = appName
         self.results = results
@@ -134,24 +134,17 @@ public struct JobProcessor: Sendable {
         // gets a task for its result (and any retries), which holds its slot until its result
         // is confirmed. Children report into one tally and are discarded as they finish, so a
         // finished device holds no memory while the rest of the job waits for slots.
-        let admission = client.admission
-        let priority = lane.admission
         try await withThrowingDiscardingTaskGroup { group in
             var next = recipients.startIndex
             while next < recipients.endIndex {
-                await admission.acquire(priority)
-                var taken = 1
-                while taken < min(Self.batchSize, recipients.endIndex - next), admission.tryAcquire(priority) { taken += 1 }
+                let slots = await admission.admit(upTo: min(Self.batchSize, recipients.endIndex - next), lane: lane)
                 // A device whose result could not be published failed the group: send no more of
-                // a job that goes back to the queue.
-                guard !group.isCancelled else {
-                    for _ in 0..<taken { admission.release() }
-                    break
-                }
-                let batch = recipients[next..<(next + taken)]
-                next += taken
+                // a job that goes back to the queue (the slots go back with `slots`).
+                guard !group.isCancelled else { break }
+                let batch = recipients[next..<(next + slots.count)]
+                next += slots.count
                 group.addTask { [badgeCounts] in
-                    try await self.deliver(job, to: batch, badges: badgeCounts, replyTo: replyTo, ends: ends)
+                    try await self.deliver(job, to: batch, slots: slots, badges: badgeCounts, replyTo: replyTo, ends: ends)
                 }
             }
         }
@@ -192,18 +185,19 @@ public struct JobProcessor: Sendable {
     /// The reason of a device a counted badge could not be sent to: it is not registered.
     public static let badgeNeedsRegistration = "badge_needs_registration"
 
-    /// A batch of devices, each holding an admission slot: their first attempt goes out
-    /// together, and each device goes on alone (its result, its retries, releasing its slot)
-    /// from its first answer, as the answers come.
-    private func deliver(_ job: PushJob, to batch: ArraySlice<Recipient>, badges: [String: Int], replyTo: String, ends: DeviceEnds) async throws {
+    /// A batch of devices, each holding one of `slots`: their first attempt goes out together,
+    /// and each device goes on alone (its result, its retries, giving its slot back) from its
+    /// first answer, as the answers come.
+    private func deliver(
+        _ job: PushJob, to batch: ArraySlice<Recipient>, slots: DeviceAdmission.Slots, badges: [String: Int], replyTo: String, ends: DeviceEnds
+    ) async throws {
         let requests = batch.map { request(job, to: $0, badge: badges[$0.token]) }
-        let admission = client.admission
         try await withThrowingDiscardingTaskGroup { group in
             /// `firstAnswer` nil: not sent (past the job's expiration, which the device finds).
             func goOn(_ offset: Int, firstAnswer: Result<APNsResponse, APNsClientError>?) {
                 let recipient = batch[batch.startIndex + offset]
                 group.addTask {
-                    defer { admission.release() }
+                    defer { slots.releaseOne() }
                     let end = try await self.deliver(
                         job, to: recipient, request: requests[offset], badge: badges[recipient.token], firstAnswer: firstAnswer, replyTo: replyTo,
                         ends: ends)
@@ -213,7 +207,7 @@ public struct JobProcessor: Sendable {
             if job.expiration?.hasPassed() == true {
                 for offset in requests.indices { goOn(offset, firstAnswer: nil) }
             } else {
-                await client.sendAdmitted(requests) { answers in
+                await client.send(requests) { answers in
                     for (offset, answer) in answers { goOn(offset, firstAnswer: answer) }
                 }
             }
@@ -253,7 +247,7 @@ public struct JobProcessor: Sendable {
                     firstAnswer = nil
                     response = try answer.get()
                 } else {
-                    response = try await client.sendAdmitted(request)
+                    response = try await client.send(request)
                 }
                 // Sends made again by the client after a lost connection count: APNs may have
                 // delivered each of them.

@@ -80,10 +80,14 @@ public final class Worker: Service, Sendable {
                 let name = ProviderTokenAgreement.name(of: source)
                 if let shared = tokenSources[name] { clientConfiguration.authentication = .token(shared) } else { tokenSources[name] = source }
             }
-            clientConfiguration.highPriorityReserve = settings.lanes.nowReserve(ofMaxInFlight: clientConfiguration.maxInFlight)
             let client = APNsClient(configuration: clientConfiguration, logger: logger)
             clients.append(client)
-            apps.append(JobPipeline.App(name: app.name, topic: app.topic, sender: client, defaultExpiration: app.defaultExpiration, defaultResults: app.defaultResults))
+            let admission = DeviceAdmission(
+                maxInFlight: app.effectiveMaxInFlight, nowReserve: settings.lanes.nowReserve(ofMaxInFlight: app.effectiveMaxInFlight))
+            apps.append(
+                JobPipeline.App(
+                    name: app.name, topic: app.topic, sender: client, admission: admission, defaultExpiration: app.defaultExpiration,
+                    defaultResults: app.defaultResults))
         }
         health.appsLoaded()
         sampleGauges(of: clients, into: metrics)

@@ -33,7 +33,6 @@ struct APNsBenchCommand: AsyncParsableCommand {
         configuration.connections = connections
         configuration.transport = transport
         configuration.maxConcurrentStreams = streams
-        configuration.maxInFlight = connections * streams
         let client = APNsClient(configuration: configuration)
         let payload = try payloadFile.map { Array(try Data(contentsOf: URL(fileURLWithPath: $0))) }
             ?? Array(#"{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushworker"},"sound":"default"}}"#.utf8)

@@ -143,9 +143,7 @@ final class CountingPublisher: MessagePublishing, @unchecked Sendable {
 
 /// A group this size is split, never sent here.
 struct RefusingSender: NotificationSending {
-    let admission = AsyncSemaphore(limit: 1)
-
-    func sendAdmitted(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse {
-        throw APNsClientError.timeout("bench resolve sends nothing")
+    func send(_ requests: [APNsRequest], answers: ([APNsAnswer]) -> Void) async {
+        answers(requests.indices.map { ($0, .failure(.timeout("bench resolve sends nothing"))) })
     }
 }

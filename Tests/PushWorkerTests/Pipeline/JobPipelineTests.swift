@@ -36,7 +36,8 @@ struct JobPipelineTests {
             settings.retryDelaysMilliseconds = [100]
             sender = ScriptedSender(script)
             publisher = RecordingPublisher(queues: queues, failure: failure)
-            let apps = [JobPipeline.App(name: "demo", topic: "com.example.app", sender: sender)]
+            // Few slots, as a busy app has: a job larger than them goes out in several batches.
+            let apps = [JobPipeline.App(name: "demo", topic: "com.example.app", sender: sender, admission: DeviceAdmission(maxInFlight: 8))]
             pipeline = JobPipeline(settings: settings, lane: .now, apps: apps, publisher: publisher, resolver: resolver, logger: Logger(label: "test.pipeline"))
             bulk = JobPipeline(settings: settings, lane: .bulk, apps: apps, publisher: publisher, resolver: resolver, logger: Logger(label: "test.pipeline"))
         }

@@ -1,5 +1,4 @@
 import APNs
-import APNsHTTP2
 import PushWorker
 import Synchronization
 
@@ -11,7 +10,6 @@ final class ScriptedSender: NotificationSending {
         case failure(APNsClientError)
     }
 
-    let admission = AsyncSemaphore(limit: 8)
     private let state: Mutex<(script: [String: [Answer]], sent: [APNsRequest])>
 
     init(_ script: [String: [Answer]] = [:]) {
@@ -20,17 +18,22 @@ final class ScriptedSender: NotificationSending {
 
     var sent: [APNsRequest] { state.withLock { $0.sent } }
 
-    func sendAdmitted(_ request: APNsRequest) async throws(APNsClientError) -> APNsResponse {
-        let answer = state.withLock { state -> Answer in
-            state.sent.append(request)
-            guard var answers = state.script[request.deviceToken], !answers.isEmpty else { return .status(200, nil) }
-            let next = answers.removeFirst()
-            state.script[request.deviceToken] = answers
-            return next
+    /// Answers every request at once, in one wave.
+    func send(_ requests: [APNsRequest], answers: ([APNsAnswer]) -> Void) async {
+        let scripted = state.withLock { state in
+            requests.map { request -> (Answer, Int) in
+                state.sent.append(request)
+                guard var answers = state.script[request.deviceToken], !answers.isEmpty else { return (.status(200, nil), state.sent.count) }
+                let next = answers.removeFirst()
+                state.script[request.deviceToken] = answers
+                return (next, state.sent.count)
+            }
         }
-        switch answer {
-        case .status(let status, let reason): return APNsResponse(status: status, apnsID: "id-\(state.withLock { $0.sent.count })", reason: reason)
-        case .failure(let error): throw error
-        }
+        answers(scripted.enumerated().map { index, scripted in
+            switch scripted.0 {
+            case .status(let status, let reason): (index, .success(APNsResponse(status: status, apnsID: "id-\(scripted.1)", reason: reason)))
+            case .failure(let error): (index, .failure(error))
+            }
+        })
     }
 }

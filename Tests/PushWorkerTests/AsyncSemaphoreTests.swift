@@ -1,4 +1,4 @@
-import APNsHTTP2
+@testable import PushWorker
 import Synchronization
 import TestSupport
 import Testing

@@ -1,16 +1,16 @@
 import Synchronization
 
 /// Admits at most `limit` holders; the others wait in arrival order. Keeps a million-device send
-/// from turning into a million buffered requests. Public so the worker can bound the devices it
-/// starts by the same budget, before a task (and its memory) exists for each.
+/// from turning into a million buffered requests: `DeviceAdmission` is its one user, so that a
+/// device waits here before a task (and its memory) exists for it.
 ///
 /// `reserve` of the slots are kept for `.high` holders, which are also served before any `.normal`
 /// waiter: a broadcast (normal) may fill all the others and queue for more, and a one-device job
 /// (high) still finds a slot at once instead of waiting behind it. So that a steady stream of high
 /// holders cannot starve the normal ones, every `normalShare`-th slot handed to a waiter while both
 /// kinds wait goes to a normal one.
-public final class AsyncSemaphore: Sendable {
-    public enum Priority: Sendable {
+final class AsyncSemaphore: Sendable {
+    enum Priority: Sendable {
         /// May take any free slot, reserved ones too, and goes ahead of normal waiters.
         case high
         /// May take only slots beyond the reserve.
@@ -66,11 +66,11 @@ public final class AsyncSemaphore: Sendable {
     static let normalShare = 8
 
     /// - Parameter reserve: slots only `.high` holders take; at most `limit - 1`.
-    public init(limit: Int, reserve: Int = 0) {
+    init(limit: Int, reserve: Int = 0) {
         state = Mutex(State(available: limit, reserve: max(0, min(reserve, limit - 1))))
     }
 
-    public func acquire(_ priority: Priority = .normal) async {
+    func acquire(_ priority: Priority = .normal) async {
         if tryAcquire(priority) { return }
         await withCheckedContinuation { continuation in
             let resumeNow = state.withLock { state -> Bool in
@@ -90,7 +90,7 @@ public final class AsyncSemaphore: Sendable {
 
     /// Takes a slot only if one is free now for `priority` (never ahead of a waiter with the same
     /// or a higher claim); for a caller that adds to what it already holds without waiting for more.
-    public func tryAcquire(_ priority: Priority = .normal) -> Bool {
+    func tryAcquire(_ priority: Priority = .normal) -> Bool {
         state.withLock { state in
             guard state.admits(priority) else { return false }
             state.available -= 1
@@ -98,7 +98,7 @@ public final class AsyncSemaphore: Sendable {
         }
     }
 
-    public func release() {
+    func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
             if !state.high.isEmpty {
                 if state.normal.isEmpty || state.highInARow < Self.normalShare - 1 {
