@@ -110,8 +110,23 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// 410: the token is no longer valid for the topic; the registry should drop it.
-    public var meansDeviceIsGone: Bool {
-        self == .unregistered || self == .expiredToken
+    /// What a device registry should make of a device APNs answered with this reason.
+    public enum DeviceFate: Sendable, Hashable {
+        /// 410 (`Unregistered`, `ExpiredToken`): the app no longer has the token; remove the
+        /// device, unless it was registered again after APNs' timestamp.
+        case gone
+        /// `BadDeviceToken`, `DeviceTokenNotForTopic`: the token will never work for this app;
+        /// keep the row (an operator may want to see it) but stop resolving it.
+        case invalid
+    }
+
+    /// The one dead-device rule: the worker tells the registry of exactly these, and both stores
+    /// act on them. Nil for reasons that say nothing about the device.
+    public var deviceFate: DeviceFate? {
+        switch self {
+        case .unregistered, .expiredToken: .gone
+        case .badDeviceToken, .deviceTokenNotForTopic: .invalid
+        default: nil
+        }
     }
 }

@@ -392,14 +392,14 @@ public final class PostgresRegistryStore: RegistryStore {
     @discardableResult
     public func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async throws(RegistryError) -> Bool {
         let query: PostgresQuery
-        switch reason {
-        case .unregistered, .expiredToken:
+        switch reason.deviceFate {
+        case .gone:
             // Registered again after APNs last saw the token valid: the app still has it.
             let cutoff = (timestamp ?? Date()).timeIntervalSince1970
             query = "DELETE FROM devices WHERE app = \(app) AND token = \(token) AND registered_at <= \(cutoff) RETURNING token"
-        case .badDeviceToken, .deviceTokenNotForTopic:
+        case .invalid:
             query = "UPDATE devices SET invalid = true WHERE app = \(app) AND token = \(token) RETURNING token"
-        default:
+        case nil:
             return false
         }
         return try await read { connection in

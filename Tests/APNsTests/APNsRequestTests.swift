@@ -116,7 +116,12 @@ struct APNsResponseTests {
     func dispositions() {
         #expect(APNsErrorReason.badDeviceToken.disposition == .final)
         #expect(APNsErrorReason.unregistered.disposition == .final)
-        #expect(APNsErrorReason.unregistered.meansDeviceIsGone)
+        #expect(APNsErrorReason.unregistered.deviceFate == .gone)
+        #expect(APNsErrorReason.expiredToken.deviceFate == .gone)
+        #expect(APNsErrorReason.badDeviceToken.deviceFate == .invalid)
+        #expect(APNsErrorReason.deviceTokenNotForTopic.deviceFate == .invalid)
+        #expect(APNsErrorReason.tooManyRequests.deviceFate == nil)
+        #expect(APNsErrorReason.badTopic.deviceFate == nil)
         #expect(APNsErrorReason.expiredProviderToken.disposition == .retryWithNewProviderToken)
         #expect(APNsErrorReason.tooManyRequests.disposition == .retry)
         #expect(APNsErrorReason.serviceUnavailable.disposition == .retry)

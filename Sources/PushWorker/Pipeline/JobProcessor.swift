@@ -265,7 +265,7 @@ public struct JobProcessor: Sendable {
                 switch response.reason?.disposition ?? (response.status >= 500 ? .retry : .final) {
                 case .final:
                     result.outcome = .rejected
-                    if let feedback, let reason = response.reason, reason.meansDeadDevice,
+                    if let feedback, let reason = response.reason, reason.deviceFate != nil,
                         await feedback.deviceRejected(app: appName, token: recipient.token, reason: reason, at: response.timestamp)
                     {
                         ends.removed.add(1, ordering: .relaxed)

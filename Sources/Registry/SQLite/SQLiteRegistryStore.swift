@@ -361,14 +361,14 @@ public final class SQLiteRegistryStore: RegistryStore {
     @discardableResult
     public func deviceRejected(app: String, token: String, reason: APNsErrorReason, at timestamp: Date?) async throws(RegistryError) -> Bool {
         try state.withLock { (connection: inout Connection) throws(RegistryError) -> Bool in
-            switch reason {
-            case .unregistered, .expiredToken:
+            switch reason.deviceFate {
+            case .gone:
                 // Registered again after APNs last saw the token valid: the app still has it.
                 let cutoff = (timestamp ?? Date()).timeIntervalSince1970
                 try connection.removeUnless.run([.text(app), .text(token), .real(cutoff)])
-            case .badDeviceToken, .deviceTokenNotForTopic:
+            case .invalid:
                 try connection.markInvalid.run([.text(app), .text(token)])
-            default:
+            case nil:
                 return false
             }
             return connection.database.changes > 0
