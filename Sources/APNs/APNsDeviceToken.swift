@@ -1,6 +1,10 @@
 /// Device tokens travel as hex. Their length is not fixed by Apple (32 bytes today), so only the
 /// shape is checked: even-length hex, 8 to 200 bytes.
 public enum APNsDeviceToken {
+    /// The lengths a token may have, in hex digits: the one place the rule is written (the job
+    /// decoder, the registry and the token lists of very large jobs all check against it).
+    public static let hexDigits = 16...400
+
     /// A token as apps commonly log it, made the lower-case hex APNs and the registry use: upper
     /// case, spaces and one enclosing `<` `>` (as `NSData`'s description printed it) are accepted;
     /// then `validate` checks the result. Anything else comes back unchanged, for `validate` to
@@ -27,8 +31,10 @@ public enum APNsDeviceToken {
         guard isHex else {
             throw APNsValidationError(field: field, "device token '\(token.prefix(80))' is not hexadecimal")
         }
-        guard utf8.count % 2 == 0, (16...400).contains(utf8.count) else {
-            throw APNsValidationError(field: field, "device token '\(token.prefix(80))' has \(utf8.count) hex digits; expected an even number between 16 and 400")
+        guard utf8.count % 2 == 0, hexDigits.contains(utf8.count) else {
+            throw APNsValidationError(
+                field: field,
+                "device token '\(token.prefix(80))' has \(utf8.count) hex digits; expected an even number between \(hexDigits.lowerBound) and \(hexDigits.upperBound)")
         }
     }
 

@@ -167,10 +167,6 @@ public final class PostgresRegistryStore: RegistryStore {
 
     // MARK: Commands
 
-    public func apply(_ command: RegistryCommand) async throws(RegistryError) {
-        try await apply(batch: [command])
-    }
-
     public func apply(batch commands: [RegistryCommand]) async throws(RegistryError) {
         let now = Date().timeIntervalSince1970
         try await transaction { connection in

@@ -18,9 +18,6 @@ public struct RegisteredDevice: Sendable, Hashable {
 /// Users, devices, groups and preferences, behind one protocol so workers on one host share an
 /// SQLite file and workers on many hosts a PostgreSQL database, with one conformance suite.
 public protocol RegistryStore: Sendable {
-    /// Applies one command; idempotent.
-    func apply(_ command: RegistryCommand) async throws(RegistryError)
-
     /// Applies commands in one transaction: all of them, or, when one is refused, none.
     func apply(batch commands: [RegistryCommand]) async throws(RegistryError)
 
@@ -123,5 +120,12 @@ public struct RegisteredGroup: Sendable, Hashable {
         self.members = members
         self.devicesByApp = devicesByApp
         self.sample = sample
+    }
+}
+
+extension RegistryStore {
+    /// Applies one command, a batch of one; idempotent.
+    public func apply(_ command: RegistryCommand) async throws(RegistryError) {
+        try await apply(batch: [command])
     }
 }

@@ -34,10 +34,10 @@ public enum WireHeader {
     /// `iat` (unix seconds) of the token it replaces, which every worker then drops at once.
     public static let supersedes = "x-pushworker-supersedes-iat"
 
-    /// The broker's bookkeeping of a message's past (dead-lettering, quorum delivery count): not
-    /// carried over to the jobs the worker publishes from it, where it would only mislead.
     static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
+    /// The broker's bookkeeping of a message's past (dead-lettering, quorum delivery count): not
+    /// carried over to the jobs the worker publishes from it, where it would only mislead.
     static let brokerBookkeeping: Set<String> = ["x-death", "x-delivery-count"]
     /// The broker's summary of a message's first and last death, beside `x-death`.
     static let brokerDeathSummary: Set<String> = [

@@ -34,10 +34,11 @@ public struct DeviceTokenList: Sendable {
     public var count: Int { runs.reduce(0) { $0 + $1.count } }
     public var isEmpty: Bool { runs.isEmpty }
 
-    /// Appends a token given as hex (upper or lower case), already validated as even-length hex
-    /// of at most 400 digits.
+    /// Appends a token given as hex (upper or lower case), already validated by the caller
+    /// (`APNsDeviceToken.validate`, the one rule for a token's length): the list only needs
+    /// whole bytes, and keeps no length limit of its own to drift from that rule.
     public mutating func append(hex: some Collection<UInt8>) {
-        precondition(hex.count % 2 == 0 && hex.count > 0 && hex.count <= 510, "validate tokens before storing them")
+        precondition(hex.count % 2 == 0 && hex.count > 0, "validate tokens before storing them")
         let width = hex.count / 2
         let index = runIndex(width)
         // Decoded on the stack, then appended at once: one check of the run's storage per token,
@@ -99,7 +100,7 @@ public struct DeviceTokenList: Sendable {
     /// Whether `hex` is in the list, by binary search: only after `sortAndRemoveDuplicates`.
     public func containsSorted(hex: String) -> Bool {
         let utf8 = Array(hex.utf8)
-        guard !utf8.isEmpty, utf8.count % 2 == 0, utf8.count <= 510, utf8.allSatisfy({ $0.isHexDigit }),
+        guard !utf8.isEmpty, utf8.count % 2 == 0, utf8.allSatisfy({ $0.isHexDigit }),
             let run = runs.first(where: { $0.width == utf8.count / 2 })
         else { return false }
         precondition(run.buffer.discardedBytes == 0, "a token list is searched after tokens were handed back")

@@ -206,11 +206,7 @@ public struct JobPipeline: Sendable {
 
     /// Republishes a chunk as it is to the bulk lane, confirmed, and acknowledges it here.
     private func handToBulkLane(_ delivery: JobDelivery, app: String, chunk: String) async -> JobSettlement {
-        var properties = delivery.properties
-        var headers = JobSplitter.ownHeaders(properties.headers)
-        headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds())
-        properties.headers = headers
-        properties.persistent = true
+        let properties = delivery.properties.republished { headers in headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds()) }
         do {
             try await publisher.publish(.toQueue(settings.queues.bulkJobs(app: app), body: delivery.body, properties: properties))
             metrics.job(.movedToBulk, lane: lane)

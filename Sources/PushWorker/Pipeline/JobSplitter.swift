@@ -26,13 +26,10 @@ struct JobSplitter: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var chunk = AudiencePage()
             func publish(_ chunk: AudiencePage) throws {
-                var properties = delivery.properties
-                var headers = Self.ownHeaders(properties.headers)
-                headers[WireHeader.chunk] = .string("\(published + 1)/\(count)")
-                headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds())
-                properties.headers = headers
-                properties.persistent = true
-                properties.messageID = "\(job.id)#\(published + 1)"
+                let properties = delivery.properties.republished(messageID: "\(job.id)#\(published + 1)") { headers in
+                    headers[WireHeader.chunk] = .string("\(published + 1)/\(count)")
+                    headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds())
+                }
                 let message = AMQPMessage.toQueue(chunksQueue, body: try job.chunkBody(devices: chunk.recipients, filtered: chunk.filtered), properties: properties)
                 group.addTask { try await publisher.publish(message) }
                 published += 1
@@ -68,8 +65,4 @@ struct JobSplitter: Sendable {
         logger.info("job split into chunks", metadata: ["job": "\(job.id)", "devices": "\(devices)", "chunks": "\(published)"])
     }
 
-    /// The headers a republished job keeps: the producer's and ours, not the broker's bookkeeping.
-    static func ownHeaders(_ headers: AMQPTable?) -> AMQPTable {
-        (headers ?? [:]).filter { !WireHeader.brokerBookkeeping.contains($0.key) }
-    }
 }

@@ -19,16 +19,13 @@ struct RetryHandOff: Sendable {
     func handOn(_ job: PushJob, _ recipients: [Recipient], from delivery: JobDelivery) async throws {
         let round = Int(delivery.properties.headers?[WireHeader.retryRound]?.intValue ?? 0)
         let delay = delaysMilliseconds[min(round, delaysMilliseconds.count - 1)]
-        var properties = delivery.properties
-        var headers = JobSplitter.ownHeaders(properties.headers)
-        headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string(Self.wholeJobChunk)
-        headers[WireHeader.enqueuedAt] = nil  // its pause is no queue wait; moved to the bulk lane, it gets a new one
-        headers[WireHeader.attempts] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
-        headers[WireHeader.badges] = job.badge == nil ? nil : .array(recipients.map { .int64(Int64($0.badge ?? -1)) })
-        headers[WireHeader.retryRound] = .int64(Int64(round + 1))
-        properties.headers = headers
-        properties.persistent = true
-        properties.messageID = "\(job.id)#retry\(round + 1)"
+        let properties = delivery.properties.republished(messageID: "\(job.id)#retry\(round + 1)") { headers in
+            headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string(Self.wholeJobChunk)
+            headers[WireHeader.enqueuedAt] = nil  // its pause is no queue wait; moved to the bulk lane, it gets a new one
+            headers[WireHeader.attempts] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
+            headers[WireHeader.badges] = job.badge == nil ? nil : .array(recipients.map { .int64(Int64($0.badge ?? -1)) })
+            headers[WireHeader.retryRound] = .int64(Int64(round + 1))
+        }
         try await publisher.publish(.toQueue(
             queues.retryQueue(milliseconds: delay), body: try job.chunkBody(devices: recipients), properties: properties))
         metrics.retriesHandedOn(app: job.app, devices: recipients.count)

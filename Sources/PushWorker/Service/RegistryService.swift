@@ -104,17 +104,17 @@ public final class RegistryService: Service, Sendable {
                 }
                 await reply(to: delivery, Self.answerReply(answer))
             }
-            try? await delivery.ack()
+            await delivery.settle(.acknowledge, kind: "registry command", logger: logger)
             metrics.registryCommand(name, result: "ok")
         } catch let error where error.code == .storeUnavailable {
             logger.error("registry command not applied; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
-            try? await delivery.nack(requeue: true)
+            await delivery.settle(.requeue, kind: "registry command", logger: logger)
             metrics.registryCommand(name, result: "unavailable")
         } catch where isQuery {
             // A query changes nothing and replaying it would tell nothing new: answered, not dead-lettered.
             logger.info("registry query refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
             await reply(to: delivery, Self.errorReply(error))
-            try? await delivery.ack()
+            await delivery.settle(.acknowledge, kind: "registry command", logger: logger)
             metrics.registryCommand(name, result: "refused")
         } catch {
             logger.warning("registry command refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
@@ -125,11 +125,11 @@ public final class RegistryService: Service, Sendable {
                     mandatory: true))
             } catch {
                 logger.error("cannot dead-letter the command; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
-                try? await delivery.nack(requeue: true)
+                await delivery.settle(.requeue, kind: "registry command", logger: logger)
                 return
             }
             await reply(to: delivery, Self.errorReply(error))
-            try? await delivery.ack()
+            await delivery.settle(.acknowledge, kind: "registry command", logger: logger)
             metrics.registryCommand(name, result: "refused")
             metrics.deadLetter(queue: queues.registry, code: error.code.rawValue)
         }

@@ -203,7 +203,7 @@ public final class Worker: Service, Sendable {
         await withDiscardingTaskGroup { jobs in
             for await event in events {
                 guard case .delivery(let delivery, let pipeline) = event else { break }
-                jobs.addTask { await self.settle(delivery, as: await pipeline.run(JobDelivery(delivery))) }
+                jobs.addTask { await delivery.settle(await pipeline.run(JobDelivery(delivery)), kind: "job", logger: self.logger) }
             }
         }
         // Deliveries received but not started go back to the queue when the connection closes.
@@ -213,20 +213,5 @@ public final class Worker: Service, Sendable {
         for route in routes { await route.publisher.close() }
         for client in clients { client.shutdown() }
         logger.info("worker stopped")
-    }
-
-    private func settle(_ delivery: AMQPDelivery, as settlement: JobSettlement) async {
-        do {
-            switch settlement {
-            case .acknowledge: try await delivery.ack()
-            case .requeue: try await delivery.nack(requeue: true)
-            case .reject: try await delivery.reject(requeue: false)
-            }
-        } catch {
-            // A stale delivery (the connection was replaced): the broker delivers it again.
-            logger.warning("cannot settle the job; the broker will deliver it again", metadata: [
-                "job": "\(delivery.properties.messageID ?? "unknown")", "settlement": "\(settlement)", "error": "\(error)",
-            ])
-        }
     }
 }

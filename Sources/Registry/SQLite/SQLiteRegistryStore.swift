@@ -202,10 +202,6 @@ public final class SQLiteRegistryStore: RegistryStore {
         ],
     ]
 
-    public func apply(_ command: RegistryCommand) async throws(RegistryError) {
-        try await apply(batch: [command])
-    }
-
     public func apply(batch commands: [RegistryCommand]) async throws(RegistryError) {
         let now = Date().timeIntervalSince1970
         try state.withLock { (connection: inout Connection) throws(RegistryError) in

@@ -1,0 +1,22 @@
+import AMQP
+import Logging
+
+extension AMQPDelivery {
+    /// Settles a job or a registry command as decided, and says so when it cannot: a stale
+    /// delivery (its connection was replaced) is delivered again by the broker, which the
+    /// operator should see once in the log rather than never.
+    /// - Parameter kind: what the message is, for the log line ("job", "registry command").
+    func settle(_ settlement: JobSettlement, kind: String, logger: Logger) async {
+        do {
+            switch settlement {
+            case .acknowledge: try await ack()
+            case .requeue: try await nack(requeue: true)
+            case .reject: try await reject(requeue: false)
+            }
+        } catch {
+            logger.warning("cannot settle the \(kind); the broker will deliver it again", metadata: [
+                "id": "\(properties.messageID ?? "unknown")", "settlement": "\(settlement)", "error": "\(error)",
+            ])
+        }
+    }
+}
