@@ -26,6 +26,12 @@ public struct APNsResponse: Sendable, Hashable {
 
     public var isDelivered: Bool { status == 200 }
 
+    /// What a sender should do about a refusal: its reason's disposition, and for a reason this
+    /// client does not know, the status's (5xx: APNs' trouble, try again; 4xx: the request's).
+    public var disposition: APNsErrorReason.Disposition {
+        reason?.disposition ?? (status >= 500 ? .retry : .final)
+    }
+
     /// Reads the `{"reason": …, "timestamp": …}` body of an error response.
     public static func parse(status: Int, apnsID: String?, apnsUniqueID: String?, body: [UInt8]) -> APNsResponse {
         var response = APNsResponse(status: status, apnsID: apnsID, apnsUniqueID: apnsUniqueID)

@@ -109,7 +109,7 @@ public final class APNsClient: NotificationSending {
                 switch outcome {
                 case .response(let status, let apnsID, let uniqueID, let body):
                     var response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
-                    switch response.reason?.disposition {
+                    switch response.disposition {
                     case .retryWithNewProviderToken where token != nil && retries[index]?.refreshedToken != true:
                         retries[index, default: (0, false)].refreshedToken = true
                         refusedForToken.append(index)

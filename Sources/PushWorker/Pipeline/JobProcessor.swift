@@ -223,6 +223,7 @@ public struct JobProcessor: Sendable {
 
     /// One device: its first answer, then in-process retries, then publish its result, or hand
     /// it on when it still fails transiently and attempts remain beyond this worker's share.
+    /// `DeviceStep` decides which; this carries it out.
     /// `firstAnswer`: APNs' answer to the device's first attempt, made with its batch; nil when
     /// the batch was not sent (past the expiration).
     private func deliver(
@@ -241,14 +242,15 @@ public struct JobProcessor: Sendable {
                 break
             }
             result.attempts += 1
-            do {
-                let response: APNsResponse
-                if let answer = firstAnswer {
-                    firstAnswer = nil
-                    response = try answer.get()
-                } else {
-                    response = try await client.send(request)
-                }
+            let answer: Result<APNsResponse, APNsClientError>
+            if let first = firstAnswer {
+                firstAnswer = nil
+                answer = first
+            } else {
+                answer = await client.send([request])[0]
+            }
+            switch answer {
+            case .success(let response):
                 // Sends made again by the client after a lost connection count: APNs may have
                 // delivered each of them.
                 result.attempts += response.sends - 1
@@ -258,40 +260,26 @@ public struct JobProcessor: Sendable {
                 result.reason = response.reason?.rawValue
                 reasonLabel = response.reason?.rawValue
                 result.timestamp = response.timestamp.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
-                if response.isDelivered {
-                    result.outcome = .delivered
-                    break
-                }
-                switch response.reason?.disposition ?? (response.status >= 500 ? .retry : .final) {
-                case .final:
-                    result.outcome = .rejected
-                    if let feedback, let reason = response.reason, reason.deviceFate != nil,
-                        await feedback.deviceRejected(app: appName, token: recipient.token, reason: reason, at: response.timestamp)
-                    {
-                        ends.removed.add(1, ordering: .relaxed)
-                    }
-                    break attempts
-                case .retry, .retryOnNewConnection, .retryWithNewProviderToken:
-                    result.outcome = .failed
-                }
-            } catch {
-                result.outcome = .failed
+            case .failure(let error):
                 result.status = nil
                 result.reason = "\(error)"
                 reasonLabel = error.kind
-                if case .invalidRequest = error {
-                    result.outcome = .rejected
-                    break
+            }
+            switch DeviceStep.after(answer, attempts: result.attempts, previousAttempts: recipient.previousAttempts, policy: retry) {
+            case .finish(let outcome, let deadDevice):
+                result.outcome = outcome
+                if let deadDevice, let feedback,
+                    await feedback.deviceRejected(app: appName, token: recipient.token, reason: deadDevice, at: try? answer.get().timestamp)
+                {
+                    ends.removed.add(1, ordering: .relaxed)
                 }
-                guard error.isRetryable else { break }
-            }
-            guard result.attempts < retry.maxAttempts else { break }
-            if result.attempts - recipient.previousAttempts >= retry.inProcessAttempts {
-                // This worker's share is spent; a later round, after a longer pause, continues.
+                break attempts
+            case .handOn:
                 return .handOn(Recipient(token: recipient.token, user: recipient.user, previousAttempts: result.attempts, badge: badge))
+            case .retry:
+                logger.debug("retrying device", metadata: ["job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "attempt": "\(result.attempts)"])
+                try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))
             }
-            logger.debug("retrying device", metadata: ["job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "attempt": "\(result.attempts)"])
-            try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))
         }
         logger.debug("device done", metadata: [
             "job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "outcome": "\(result.outcome.rawValue)",
