@@ -1,4 +1,5 @@
 import Foundation
+import JSONStream
 
 /// Why a document is not JSON, and where: producers in any language get told the line and
 /// column to look at, not just "invalid JSON".
@@ -25,23 +26,34 @@ public struct JSONSyntaxError: Error, Sendable, CustomStringConvertible, Equatab
         }
     }
 
-    /// Foundation reports "… around character N." (a 0-based byte offset) or "Unexpected end of
-    /// file…" (no offset: the end of the data).
+    /// Foundation says that a document is not JSON but says where only in its debug text, whose
+    /// wording is no API. YAJL (the parser of streamed bodies) says where as a byte offset, so a
+    /// refused document is read again by it, on the error path only: whole documents are parsed by
+    /// Foundation (the fastest parser here, and it gives the tree the decoders check field by
+    /// field), and bodies too large to hold by YAJL, so both report errors the same way.
     static func located(_ error: Error, in data: Data) -> JSONSyntaxError {
-        let raw = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? "\(error)"
-        var reason = raw
+        let parser = JSONStreamParser(handler: IgnoringHandler())
         var offset = data.count
-        if let range = raw.range(of: " around character ") {
-            let digits = raw[range.upperBound...].prefix { $0.isNumber }
-            if let parsed = Int(digits) { offset = min(parsed, data.count) }
-            reason = String(raw[..<range.lowerBound])
+        var reason = "not valid JSON"
+        do {
+            try parser.parse(Array(data))
+            try parser.finish()
+            // YAJL took what Foundation refused (a rule only Foundation has): no place to name.
+            reason = (error as NSError).localizedDescription
+        } catch {
+            offset = min(error.offset, data.count)
+            reason = error.message
         }
-        if reason.hasSuffix(".") { reason.removeLast() }
         if data.isEmpty { reason = "the document is empty" }
         let before = data.prefix(offset)
         let line = before.reduce(1) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }
         let lineStart = before.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? before.startIndex
         let column = String(decoding: before[lineStart...], as: UTF8.self).count + 1
         return JSONSyntaxError(line: line, column: column, reason: reason)
+    }
+
+    /// Takes every event and keeps none: only the syntax is wanted.
+    private final class IgnoringHandler: JSONEventHandler {
+        func handle(_ event: JSONEvent) -> Bool { true }
     }
 }

@@ -33,7 +33,7 @@ public struct JobDecoder: Sendable {
     public func decode(_ body: [UInt8], messageID: String? = nil, enqueuedAt: Date = Date(), chunk: Bool = false) throws(JobError) -> PushJob {
         let object: [String: Any]
         do {
-            guard let parsed = try JSONSyntaxError.check(Data(body)) as? [String: Any] else {
+            guard let parsed = try JSONDocument.parse(body) as? [String: Any] else {
                 throw JobError(.invalidJSON, field: nil, "the job must be a JSON object")
             }
             object = parsed
@@ -108,11 +108,8 @@ public struct JobDecoder: Sendable {
             serialised["aps"] = aps
         }
         // Keys sorted: the same job makes the same bytes in every worker and every chunk.
-        let payload: [UInt8]
-        do {
-            payload = Array(try JSONSerialization.data(withJSONObject: serialised, options: [.sortedKeys, .withoutEscapingSlashes]))
-        } catch {
-            throw JobError(.invalidField, field: "payload", "payload cannot be serialised: \(error.localizedDescription)")
+        guard let payload = JSONDocument.bytes(serialised) else {
+            throw JobError(.invalidField, field: "payload", "payload cannot be serialised")
         }
         var badge: BadgeIncrement?
         if let badgeAmount {
@@ -200,7 +197,7 @@ public struct JobDecoder: Sendable {
     /// The `reply_to` of a body that was refused for another reason, so the error summary reaches
     /// the queue the producer reads; nil when the body is not an object or names none.
     public static func replyTo(in body: [UInt8]) -> String? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+        guard let object = (try? JSONDocument.parse(body)) as? [String: Any],
             let replyTo = object["reply_to"] as? String, !replyTo.isEmpty
         else { return nil }
         return replyTo

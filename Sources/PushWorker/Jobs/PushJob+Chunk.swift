@@ -18,8 +18,7 @@ extension PushJob {
         if let expiration {
             object["expiration"] = expiration.deadline.map { Int64($0.timeIntervalSince1970.rounded(.down)) as Any } ?? "immediate"
         }
-        let rest = Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-        guard rest.last == UInt8(ascii: "}") else {
+        guard let rest = JSONDocument.bytes(object), rest.last == UInt8(ascii: "}") else {
             throw JobError(.invalidJSON, field: nil, "the chunk job of '\(id)' could not be written")
         }
         var body = Array(rest.dropLast())

@@ -29,9 +29,9 @@ public struct JSONLogHandler: LogHandler {
         object["level"] = event.level.rawValue
         object["label"] = label
         object["message"] = "\(event.message)"
-        guard var line = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+        guard var line = JSONDocument.bytes(object) else { return }
         line.append(UInt8(ascii: "\n"))
-        Self.output.withLock { _ in FileHandle.standardError.write(line) }
+        Self.output.withLock { _ in FileHandle.standardError.write(Data(line)) }
     }
 
     private static func json(_ value: Logger.Metadata.Value) -> Any {

@@ -16,6 +16,7 @@ public struct ResultPublisher: Sendable {
     public init(publisher: any MessagePublishing) {
         self.publisher = publisher
         let encoder = JSONEncoder()
+        // A summary is written from its type, as `JSONDocument` explains, with the same options.
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         self.encoder = encoder
     }

@@ -139,23 +139,21 @@ public final class RegistryService: Service, Sendable {
     /// The body as it is dead-lettered: without the user's token, a bearer credential that
     /// `dlq show` would print and that has expired by the time anyone replays it.
     static func withoutAuth(_ body: [UInt8]) -> [UInt8] {
-        guard var object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any], object["auth"] != nil else { return body }
+        guard var object = (try? JSONDocument.parse(body)) as? [String: Any], object["auth"] != nil else { return body }
         object["auth"] = nil
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])).map(Array.init) ?? body
+        return JSONDocument.bytes(object) ?? body
     }
 
     static func answerReply(_ answer: [String: Any]) -> String {
         var object = answer
         object["ok"] = true
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            .map { String(decoding: $0, as: UTF8.self) } ?? #"{"ok":true}"#
+        return JSONDocument.bytes(object).map { String(decoding: $0, as: UTF8.self) } ?? #"{"ok":true}"#
     }
 
     static func errorReply(_ error: RegistryError) -> String {
         let details: [String: Any] = ["code": error.code.rawValue, "message": error.message, "field": error.field.map { $0 as Any } ?? NSNull()]
         let object: [String: Any] = ["ok": false, "error": details]
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) }
-            ?? #"{"ok":false}"#
+        return JSONDocument.bytes(object).map { String(decoding: $0, as: UTF8.self) } ?? #"{"ok":false}"#
     }
 
     private func reply(to delivery: AMQPDelivery, _ body: String) async {

@@ -1,0 +1,33 @@
+import Foundation
+
+/// The worker's one way to read and to write a JSON document held whole, so every reader
+/// reports errors the same way and every writer makes the same bytes for the same tree.
+///
+/// - Reading: Foundation's `JSONSerialization`. It is the fastest parser on hand, and it gives
+///   the `[String: Any]` tree that `JobDecoder` and the registry's field readers check field by
+///   field, so an error names the bad field and not a coding path. A body too large to hold is
+///   the one exception: `StreamedJobReader` reads it with YAJL (`JSONStream`) as it arrives, and
+///   `JSONSyntaxError` uses the same parser to say where any document goes wrong.
+/// - Writing: trees built from what producers sent (a payload made canonical, a chunk job's
+///   fields, registry replies, log lines) go out through `bytes(_:)`: keys sorted, so the same
+///   job makes the same bytes in every worker and chunk, and slashes unescaped, as producers
+///   wrote them. The contract's typed documents are written from their types: `JobSummary` by
+///   `JSONEncoder` with the same options (one per job), and the documents made once per device
+///   (`PushResult.json`, chunk device lists, `ResultBatch`) by splicing bytes with `JSONText`,
+///   because a tree or an encoder per device was a visible share of the fan-out's CPU; the
+///   schema tests hold both to the same contract.
+public enum JSONDocument {
+    /// The options every tree is written with.
+    static let writingOptions: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
+
+    /// The document as a tree, or where it is not JSON.
+    public static func parse(_ bytes: some DataProtocol) throws(JSONSyntaxError) -> Any {
+        try JSONSyntaxError.check(Data(bytes))
+    }
+
+    /// The tree as bytes; nil only for a tree that is not JSON (a value no JSON type holds).
+    public static func bytes(_ tree: Any) -> [UInt8]? {
+        guard JSONSerialization.isValidJSONObject(tree) || tree is String || tree is NSNumber || tree is NSNull else { return nil }
+        return (try? JSONSerialization.data(withJSONObject: tree, options: writingOptions.union(.fragmentsAllowed))).map(Array.init)
+    }
+}
