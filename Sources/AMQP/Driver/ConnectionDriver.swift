@@ -20,24 +20,16 @@ final class ConnectionDriver: @unchecked Sendable {
     private let publishedGeneration = Atomic<UInt64>(0)
 
     // I/O thread only.
-    private var handle: ConnectionHandle?
-    private var generation: UInt64 = 0
-    private var nextDeliveryTag: UInt64 = 1
-    private var lowestUnconfirmed: UInt64 = 1
-    private var unconfirmed: [UInt64: PendingPublish] = [:]
+    /// Connecting, open, closing or closed, with the handle, the generation and the attempts.
+    private var lifecycle: ConnectionLifecycle<ConnectionHandle>
+    private var confirmWindow = ConfirmWindow()
     private var waiting = PublishQueue()
-    private var shutdownRequested = false
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
     /// Delivery tags handed out on this connection and not yet settled, so acks can be coalesced.
     private var unsettled = UnsettledTags()
+    /// The broker cancelled the consumer: a reconnect must not consume again. The consumer's
+    /// life, not the connection's, so it outlives reconnects.
     private var consumerCancelled = false
-    private var reconnectAttempt = 0
-    /// The address the next connection attempt goes to; advanced past a node that failed.
-    private var addressIndex = 0
-    /// The address of the last connection that came up, to tell a fail-over from a reconnect.
-    private var connectedIndex: Int?
-    /// When the broker began nacking every publish of this connection (nil after any ack).
-    private var nackedSince: ContinuousClock.Instant?
 
     init(
         configuration: AMQPConfiguration, confirms: Bool, consume: ConsumeSpecification?,
@@ -48,6 +40,7 @@ final class ConnectionDriver: @unchecked Sendable {
         self.consume = consume
         self.deliveries = deliveries
         self.logger = logger
+        self.lifecycle = ConnectionLifecycle(addressCount: configuration.addresses.count)
     }
 
     /// Starts the I/O thread and returns once the first connection is up and the topology is
@@ -92,8 +85,8 @@ final class ConnectionDriver: @unchecked Sendable {
 
     private func run(startup: CheckedContinuation<Void, Error>) {
         var startup: CheckedContinuation<Void, Error>? = startup
-        while !shutdownRequested {
-            if handle == nil {
+        while !lifecycle.isShuttingDown {
+            if lifecycle.connection == nil {
                 do {
                     try connect()
                     startup?.resume()
@@ -102,7 +95,7 @@ final class ConnectionDriver: @unchecked Sendable {
                     configuration.onConnectionEvent?(.attemptFailed(error))
                     if let first = startup {
                         // Every node is tried before a start fails on an unreachable broker.
-                        let untried = reconnectAttempt + 1 < configuration.addresses.count
+                        let untried = lifecycle.failedAttempts + 1 < configuration.addresses.count
                         guard Self.brokerNotReachable(error), configuration.waitsForBroker || untried else {
                             let failure = configuration.addresses.count > 1 && Self.brokerNotReachable(error)
                                 ? AMQPError(error.kind, "no broker node of \(configuration.addresses.count) could be reached (\(configuration.redactedURLs)); the last: \(error.message)")
@@ -111,7 +104,7 @@ final class ConnectionDriver: @unchecked Sendable {
                             finish(failure)
                             return
                         }
-                        logger.warning("the broker cannot be reached yet; retrying", metadata: ["error": "\(error)", "attempt": "\(reconnectAttempt + 1)"])
+                        logger.warning("the broker cannot be reached yet; retrying", metadata: ["error": "\(error)", "attempt": "\(lifecycle.failedAttempts + 1)"])
                     } else {
                         logger.warning("AMQP reconnect failed", metadata: ["error": "\(error)"])
                     }
@@ -146,36 +139,29 @@ final class ConnectionDriver: @unchecked Sendable {
 
     /// Connects to the current address; on failure the next attempt goes to the next address.
     private func connect() throws {
-        let address = configuration.addresses[addressIndex]
+        let address = configuration.addresses[lifecycle.addressIndex]
         logger[metadataKey: "amqp"] = "\(address.redactedURL)"
         let handle: ConnectionHandle
         do {
             handle = try ConnectionHandle.open(configuration, at: address)
             try configure(handle)
         } catch {
-            moveToNextAddress()
+            lifecycle.attemptFailed()
             throw error
         }
-        self.handle = handle
-        generation += 1
-        publishedGeneration.store(generation, ordering: .releasing)
-        nextDeliveryTag = 1
-        lowestUnconfirmed = 1
+        // The window was reset (its waiters failed) when the last connection was lost.
+        assert(confirmWindow.isEmpty, "publishes of a lost connection still wait for confirms")
+        let established = lifecycle.connected(handle)
+        publishedGeneration.store(lifecycle.generation, ordering: .releasing)
         unsettled = UnsettledTags()
-        nackedSince = nil
-        let failover = connectedIndex.map { $0 != addressIndex } ?? false
-        if reconnectAttempt > 0 || failover {
-            logger.notice(failover ? "AMQP connection failed over to another node" : "AMQP connection established", metadata: ["attempts": "\(reconnectAttempt + 1)"])
+        if established.attempts > 1 || established.failover {
+            logger.notice(
+                established.failover ? "AMQP connection failed over to another node" : "AMQP connection established",
+                metadata: ["attempts": "\(established.attempts)"])
         } else if configuration.addresses.count > 1 {
             logger.info("AMQP connection established", metadata: ["nodes": "\(configuration.addresses.count)"])
         }
-        reconnectAttempt = 0
-        connectedIndex = addressIndex
-        configuration.onConnectionEvent?(.connected(reconnected: generation > 1, address: address, failover: failover))
-    }
-
-    private func moveToNextAddress() {
-        addressIndex = (addressIndex + 1) % configuration.addresses.count
+        configuration.onConnectionEvent?(.connected(reconnected: established.reconnected, address: address, failover: established.failover))
     }
 
     /// Declares the topology, enables confirms and starts consuming on a fresh connection.
@@ -239,19 +225,18 @@ final class ConnectionDriver: @unchecked Sendable {
     /// One turn of the loop: carry out queued commands, send what the confirm window allows,
     /// wait for input or a wake-up, then read every frame that is ready.
     private func serviceOnce() throws {
-        guard let handle else { return }
+        guard let handle = lifecycle.connection else { return }
         try execute(mailbox.take(), on: handle)
         try sendWaiting(on: handle)
-        if !handle.hasBufferedInput && mailbox.isEmpty && !shutdownRequested {
+        if !handle.hasBufferedInput && mailbox.isEmpty && !lifecycle.isShuttingDown {
             wait(for: handle.socketDescriptor, milliseconds: pollInterval)
         }
         try readFrames(on: handle, budget: 4096)
         amqp_maybe_release_buffers(handle.state)
-        if let nackedSince, ContinuousClock.now - nackedSince > Self.nackStreakLimit {
+        if confirmWindow.nackStreakExceeds(Self.nackStreakLimit) {
             // Seen on RabbitMQ 3.10: a channel opened while a quorum queue's leader was being
             // elected after its node died nacks every later publish to that queue, while a new
             // connection's publishes are taken. Only a new connection gets out of it.
-            self.nackedSince = nil
             throw AMQPError(.connectionLost, "the broker nacked every publish for \(Self.nackStreakLimit) (a quorum queue's leader lost with its node?); reconnecting")
         }
     }
@@ -268,10 +253,10 @@ final class ConnectionDriver: @unchecked Sendable {
     /// possible: one `multiple` ack covers every tag up to the oldest delivery still unsettled,
     /// which spares the broker (a quorum queue logs every settlement) most of the work.
     private func execute(_ commands: [DriverCommand], on handle: ConnectionHandle) throws {
-        var acks: [UInt64] = []
+        var acks = SettlementBatch()
         for (index, command) in commands.enumerated() {
-            if case .settle(.ack(multiple: false), let deliveryGeneration, let tag) = command, deliveryGeneration == generation {
-                acks.append(tag)
+            if case .settle(.ack(multiple: false), let deliveryGeneration, let tag) = command, deliveryGeneration == lifecycle.generation {
+                acks.add(tag)
                 continue
             }
             do {
@@ -284,19 +269,8 @@ final class ConnectionDriver: @unchecked Sendable {
                 throw error
             }
         }
-        guard !acks.isEmpty else { return }
-        for tag in acks { unsettled.remove(tag) }
-        let settledBelow = unsettled.lowest ?? UInt64.max
-        var coveredUpTo: UInt64 = 0
-        for tag in acks {
-            if tag < settledBelow {
-                coveredUpTo = max(coveredUpTo, tag)
-            } else {
-                try send(.ack(multiple: false), tag: tag, on: handle)
-            }
-        }
-        if coveredUpTo > 0 {
-            try send(.ack(multiple: true), tag: coveredUpTo, on: handle)
+        try acks.send(settling: &unsettled) { tag, multiple in
+            try send(.ack(multiple: multiple), tag: tag, on: handle)
         }
     }
 
@@ -320,15 +294,12 @@ final class ConnectionDriver: @unchecked Sendable {
         case .publish(let pending):
             waiting.append(pending)
         case .settle(let settlement, let deliveryGeneration, let tag):
-            guard deliveryGeneration == generation else {
+            guard deliveryGeneration == lifecycle.generation else {
                 // The connection changed after the caller checked; the broker redelivers it.
                 logger.debug("dropping the settlement of a delivery from an earlier connection", metadata: ["delivery_tag": "\(tag)"])
                 return
             }
-            switch settlement {
-            case .ack(multiple: true), .nack(multiple: true, _): unsettled.remove(upTo: tag)
-            default: unsettled.remove(tag)
-            }
+            unsettled.settle(settlement, tag: tag)
             try send(settlement, tag: tag, on: handle)
         case .queue(let operation, let continuation):
             do {
@@ -344,13 +315,12 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     private func sendWaiting(on handle: ConnectionHandle) throws {
-        while unconfirmed.count < configuration.maxUnconfirmedPublishes, let pending = waiting.popFirst() {
+        while confirmWindow.count < configuration.maxUnconfirmedPublishes, let pending = waiting.popFirst() {
             let status = Self.publish(pending.message, on: handle)
             switch status {
             case AMQP_STATUS_OK.rawValue:
                 if confirms {
-                    unconfirmed[nextDeliveryTag] = pending
-                    nextDeliveryTag += 1
+                    confirmWindow.append(pending)
                 } else {
                     pending.succeed()
                 }
@@ -416,13 +386,13 @@ final class ConnectionDriver: @unchecked Sendable {
             unsettled.insert(tag)
             deliveries?.yield(AMQPDelivery(
                 body: content.body, streamedBody: content.receiver, bodySize: content.size, properties: content.properties,
-                exchange: exchange, routingKey: routingKey, deliveryTag: tag, redelivered: redelivered, consumerTag: consumerTag, generation: generation, driver: self))
+                exchange: exchange, routingKey: routingKey, deliveryTag: tag, redelivered: redelivered, consumerTag: consumerTag, generation: lifecycle.generation, driver: self))
         case PW_BASIC_ACK:
             let ack = method.decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
-            confirm(upTo: ack.delivery_tag, multiple: ack.multiple != 0, acknowledged: true)
+            confirmWindow.confirm(upTo: ack.delivery_tag, multiple: ack.multiple != 0, acknowledged: true)
         case PW_BASIC_NACK:
             let nack = method.decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
-            confirm(upTo: nack.delivery_tag, multiple: nack.multiple != 0, acknowledged: false)
+            confirmWindow.confirm(upTo: nack.delivery_tag, multiple: nack.multiple != 0, acknowledged: false)
         case PW_BASIC_RETURN:
             let ret = method.decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
             let code = ret.reply_code
@@ -519,66 +489,31 @@ final class ConnectionDriver: @unchecked Sendable {
         return AMQPError(.library, "\(context): expected message content, got frame type \(frame.frame_type)")
     }
 
-    private func confirm(upTo tag: UInt64, multiple: Bool, acknowledged: Bool) {
-        if acknowledged {
-            nackedSince = nil
-        } else if nackedSince == nil {
-            nackedSince = .now
-        }
-        if multiple {
-            var current = lowestUnconfirmed
-            while current <= tag {
-                unconfirmed.removeValue(forKey: current)?.confirm(acknowledged: acknowledged)
-                current += 1
-            }
-        } else {
-            unconfirmed.removeValue(forKey: tag)?.confirm(acknowledged: acknowledged)
-        }
-        while lowestUnconfirmed < nextDeliveryTag && unconfirmed[lowestUnconfirmed] == nil {
-            lowestUnconfirmed += 1
-        }
-    }
-
-    /// A basic.return carries no delivery tag. The broker routes a channel's publishes in order,
-    /// so the returned message is the oldest unconfirmed mandatory publish with the same exchange,
-    /// routing key and message id that has not been matched to a return already.
+    /// A basic.return names no delivery tag, only where the message went: the window finds the
+    /// publish it is about, and the confirm that follows fails it.
     private func markReturned(exchange: String, routingKey: String, messageID: String?, code: UInt16, text: String) {
-        var tag = lowestUnconfirmed
-        while tag < nextDeliveryTag {
-            if let pending = unconfirmed[tag], pending.message.mandatory, pending.returned == nil,
-                pending.message.exchange == exchange, pending.message.routingKey == routingKey,
-                pending.message.properties.messageID == messageID
-            {
-                pending.returned = AMQPError(
-                    .returned,
-                    "no queue took the mandatory message published to exchange '\(exchange.isEmpty ? "(default)" : exchange)' with routing key '\(routingKey)'",
-                    replyCode: code, replyText: text)
-                return
-            }
-            tag += 1
+        let matched = confirmWindow.markReturned(
+            exchange: exchange, routingKey: routingKey, messageID: messageID,
+            as: AMQPError(
+                .returned,
+                "no queue took the mandatory message published to exchange '\(exchange.isEmpty ? "(default)" : exchange)' with routing key '\(routingKey)'",
+                replyCode: code, replyText: text))
+        if !matched {
+            logger.warning("a returned message matched no pending publish", metadata: ["exchange": "\(exchange)", "routing_key": "\(routingKey)"])
         }
-        logger.warning("a returned message matched no pending publish", metadata: ["exchange": "\(exchange)", "routing_key": "\(routingKey)"])
     }
 
     private func connectionLost(_ error: AMQPError) {
-        logger.warning("AMQP connection lost; reconnecting", metadata: ["error": "\(error)", "unconfirmed": "\(unconfirmed.count)"])
+        logger.warning("AMQP connection lost; reconnecting", metadata: ["error": "\(error)", "unconfirmed": "\(confirmWindow.count)"])
         configuration.onConnectionEvent?(.lost(error))
         let lost = AMQPError(
             .connectionLost,
             "the connection was lost before the broker confirmed the message (\(error)); publish it again",
             replyCode: error.replyCode, replyText: error.replyText)
-        failUnconfirmed(lost)
-        handle?.markBroken()
-        handle = nil
+        confirmWindow.reset(failing: lost)
         // The node may be gone with the connection: the next attempt goes to the next node.
-        moveToNextAddress()
+        lifecycle.lost().markBroken()
         backoff()
-    }
-
-    private func failUnconfirmed(_ error: AMQPError) {
-        let pending = unconfirmed.sorted { $0.key < $1.key }
-        unconfirmed.removeAll()
-        for (_, publish) in pending { publish.fail(error) }
     }
 
     /// Sleeps before the next reconnect attempt, waking early for shutdown. Commands that arrive
@@ -586,8 +521,7 @@ final class ConnectionDriver: @unchecked Sendable {
     /// deliveries are refused as stale. The delay grows per round over all addresses, so a
     /// cluster with one node down fails over at the shortest delay.
     private func backoff() {
-        let delay = configuration.reconnect.delay(attempt: reconnectAttempt / configuration.addresses.count)
-        reconnectAttempt += 1
+        let delay = configuration.reconnect.delay(attempt: lifecycle.beginBackoff())
         let deadline = ContinuousClock.now + delay
         while ContinuousClock.now < deadline {
             let remaining = Int((deadline - ContinuousClock.now) / .milliseconds(1))
@@ -610,17 +544,17 @@ final class ConnectionDriver: @unchecked Sendable {
             }
         }
         for command in keep { _ = mailbox.post(command) }
-        return shutdownRequested
+        return lifecycle.isShuttingDown
     }
 
     /// On shutdown: carry out what was queued before it (acks matter most), send what waits, and
     /// give outstanding confirms a bounded time to arrive.
     private func drainBeforeClose() {
-        guard let handle else { return }
+        guard let handle = lifecycle.connection else { return }
         do {
             try execute(mailbox.take(), on: handle)
             let deadline = ContinuousClock.now + configuration.rpcTimeout
-            while (!unconfirmed.isEmpty || !waiting.isEmpty) && ContinuousClock.now < deadline {
+            while (!confirmWindow.isEmpty || !waiting.isEmpty) && ContinuousClock.now < deadline {
                 try sendWaiting(on: handle)
                 wait(for: handle.socketDescriptor, milliseconds: 50)
                 try readFrames(on: handle, budget: 4096)
@@ -639,17 +573,16 @@ final class ConnectionDriver: @unchecked Sendable {
                 Self.refuse(command)
             }
         }
-        failUnconfirmed(error)
+        confirmWindow.reset(failing: error)
         while let pending = waiting.popFirst() { pending.fail(error) }
         deliveries?.finish()
-        handle?.close()
-        handle = nil
+        lifecycle.finish()?.close()
         for continuation in shutdownWaiters { continuation.resume() }
         shutdownWaiters.removeAll()
     }
 
     private func requestShutdown(_ continuation: CheckedContinuation<Void, Never>?) {
-        shutdownRequested = true
+        lifecycle.requestShutdown()
         if let continuation { shutdownWaiters.append(continuation) }
     }
 }

@@ -17,6 +17,15 @@ struct UnsettledTags {
         tags = tags.filter { $0 > tag }
     }
 
+    /// Forgets what `settlement` of `tag` settles on the broker: a `multiple` ack or nack settles
+    /// every delivery up to the tag, anything else the one delivery.
+    mutating func settle(_ settlement: DriverCommand.Settlement, tag: UInt64) {
+        switch settlement {
+        case .ack(multiple: true), .nack(multiple: true, _): remove(upTo: tag)
+        default: remove(tag)
+        }
+    }
+
     /// The oldest unsettled tag, or nil when everything handed out is settled.
     var lowest: UInt64? {
         mutating get {
