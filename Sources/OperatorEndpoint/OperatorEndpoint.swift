@@ -2,13 +2,17 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Prometheus
+import ServiceLifecycle
 
 /// The operator's HTTP endpoint: `GET /metrics` (Prometheus text), `/healthz` (the process
 /// serves) and `/readyz` (what `readiness` reports; 503 until every check passes).
 ///
 /// One event-loop thread: a scrape every few seconds and a probe every few more are all it
 /// serves, and it must not take a core from the workers.
-public final class OperatorEndpoint: Sendable {
+///
+/// A `Service` whose serving begins at `start`, not at `run`: the probes must answer while the
+/// worker waits for its broker, before its service group exists.
+public final class OperatorEndpoint: Service, Sendable {
     public typealias Readiness = @Sendable () async -> ReadinessReport
 
     private let group: MultiThreadedEventLoopGroup
@@ -22,8 +26,9 @@ public final class OperatorEndpoint: Sendable {
         self.port = channel.localAddress?.port ?? 0
     }
 
-    /// Binds `host:port` and serves until `shutdown()`. Throws when the address cannot be bound
-    /// (in use, not local): the worker then fails to start rather than run unobserved.
+    /// Binds `host:port` and serves until `run` ends or `shutdown()`. Throws when the address
+    /// cannot be bound (in use, not local): the worker then fails to start rather than run
+    /// unobserved.
     /// - Parameters:
     ///   - beforeScrape: refreshes gauges that are read rather than kept (requests in flight,
     ///     open connections), so the hot path pays nothing for them.
@@ -50,6 +55,14 @@ public final class OperatorEndpoint: Sendable {
         }
     }
 
+    /// Holds the endpoint open until its service group stops it. Placed before the worker in the
+    /// group, it is stopped after it: `/metrics` and the probes still answer while the worker drains.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// For a start that fails before the service group runs.
     public func shutdown() async {
         try? await channel.close()
         try? await group.shutdownGracefully()

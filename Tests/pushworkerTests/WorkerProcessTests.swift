@@ -237,6 +237,40 @@ struct WorkerProcessTests {
         await publisher.close()
     }
 
+    @Test("past shutdown_grace_seconds the worker exits 1 and the unfinished job is redelivered; /metrics and /healthz answer while it drains")
+    func graceExceeded() async throws {
+        let metricsPort = try TestPorts.free()
+        let setup = try await Self.setUp(
+            faults: [MockAPNsFault(.latency(.seconds(10)))], extra: "shutdown_grace_seconds: 3\nmetrics_address: 127.0.0.1:\(metricsPort)")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        try await worker.waitForLog("worker started")
+        let prefix = setup.prefix
+        let publisher = try await TestBroker.publisher()
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "overdue", "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {}}}"#.utf8)))
+        var deadline = ContinuousClock.now + .seconds(20)
+        while setup.mock.requestCount == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        kill(worker.process.processIdentifier, SIGTERM)
+        try await worker.waitForLog("signal received")
+        // The endpoint stops after the drain, not with the signal.
+        #expect(await HTTPProbe.get(port: metricsPort, "/healthz")?.status == 200)
+        #expect(await HTTPProbe.get(port: metricsPort, "/metrics")?.status == 200)
+        // 1 comes only from the grace period: a worker that drained would wait out the mock's 10 s
+        // latency and exit 0. The deadline only catches a worker that never exits.
+        deadline = ContinuousClock.now + .seconds(30)
+        while worker.process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!worker.process.isRunning, "\(worker.log)")
+        #expect(worker.process.terminationStatus == 1, "\(worker.log)")
+        #expect(worker.log.contains("shutdown grace period of 3 s exceeded; exiting"), "\(worker.log)")
+        let jobs = try await TestBroker.consumer(queue: "\(prefix).jobs")
+        let again = try await jobs.next(within: .seconds(10))
+        #expect(again.redelivered)
+        #expect(String(decoding: again.body, as: UTF8.self).contains("overdue"))
+        try await again.ack()
+        await jobs.close()
+        await publisher.close()
+    }
+
     @Test("devices still failing after a worker's share of attempts come back through the delayed retry queue")
     func delayedRetry() async throws {
         let setup = try await Self.setUp(

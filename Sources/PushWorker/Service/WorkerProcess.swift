@@ -1,34 +1,39 @@
-import Foundation
 import Logging
 import OperatorEndpoint
 import Registry
 import ServiceLifecycle
-import UnixSignals
 
-/// `pushworker run` as a process: the worker in a ServiceGroup that turns the first SIGTERM or
-/// SIGINT into a graceful shutdown, plus what ServiceLifecycle leaves to its users: a second
-/// signal exits at once, and a shutdown past its grace period stops waiting. Either way nothing
-/// is lost: jobs not acknowledged are redelivered to another worker.
+/// `pushworker run` as a process: one ServiceGroup that turns the first SIGTERM or SIGINT into a
+/// graceful shutdown and gives it `shutdown_grace_seconds`. Its services, stopped in reverse:
+/// the registry's, then the worker's drain, then the operator endpoint, so the probes and
+/// `/metrics` answer throughout the drain; `ShutdownEscalation` first, watching over it all.
 ///
-/// The metrics endpoint starts first, so `/healthz` answers and `/readyz` says what is missing
-/// while the worker waits for its broker.
+/// The metrics endpoint starts before the group, so `/healthz` answers and `/readyz` says what is
+/// missing while the worker waits for its broker.
 public enum WorkerProcess {
     public static func run(_ configuration: PushWorkerConfiguration, file: String, logger: Logger) async throws {
         let metrics = WorkerMetrics()
         let health = WorkerHealth(metrics: metrics)
         let endpoint = try await startEndpoint(configuration, file: file, metrics: metrics, health: health, logger: logger)
+        let services: [ServiceGroupConfiguration.ServiceConfiguration]
         do {
-            try await serve(configuration, file: file, metrics: metrics, health: health, logger: logger)
+            services = try await workerServices(configuration, file: file, metrics: metrics, health: health, logger: logger)
         } catch {
             await endpoint?.shutdown()
             throw error
         }
-        await endpoint?.shutdown()
+        let grace = configuration.worker.shutdownGraceSeconds
+        let escalation = await ShutdownEscalation(grace: grace, logger: logger)
+        var group = ServiceGroupConfiguration(
+            services: [.init(service: escalation)] + (endpoint.map { [.init(service: $0)] } ?? []) + services,
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        group.maximumGracefulShutdownDuration = .seconds(grace)
+        try await ServiceGroup(configuration: group).run()
     }
 
-    private static func serve(
+    private static func workerServices(
         _ configuration: PushWorkerConfiguration, file: String, metrics: WorkerMetrics, health: WorkerHealth, logger: Logger
-    ) async throws {
+    ) async throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
         if configuration.worker.registry != nil { health.registryOpening() }
         let registry = try await configuration.openRegistryStore(file: file, logger: logger).map { RegistryResolver(store: $0, logger: logger) }
         let authorizer = try await configuration.registryAuthorizer(file: file)
@@ -40,12 +45,7 @@ public enum WorkerProcess {
                 settings: configuration.worker, apps: Set(configuration.apps.map(\.name)), store: registry.store, authorizer: authorizer, file: file,
                 metrics: metrics, health: health, logger: logger)))
         }
-        let grace = configuration.worker.shutdownGraceSeconds
-        let watcher = Task { await watchSignals(grace: grace, logger: logger) }
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
-        watcher.cancel()
+        return services
     }
 
     /// `/metrics`, `/healthz` and `/readyz` on `metrics_address`, with Prometheus as the
@@ -66,22 +66,5 @@ public enum WorkerProcess {
         }
         logger.info("serving /metrics, /healthz and /readyz", metadata: ["address": "\(host):\(endpoint.port)"])
         return endpoint
-    }
-
-    private static func watchSignals(grace: Int, logger: Logger) async {
-        var received = 0
-        for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
-            received += 1
-            guard received == 1 else {
-                logger.warning("second signal: exiting now; unacknowledged jobs will be redelivered")
-                exit(130)
-            }
-            logger.notice("signal received: finishing the jobs in hand, then exiting (signal again to exit now)")
-            Task.detached {
-                try await Task.sleep(for: .seconds(grace))
-                logger.error("shutdown grace period of \(grace) s exceeded; exiting")
-                exit(1)
-            }
-        }
     }
 }

@@ -1,0 +1,48 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// The two ways out of a graceful shutdown that ServiceLifecycle cannot take for the worker.
+///
+/// A second SIGTERM or SIGINT: the group stops listening after the first, and will not take the
+/// same signal as a cancellation signal, so this service watches them and exits 130 at once.
+///
+/// Past `shutdown_grace_seconds` the group (its `maximumGracefulShutdownDuration`) cancels its
+/// services, but the jobs in hand do not end on cancellation (an APNs exchange runs to its
+/// answer), so the group would wait on. Cancelled before its own turn to stop (first in the
+/// group, it stops last), this service exits 1 instead.
+///
+/// Exiting loses nothing: the jobs not acknowledged are redelivered to another worker.
+struct ShutdownEscalation: Service {
+    private let signals: UnixSignalsSequence
+    private let grace: Int
+    private let logger: Logger
+
+    /// Traps the signals now, before the group runs, so that none sent once the worker has
+    /// started escapes this service; not before `Worker.start`, which a signal must still end
+    /// while it waits for the broker.
+    init(grace: Int, logger: Logger) async {
+        signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        self.grace = grace
+        self.logger = logger
+    }
+
+    func run() async {
+        var received = 0
+        for await _ in signals.cancelOnGracefulShutdown() {
+            received += 1
+            guard received == 1 else {
+                logger.warning("second signal: exiting now; unacknowledged jobs will be redelivered")
+                exit(130)
+            }
+            logger.notice("signal received: finishing the jobs in hand, then exiting (signal again to exit now)")
+        }
+        // Cancelled before its turn after a signal: the group gave up on the drain. Cancelled
+        // without one: a service failed, and the group's error says which.
+        if Task.isCancelled, received > 0, !Task.isShuttingDownGracefully {
+            logger.error("shutdown grace period of \(grace) s exceeded; exiting")
+            exit(1)
+        }
+    }
+}
