@@ -7,6 +7,7 @@ let package = Package(
     // platforms out.
     products: [
         .executable(name: "pushworker", targets: ["pushworker"]),
+        .executable(name: "pushworker-bench", targets: ["pushworker-bench"]),
         .executable(name: "mock-apns", targets: ["mock-apns"]),
         .library(name: "AMQP", targets: ["AMQP"]),
         .library(name: "APNs", targets: ["APNs"]),
@@ -67,6 +68,9 @@ let package = Package(
             name: "JSONStream",
             dependencies: ["CYAJL"]
         ),
+        // Device tokens held as bytes in fixed-width runs (mmap'd, madvise'd, sorted in place):
+        // what lets a worker hold a million-device job. No JSON, no APNs, no broker.
+        .target(name: "DeviceTokens"),
         .target(
             name: "APNs",
             dependencies: ["COpenSSL", .product(name: "CoreMetrics", package: "swift-metrics")]
@@ -154,6 +158,7 @@ let package = Package(
                 "APNs",
                 "APNsHTTP2",
                 "JSONStream",
+                "DeviceTokens",
                 "Registry",
                 "RegistryAuth",
                 "PostgresRegistry",
@@ -165,20 +170,40 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // What the two programs share: the broker option and the operator-facing failure.
+        .target(
+            name: "CommandLineSupport",
+            dependencies: ["AMQP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .executableTarget(
             name: "pushworker",
             dependencies: [
                 "AMQP",
                 "APNs",
                 "APNsHTTP2",
+                "CommandLineSupport",
+                "PushWorker",
+                "Registry",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The benchmarks, kept out of the production program (docs/benchmarks.md).
+        .executableTarget(
+            name: "pushworker-bench",
+            dependencies: [
+                "AMQP",
+                "APNs",
+                "APNsHTTP2",
+                "CommandLineSupport",
                 "PushWorker",
                 "Registry",
                 "PostgresRegistry",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                // The benchmarks load a synthetic PostgreSQL registry with SQL.
+                // The synthetic PostgreSQL registry is loaded with SQL.
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         // Shared by the test targets: the test broker, its access traits, small helpers.
@@ -198,6 +223,10 @@ let package = Package(
         .testTarget(
             name: "RegistryTests",
             dependencies: ["Registry", "RegistryAuth", "PostgresRegistry", "APNs", "TestSupport"]
+        ),
+        .testTarget(
+            name: "DeviceTokensTests",
+            dependencies: ["DeviceTokens"]
         ),
         .testTarget(
             name: "JSONStreamTests",
@@ -220,7 +249,7 @@ let package = Package(
         .testTarget(
             name: "pushworkerTests",
             dependencies: [
-                "pushworker", "mock-apns", "PushWorker", "Registry", "PostgresRegistry", "AMQP", "APNs", "MockAPNs", "TestSupport",
+                "pushworker", "pushworker-bench", "mock-apns", "PushWorker", "Registry", "PostgresRegistry", "AMQP", "APNs", "MockAPNs", "TestSupport",
                 .product(name: "Yams", package: "Yams"),
             ]
         ),

@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import PushWorker
 

@@ -1,7 +1,8 @@
+import APNs
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import Logging
-import APNs
 import PushWorker
 import Registry
 

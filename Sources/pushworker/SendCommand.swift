@@ -1,6 +1,7 @@
 import APNs
 import APNsHTTP2
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import PushWorker
 

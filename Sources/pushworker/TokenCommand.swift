@@ -1,5 +1,6 @@
 import APNs
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 
 /// Prints a provider token, for trying APNs (or the mock) by hand with curl or h2load.

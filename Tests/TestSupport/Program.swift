@@ -9,9 +9,11 @@ public struct Program {
     }
 
     /// `swift build` puts the program beside the test bundle.
-    public static var executable: URL {
-        let bundleDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        return bundleDirectory.appendingPathComponent("pushworker")
+    public static var executable: URL { built("pushworker") }
+
+    /// A program of this package (`pushworker-bench`, `mock-apns`), from beside the test bundle.
+    public static func built(_ name: String) -> URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name)
     }
 
     /// `run` on a thread of its own: a test waiting for a slow program (a compiler, a producer)

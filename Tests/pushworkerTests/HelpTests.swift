@@ -19,8 +19,8 @@ struct HelpTests {
 
     @Test("every option of send and the benchmarks has a help text")
     func optionsExplained() throws {
-        for command in [["send"], ["bench", "apns"], ["bench", "e2e"]] {
-            let help = try Program.run(command + ["--help"]).standardOutput
+        for (program, command) in [("pushworker", ["send"]), ("pushworker-bench", ["apns"]), ("pushworker-bench", ["e2e"])] {
+            let help = try Program.run(command + ["--help"], program: Program.built(program)).standardOutput
             let lines = help.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             // `  --name <value>   text`, or the text on the next, deeper-indented line.
             let option = /^  (-\w, )?--[\w-]+( <[\w-]+>)?( +\S.*)?$/

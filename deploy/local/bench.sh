@@ -42,6 +42,7 @@ case "$mode" in apns|e2e|modes|resolve|cluster|lanes) ;; *) echo "usage: $0 apns
 deploy/local/install-deps.sh
 if [ "$mode" = resolve ]; then
   swift build -c release --product pushworker >/dev/null
+  swift build -c release --product pushworker-bench >/dev/null
   bin="$(swift build -c release --show-bin-path)"
   members="${2:-1000000}"
   store="${3:-sqlite}"
@@ -59,16 +60,16 @@ if [ "$mode" = resolve ]; then
     trap 'rm -rf "$(dirname "$file")"' EXIT
     target=(--sqlite "$file")
   fi
-  echo "== pushworker bench resolve ${target[*]} --members $members --load-only"
-  "$bin/pushworker" bench resolve "${target[@]}" --members "$members" --load-only 2>/dev/null
+  echo "== pushworker-bench resolve ${target[*]} --members $members --load-only"
+  "$bin/pushworker-bench" resolve "${target[@]}" --members "$members" --load-only 2>/dev/null
   # Speed: the best of three runs. Memory: each group resolved once in a process of its own, so
   # its peak is that job's and nothing else's (repeated jobs in one process add the allocator's
   # fragmentation, reported by the speed runs' "peak RSS").
   for group in first all; do
-    echo "== pushworker bench resolve ${target[*]} --members $members --no-load --group $group"
-    "$bin/pushworker" bench resolve "${target[@]}" --members "$members" --no-load --group "$group"
-    echo "== pushworker bench resolve ${target[*]} --members $members --no-load --group $group --repeats 1"
-    "$bin/pushworker" bench resolve "${target[@]}" --members "$members" --no-load --group "$group" --repeats 1 | tee "$work_resolve/$group.txt" | grep VmHWM
+    echo "== pushworker-bench resolve ${target[*]} --members $members --no-load --group $group"
+    "$bin/pushworker-bench" resolve "${target[@]}" --members "$members" --no-load --group "$group"
+    echo "== pushworker-bench resolve ${target[*]} --members $members --no-load --group $group --repeats 1"
+    "$bin/pushworker-bench" resolve "${target[@]}" --members "$members" --no-load --group "$group" --repeats 1 | tee "$work_resolve/$group.txt" | grep VmHWM
   done
   small=$(grep -o 'VmHWM): [0-9.]*' "$work_resolve/first.txt" | grep -o '[0-9.]*$')
   big=$(grep -o 'VmHWM): [0-9.]*' "$work_resolve/all.txt" | grep -o '[0-9.]*$')
@@ -77,6 +78,7 @@ if [ "$mode" = resolve ]; then
 fi
 command -v h2load >/dev/null || { apt-get install -y -q nghttp2-client >/dev/null; }
 swift build -c release --product pushworker >/dev/null
+  swift build -c release --product pushworker-bench >/dev/null
 swift build -c release --product mock-apns >/dev/null
 bin="$(swift build -c release --show-bin-path)"
 
@@ -137,10 +139,10 @@ if [ "$mode" = cluster ]; then
   cluster_pids="$(deploy/local/rabbitmq.sh cluster pids)"
   brokers_cpu() { local total=0; for pid in $1; do total=$(python3 -c "print($total + $(cpu_of "$pid"))"); done; echo "$total"; }
   run_e2e() { # LABEL URLS WORKERS PIDS [RESULTS_TYPE]
-    echo "== $1: pushworker bench e2e --count $count --workers $3 --results-type ${5:-quorum}"
+    echo "== $1: pushworker-bench e2e --count $count --workers $3 --results-type ${5:-quorum}"
     local before after server_cpu wall
     before=$(brokers_cpu "$4"); server_cpu=$(cpu_of $mock_pid); wall=$(now)
-    "$bin/pushworker" bench e2e --transport "$transport" --amqp "$2" --url "$url" --ca-file "$work/ca.pem" --count "$count" --jobs 0 \
+    "$bin/pushworker-bench" e2e --transport "$transport" --amqp "$2" --url "$url" --ca-file "$work/ca.pem" --count "$count" --jobs 0 \
       --workers "$3" --results-type "${5:-quorum}" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app | tee "$work/$1.txt"
     after=$(brokers_cpu "$4")
     python3 -c "print(f'   broker CPU (every node): {$after - $before:.1f} s = {($after - $before) / $count * 1e6:.1f} µs per device')"
@@ -160,9 +162,9 @@ fi
 if [ "$mode" = lanes ]; then
   if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
   count="${2:-300000}"
-  echo "== pushworker bench e2e --lanes --count $count --interval-ms ${INTERVAL_MS:-250} --connections $connections"
+  echo "== pushworker-bench e2e --lanes --count $count --interval-ms ${INTERVAL_MS:-250} --connections $connections"
   server_cpu=$(cpu_of $mock_pid); wall=$(now)
-  "$bin/pushworker" bench e2e --lanes --interval-ms "${INTERVAL_MS:-250}" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" \
+  "$bin/pushworker-bench" e2e --lanes --interval-ms "${INTERVAL_MS:-250}" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" \
     --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs 0 --key-file "$work/key.p8" --key-id BENCHKEY01 \
     --team-id BENCHTEAM1 --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"}
   mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
@@ -172,8 +174,8 @@ fi
 mock_cpu_0=$(cpu_of $mock_pid); wall_0=$(now)
 if [ "$mode" = apns ]; then
   batch="${BATCH:-100}"
-  echo "== pushworker bench apns --transport $transport --count $count --connections $connections --streams $streams --batch $batch"
-  "$bin/pushworker" bench apns --transport "$transport" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" \
+  echo "== pushworker-bench apns --transport $transport --count $count --connections $connections --streams $streams --batch $batch"
+  "$bin/pushworker-bench" apns --transport "$transport" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" \
     --streams "$streams" --batch "$batch" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
     --payload-file "$work/payload.json" --token "$token_hex" | tee "$work/ours.txt"
   rate_pattern='= [0-9]* notifications/s'
@@ -187,16 +189,16 @@ else
     # One e2e run per results mode, each with a new worker (the large job only; the latency
     # of one-device jobs once, after the last), then h2load below.
     for results in all batched failures none; do
-      echo "== pushworker bench e2e --results $results --transport $transport --count $count --connections $connections"
-      "$bin/pushworker" bench e2e --results "$results" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" \
+      echo "== pushworker-bench e2e --results $results --transport $transport --count $count --connections $connections"
+      "$bin/pushworker-bench" e2e --results "$results" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" \
         --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs "$([ $results = none ] && echo 1000 || echo 0)" \
         --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app \
         ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${RESULTS_TYPE:+--results-type "$RESULTS_TYPE"} | tee "$work/mode-$results.txt"
     done
     cp "$work/mode-all.txt" "$work/ours.txt"
   else
-    echo "== pushworker bench e2e --results ${RESULTS:-all} --transport $transport --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
-    "$bin/pushworker" bench e2e --results "${RESULTS:-all}" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
+    echo "== pushworker-bench e2e --results ${RESULTS:-all} --transport $transport --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
+    "$bin/pushworker-bench" e2e --results "${RESULTS:-all}" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
       --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
       --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${RESULTS_TYPE:+--results-type "$RESULTS_TYPE"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} ${COMPARE_METRICS:+--compare-metrics "$COMPARE_METRICS"} | tee "$work/ours.txt"
   fi

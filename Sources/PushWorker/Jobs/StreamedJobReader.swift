@@ -1,3 +1,4 @@
+import DeviceTokens
 import AMQP
 import APNs
 import JSONStream

@@ -1,3 +1,4 @@
+import DeviceTokens
 /// The devices a job names itself, each once: its `audience.tokens` as strings, or a streamed
 /// body's byte-packed list (sorted). Resolution goes through them in pages and skips registry
 /// devices among them, so a device named and also reached through a group is sent once.

@@ -1,3 +1,4 @@
+import DeviceTokens
 import APNs
 import AMQP
 import Foundation

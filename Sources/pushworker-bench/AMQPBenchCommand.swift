@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 
 /// Publishing and consuming throughput through a durable quorum queue, the kind push.jobs is.
@@ -35,7 +36,7 @@ struct AMQPBenchCommand: AsyncParsableCommand {
     func run() async throws {
         let queue = "pushworker.bench.\(UUID().uuidString.prefix(8).lowercased())"
         var configuration = try amqp.configuration()
-        configuration.connectionName = "pushworker bench amqp"
+        configuration.connectionName = "pushworker-bench amqp"
         configuration.maxUnconfirmedPublishes = max(configuration.maxUnconfirmedPublishes, inFlight)
         // The queue deletes itself a minute after the benchmark stops using it.
         configuration.topology = AMQPTopology(queues: [.durable(queue, quorum: true, extraArguments: ["x-expires": .int64(60_000)])])

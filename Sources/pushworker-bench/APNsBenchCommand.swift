@@ -73,7 +73,7 @@ struct APNsBenchCommand: AsyncParsableCommand {
         // This process's user + system time: what the client spent, whatever the server's speed.
         let cpu = CPUTime.now - cpuBefore
         client.shutdown()
-        print(String(format: "pushworker bench apns: %d notifications in %.2f s = %.0f notifications/s (%d connection(s), %d streams, %d not 200)",
+        print(String(format: "pushworker-bench apns: %d notifications in %.2f s = %.0f notifications/s (%d connection(s), %d streams, %d not 200)",
             count, seconds, Double(count) / seconds, connections, streams, failures) + ", \(transport) transport, batches of \(batchSize)")
         print(String(format: "client CPU (user + system) %.2f s = %.1f µs per notification", cpu, cpu / Double(count) * 1e6))
         print(String(format: "latency (a batch's send to its last answer) p50 %.2f ms, p99 %.2f ms; peak memory (VmHWM) %.1f MiB",

@@ -1,4 +1,5 @@
 import AMQP
+import CommandLineSupport
 import Foundation
 import PushWorker
 import Synchronization

@@ -3,18 +3,20 @@ import ArgumentParser
 import Foundation
 
 /// The broker to talk to; the URL may carry a password, so it also comes from the environment.
-struct AMQPOptions: ParsableArguments {
+public struct AMQPOptions: ParsableArguments, Sendable {
     @Option(name: .customLong("amqp"), help: "Broker URL, amqp:// or amqps://; a cluster's nodes comma-separated. Default: $PUSHWORKER_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/")
-    var url: String?
+    public var url: String?
+
+    public init() {}
 
     /// The URL in force: the option, else the environment, else the local broker.
-    var resolvedURL: String {
+    public var resolvedURL: String {
         url ?? ProcessInfo.processInfo.environment["PUSHWORKER_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/"
     }
 
     /// Every node listed, tried in a random order: one command's connection goes to any node
     /// that answers.
-    func configuration() throws -> AMQPConfiguration {
+    public func configuration() throws -> AMQPConfiguration {
         try AMQPConfiguration(urls: AMQPConfiguration.urls(inList: resolvedURL), shuffled: true)
     }
 }

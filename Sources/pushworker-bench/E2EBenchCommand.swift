@@ -8,6 +8,7 @@ import FoundationNetworking
 import Logging
 import PushWorker
 import Registry
+import CommandLineSupport
 
 /// A worker (a `pushworker run` child process) between a real broker and an HTTP/2 APNs server:
 /// devices per second from publishing a job to its last result, the latency of one-device jobs,
@@ -97,7 +98,9 @@ struct E2EBenchCommand: AsyncParsableCommand {
         /// A `pushworker run` child on the configuration file as it is now.
         func startWorker(_ file: URL = file) throws -> Process {
             let worker = Process()
-            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+            // The `pushworker` built beside this program (the same build directory, or /usr/local/bin).
+            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+                .appendingPathComponent("pushworker").path
             worker.executableURL = URL(fileURLWithPath: "/bin/sh")
             // PUSHWORKER_BENCH_WRAPPER (a profiler, e.g. "heaptrack -o /tmp/worker") runs in front of the worker.
             worker.arguments = ["-c", "exec ${PUSHWORKER_BENCH_WRAPPER:-} \"$0\" run --config \"$1\" --log-level warning", executable, file.path]
@@ -121,7 +124,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
         func workersCPU() -> Double { ([worker] + others).map { CPUTime.of($0.processIdentifier) }.reduce(0, +) }
 
         var amqpConfiguration = try configuration.worker.amqpConfiguration(file: file.path)
-        amqpConfiguration.connectionName = "pushworker bench e2e"
+        amqpConfiguration.connectionName = "pushworker-bench e2e"
         let publisher = try await AMQPPublisher.connect(amqpConfiguration)
         let results = try await AMQPConsumer.connect(amqpConfiguration, queue: "\(prefix).results", prefetch: 1000)
         var iterator = results.makeAsyncIterator()
@@ -225,7 +228,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
             let cpuBefore = workersCPU(), brokerBefore = brokerCPU()
             let explicit = try await measure(Array(body.utf8))
             let cpu = workersCPU() - cpuBefore, broker = brokerCPU() - brokerBefore
-            print(String(format: "pushworker bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks; %d worker(s), worker CPU %.1f µs per device)",
+            print(String(format: "pushworker-bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks; %d worker(s), worker CPU %.1f µs per device)",
                 count, explicit.seconds, Double(count) / explicit.seconds, explicit.delivered, chunks, max(workers, 1), cpu / Double(count) * 1e6))
             print(String(format: "   results: %@, %d per-device results read%@", resultsMode.rawValue, explicit.reported,
                 brokers.isEmpty ? "" : String(format: "; broker CPU %.1f µs per device", broker / Double(count) * 1e6)))
@@ -235,7 +238,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
             let cpuBefore = CPUTime.of(worker.processIdentifier)
             let grouped = try await measure(Array(#"{"id": "bench-group", "audience": {"groups": ["all"]}, "payload": {"aps": {"alert": "benchmark"}}}"#.utf8))
             let cpu = CPUTime.of(worker.processIdentifier) - cpuBefore
-            print(String(format: "pushworker bench e2e --group: %d devices of group 'all' in %.2f s = %.0f devices/s (%d delivered; worker CPU %.1f µs per device)",
+            print(String(format: "pushworker-bench e2e --group: %d devices of group 'all' in %.2f s = %.0f devices/s (%d delivered; worker CPU %.1f µs per device)",
                 count, grouped.seconds, Double(count) / grouped.seconds, grouped.delivered, cpu / Double(count) * 1e6))
             return grouped.seconds
         }

@@ -2,6 +2,7 @@ import AMQP
 import APNs
 import APNsHTTP2
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import Logging
 import PostgresRegistry
@@ -56,7 +57,7 @@ struct ResolveBenchCommand: AsyncParsableCommand {
             settings: settings, apps: [JobPipeline.App(name: "bench", topic: "com.example.bench", sender: RefusingSender())],
             publisher: publisher, resolver: RegistryResolver(store: store, logger: logger), logger: logger)
 
-        print("pushworker bench resolve: \(kind), \(members) users, chunks of \(chunkSize), \(filteredPercent)% filtered by preferences")
+        print("pushworker-bench resolve: \(kind), \(members) users, chunks of \(chunkSize), \(filteredPercent)% filtered by preferences")
         var peaks: [Int: Double] = [:]
         let groups = [("first", synthetic.small), ("all", members)].filter { self.group == nil || $0.0 == self.group }
         guard !groups.isEmpty else { throw ValidationError("--group is first or all") }
