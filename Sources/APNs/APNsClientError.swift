@@ -1,5 +1,3 @@
-import APNs
-
 /// Why a notification got no answer from APNs. An answer, even a rejection, is an ``APNsResponse``.
 public enum APNsClientError: Error, Sendable, CustomStringConvertible {
     /// The request breaks an APNs rule; it was not sent.

@@ -41,7 +41,7 @@ public struct JSONSyntaxError: Error, Sendable, CustomStringConvertible, Equatab
             // YAJL took what Foundation refused (a rule only Foundation has): no place to name.
             reason = (error as NSError).localizedDescription
         } catch {
-            offset = min(error.offset, data.count)
+            offset = tokenStart(at: min(error.offset, data.count), in: data)
             reason = error.message
         }
         if data.isEmpty { reason = "the document is empty" }
@@ -50,6 +50,28 @@ public struct JSONSyntaxError: Error, Sendable, CustomStringConvertible, Equatab
         let lineStart = before.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? before.startIndex
         let column = String(decoding: before[lineStart...], as: UTF8.self).count + 1
         return JSONSyntaxError(line: line, column: column, reason: reason)
+    }
+
+    /// YAJL's offset falls somewhere in or just before the token it could not place (the
+    /// whitespace it looked past, a letter inside an unexpected string or number); a reader looks
+    /// for where that token starts, as Foundation's offsets said.
+    private static func tokenStart(at offset: Int, in data: Data) -> Int {
+        let bytes = Array(data)
+        func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+        func isLiteral(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "+")
+                || byte == UInt8(ascii: ".") || byte >= 0x80
+        }
+        var start = offset
+        while start < bytes.count, isWhitespace(bytes[start]) { start += 1 }
+        guard start < bytes.count else { return min(offset, bytes.count) }
+        // A string's closing quote: back into the string.
+        if bytes[start] == UInt8(ascii: "\""), start > 0, isLiteral(bytes[start - 1]) { start -= 1 }
+        guard isLiteral(bytes[start]) else { return start }
+        while start > 0, isLiteral(bytes[start - 1]) { start -= 1 }
+        if start > 0, bytes[start - 1] == UInt8(ascii: "\"") { start -= 1 }
+        return start
     }
 
     /// Takes every event and keeps none: only the syntax is wanted.

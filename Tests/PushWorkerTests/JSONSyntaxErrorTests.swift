@@ -12,6 +12,10 @@ struct JSONSyntaxErrorTests {
             ("", 1, 1),
             ("[1, 2]\n\n  ]", 3, 3),
             ("{\"é\": x}", 1, 7),
+            // A token that cannot go where it is: its first byte is named, not its last.
+            ("{\"a\": 1 \"bc\": 2}", 1, 9),
+            ("{\"a\": 1 23}", 1, 9),
+            ("[1, 2] \"tail\"", 1, 8),
         ])
     func located(document: String, line: Int, column: Int) {
         do {

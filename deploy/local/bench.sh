@@ -78,7 +78,7 @@ if [ "$mode" = resolve ]; then
 fi
 command -v h2load >/dev/null || { apt-get install -y -q nghttp2-client >/dev/null; }
 swift build -c release --product pushworker >/dev/null
-  swift build -c release --product pushworker-bench >/dev/null
+swift build -c release --product pushworker-bench >/dev/null
 swift build -c release --product mock-apns >/dev/null
 bin="$(swift build -c release --show-bin-path)"
 

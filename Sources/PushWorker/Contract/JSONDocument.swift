@@ -16,6 +16,11 @@ import Foundation
 ///   (`PushResult.json`, chunk device lists, `ResultBatch`) by splicing bytes with `JSONText`,
 ///   because a tree or an encoder per device was a visible share of the fan-out's CPU; the
 ///   schema tests hold both to the same contract.
+///
+/// Outside this module, and on purpose not through it: the `Registry` module (below this one)
+/// reads commands with `JSONSerialization` the same way, and keeps the preference columns' text
+/// as it always wrote it (`.sortedKeys` only), because rows already stored compare by that text;
+/// the command-line tools print what they read for a person.
 public enum JSONDocument {
     /// The options every tree is written with.
     static let writingOptions: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]

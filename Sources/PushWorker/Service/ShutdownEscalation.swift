@@ -30,17 +30,24 @@ struct ShutdownEscalation: Service {
 
     func run() async {
         var received = 0
+        var firstSignal: ContinuousClock.Instant?
         for await _ in signals.cancelOnGracefulShutdown() {
             received += 1
+            if firstSignal == nil { firstSignal = .now }
             guard received == 1 else {
                 logger.warning("second signal: exiting now; unacknowledged jobs will be redelivered")
                 exit(130)
             }
             logger.notice("signal received: finishing the jobs in hand, then exiting (signal again to exit now)")
         }
-        // Cancelled before its turn after a signal: the group gave up on the drain. Cancelled
-        // without one: a service failed, and the group's error says which.
-        if Task.isCancelled, received > 0, !Task.isShuttingDownGracefully {
+        // Cancelled before its turn once the grace period has run out since the signal: the group
+        // gave up on the drain. Cancelled earlier, or without a signal: a service failed (during
+        // the drain, too), and the group's error, thrown once every service has stopped, says
+        // which. (Half a second of slack: the group's timer starts as it begins the shutdown,
+        // a moment after the signal was seen here.)
+        if Task.isCancelled, let firstSignal, !Task.isShuttingDownGracefully,
+            ContinuousClock.now - firstSignal >= .seconds(grace) - .milliseconds(500)
+        {
             logger.error("shutdown grace period of \(grace) s exceeded; exiting")
             exit(1)
         }
