@@ -9,7 +9,7 @@ struct DeviceTokenListTests {
         let tokens = ["0123456789ABCDEF", String(repeating: "ab", count: 32), String(repeating: "f0", count: 200), "0123456789abcdef", "00000000000000ff"]
         var list = DeviceTokenList()
         list.reserve(forBodyOf: 1000)
-        for token in tokens { list.append(hex: token.utf8) }
+        for token in tokens { list.append(hex: token) }
         #expect(list.count == 5)
         // Grouped by length, shortest first; the order they came within each length.
         #expect(list.hex(0..<list.count) == ["0123456789abcdef", "0123456789abcdef", "00000000000000ff", String(repeating: "ab", count: 32), String(repeating: "f0", count: 200)])
@@ -25,9 +25,9 @@ struct DeviceTokenListTests {
     @Test("a copy is a value: appending to one list or sorting it leaves the other as it was")
     func copies() {
         var list = DeviceTokenList()
-        for token in ["02", "01"] { list.append(hex: token.utf8) }
+        for token in ["02", "01"] { list.append(hex: token) }
         var copy = list
-        copy.append(hex: "03".utf8)
+        copy.append(hex: "03")
         copy.sortAndRemoveDuplicates()
         #expect(list.hex(0..<list.count) == ["02", "01"])
         #expect(copy.hex(0..<copy.count) == ["01", "02", "03"])
@@ -40,7 +40,7 @@ struct DeviceTokenListTests {
         // 40,000 tokens of 32 bytes (1.28 MB, over 300 pages) and 1,000 of 8 bytes, which come first.
         let long = (0..<40_000).map { String(format: "%064x", $0 &* 2_654_435_761) }
         let short = (0..<1000).map { String(format: "%016x", $0) }
-        for token in long + short { list.append(hex: token.utf8) }
+        for token in long + short { list.append(hex: token) }
         let expected = short + long
         list.discard(upTo: 500)
         #expect(list.hex(500..<1000) == Array(expected[500..<1000]))
@@ -74,7 +74,7 @@ struct DeviceTokenListTests {
         // Values spread over all 32 bytes, so records differ in more than their last byte.
         let tokens = values.map { value in (0..<8).map { String(format: "%08x", UInt32(truncatingIfNeeded: value &* (2_654_435_761 &+ $0))) }.joined() }
         var list = DeviceTokenList()
-        for token in tokens { list.append(hex: token.utf8) }
+        for token in tokens { list.append(hex: token) }
         list.sortAndRemoveDuplicates()
         let expected = Set(tokens).sorted()
         #expect(list.count == expected.count, "\(name)")

@@ -116,7 +116,7 @@ private final class Events: JSONEventHandler {
             self.error = JobError(.invalidToken, field: field, "\(field): \(error.message)")
             return false
         }
-        tokens.append(hex: token.utf8)
+        tokens.append(hex: token)
         return true
     }
 
