@@ -212,63 +212,63 @@ struct WorkerProcessTests {
         await publisher.close()
     }
 
-    @Test("a second signal exits at once, and the unfinished job is redelivered, not lost")
-    func secondSignal() async throws {
-        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(10)))])
-        defer { Task { try? await setup.mock.shutdown() } }
+    /// A worker whose one job is held by the mock's answer `latency` late, signalled once with
+    /// SIGTERM after its request reached the mock: the start of every shutdown-escalation test.
+    private static func signalledWithJobInHand(_ id: String, latency: Duration, extra: String = "") async throws -> (Setup, RunningProgram) {
+        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(latency))], extra: extra)
         let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
         try await worker.waitForLog("worker started")
-        let prefix = setup.prefix
         let publisher = try await TestBroker.publisher()
-        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "stuck", "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {}}}"#.utf8)))
+        try await publisher.publish(.toQueue(
+            "\(setup.prefix).jobs", body: Array(#"{"id": "\#(id)", "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {}}}"#.utf8)))
+        await publisher.close()
+        // A lack of progress: the mock has not seen the request in 20 s.
         let deadline = ContinuousClock.now + .seconds(20)
         while setup.mock.requestCount == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         kill(worker.process.processIdentifier, SIGTERM)
         try await worker.waitForLog("signal received")
-        // 130 comes only from the second-signal path: a worker that drained instead would wait out
-        // the mock's 10 s latency and exit 0 (1 past its grace). The deadline only catches a worker that never exits.
-        #expect(try await worker.stop(signal: SIGTERM) == 130)
+        return (setup, worker)
+    }
+
+    /// The job the worker held is back in its queue, redelivered: nothing was lost by the exit.
+    private static func expectRedelivered(_ id: String, prefix: String) async throws {
         let jobs = try await TestBroker.consumer(queue: "\(prefix).jobs")
         let again = try await jobs.next(within: .seconds(10))
         #expect(again.redelivered)
-        #expect(String(decoding: again.body, as: UTF8.self).contains("stuck"))
+        #expect(String(decoding: again.body, as: UTF8.self).contains(id))
         try await again.ack()
         await jobs.close()
-        await publisher.close()
+    }
+
+    @Test("a second signal exits at once, and the unfinished job is redelivered, not lost")
+    func secondSignal() async throws {
+        let (setup, worker) = try await Self.signalledWithJobInHand("stuck", latency: .seconds(10))
+        defer { Task { try? await setup.mock.shutdown() } }
+        // 130 comes only from the second-signal path: a worker that drained instead would wait out
+        // the mock's 10 s latency and exit 0 (1 past its grace). The deadline only catches a worker that never exits.
+        #expect(try await worker.stop(signal: SIGTERM) == 130)
+        try await Self.expectRedelivered("stuck", prefix: setup.prefix)
     }
 
     @Test("past shutdown_grace_seconds the worker exits 1 and the unfinished job is redelivered; /metrics and /healthz answer while it drains")
     func graceExceeded() async throws {
         let metricsPort = try TestPorts.free()
-        let setup = try await Self.setUp(
-            faults: [MockAPNsFault(.latency(.seconds(10)))], extra: "shutdown_grace_seconds: 3\nmetrics_address: 127.0.0.1:\(metricsPort)")
+        // A grace of 8 s, so the probes below still find the endpoint on a busy machine; the mock's
+        // answer, 30 s late, comes well after it.
+        let (setup, worker) = try await Self.signalledWithJobInHand(
+            "overdue", latency: .seconds(30), extra: "shutdown_grace_seconds: 8\nmetrics_address: 127.0.0.1:\(metricsPort)")
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
-        try await worker.waitForLog("worker started")
-        let prefix = setup.prefix
-        let publisher = try await TestBroker.publisher()
-        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(#"{"id": "overdue", "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {}}}"#.utf8)))
-        var deadline = ContinuousClock.now + .seconds(20)
-        while setup.mock.requestCount == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        kill(worker.process.processIdentifier, SIGTERM)
-        try await worker.waitForLog("signal received")
         // The endpoint stops after the drain, not with the signal.
         #expect(await HTTPProbe.get(port: metricsPort, "/healthz")?.status == 200)
         #expect(await HTTPProbe.get(port: metricsPort, "/metrics")?.status == 200)
-        // 1 comes only from the grace period: a worker that drained would wait out the mock's 10 s
+        // 1 comes only from the grace period: a worker that drained would wait out the mock's 30 s
         // latency and exit 0. The deadline only catches a worker that never exits.
-        deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(40)
         while worker.process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!worker.process.isRunning, "\(worker.log)")
         #expect(worker.process.terminationStatus == 1, "\(worker.log)")
-        #expect(worker.log.contains("shutdown grace period of 3 s exceeded; exiting"), "\(worker.log)")
-        let jobs = try await TestBroker.consumer(queue: "\(prefix).jobs")
-        let again = try await jobs.next(within: .seconds(10))
-        #expect(again.redelivered)
-        #expect(String(decoding: again.body, as: UTF8.self).contains("overdue"))
-        try await again.ack()
-        await jobs.close()
-        await publisher.close()
+        #expect(worker.log.contains("shutdown grace period of 8 s exceeded; exiting"), "\(worker.log)")
+        try await Self.expectRedelivered("overdue", prefix: setup.prefix)
     }
 
     @Test("devices still failing after a worker's share of attempts come back through the delayed retry queue")
