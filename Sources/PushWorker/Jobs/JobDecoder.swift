@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import Registry
 
 /// Turns a message body into a `PushJob`, or a `JobError` that names the field. Every rule of the
 /// job contract is checked here, before anything is resolved or sent.
@@ -22,8 +23,10 @@ public struct JobDecoder: Sendable {
     /// is an error instead of being silently ignored.
     static let fields: Set<String> = [
         "id", "app", "audience", "type", "subtype", "payload", "push_type", "priority", "expiration",
-        "collapse_id", "topic", "results", "reply_to",
+        "collapse_id", "topic", "results", "reply_to", "live_activity",
     ]
+    /// Written by pushworker into chunk and retry jobs only: where their tokens live in the registry.
+    static let chunkFields: Set<String> = ["token_namespace"]
 
     /// - Parameters:
     ///   - messageID: the AMQP message_id, the default job id.
@@ -44,7 +47,7 @@ public struct JobDecoder: Sendable {
         }
         var fields = JobFields(object)
 
-        if let unknown = object.keys.filter({ !Self.fields.contains($0) }).sorted().first {
+        if let unknown = object.keys.filter({ !Self.fields.contains($0) && !(chunk && Self.chunkFields.contains($0)) }).sorted().first {
             throw JobError(.invalidField, field: unknown, "\(unknown) is not a job field (misspelt?)")
         }
         let id = try fields.string("id") ?? messageID ?? UUID().uuidString.lowercased()
@@ -72,10 +75,32 @@ public struct JobDecoder: Sendable {
         if let value = try fields.integer("priority") {
             do { priority = try APNsPriority(validating: value) } catch { throw JobError(.invalidField, field: "priority", "priority: \(error.message)") }
         }
+        let liveActivity = try fields.object("live_activity").map { object throws(JobError) in try LiveActivity(object, enqueuedAt: enqueuedAt) }
+        let tokenNamespace = try Self.tokenNamespace(liveActivity?.event, audience: audience, chunkField: chunk ? fields.string("token_namespace") : nil)
+        if liveActivity != nil || audience.channel != nil {
+            if let namedPushType, namedPushType != .liveactivity {
+                let cause = liveActivity != nil ? "a job with live_activity" : "a broadcast (audience.channel)"
+                throw JobError(.invalidField, field: "push_type", "push_type is \(namedPushType.rawValue), but \(cause) is sent as liveactivity (leave push_type out)")
+            }
+            namedPushType = .liveactivity
+            if let priority, priority == .low {
+                throw JobError(.invalidField, field: "priority", "priority 1 is not one APNs accepts for Live Activities; use 5 (routine) or 10 (the user is waiting)")
+            }
+            priority = priority ?? liveActivity?.defaultPriority
+        }
         let expiration = try decodeExpiration(object["expiration"], enqueuedAt: enqueuedAt)
             ?? defaultExpirations[app]?.expiration(since: enqueuedAt)
         let collapseID = try fields.string("collapse_id")
-        let topic = try fields.string("topic")
+        var topic = try fields.string("topic")
+        if namedPushType == .liveactivity, topic == nil, liveActivity != nil || audience.channel != nil,
+            let suffix = APNsPushType.liveactivity.requiredTopicSuffix, !appTopic.hasSuffix(suffix)
+        {
+            // Written out, so chunk and retry jobs carry the topic the decoder chose.
+            topic = appTopic + suffix
+        }
+        if audience.channel != nil, collapseID != nil {
+            throw JobError(.invalidField, field: "collapse_id", "collapse_id does not apply to a broadcast: APNs takes none on a channel")
+        }
         var results = defaultResults[app] ?? .all
         if let text = try fields.string("results") {
             guard let mode = PushJob.ResultsMode(rawValue: text) else {
@@ -89,9 +114,21 @@ public struct JobDecoder: Sendable {
             throw JobError(.invalidField, field: "reply_to", "reply_to is \(replyTo.utf8.count) bytes; AMQP queue names have at most 255")
         }
 
-        guard let payloadObject = object["payload"] else { throw JobError(.missingField, field: "payload", "payload is missing") }
-        guard let payloadDictionary = payloadObject as? [String: Any] else {
-            throw JobError(.invalidField, field: "payload", "payload must be a JSON object, such as {\"aps\": {\"alert\": \"…\"}}")
+        var payloadDictionary: [String: Any]
+        if let liveActivity {
+            // The app's own keys may ride along; `aps` is the worker's to build.
+            payloadDictionary = try fields.object("payload") ?? [:]
+            if payloadDictionary["aps"] != nil {
+                throw JobError(.invalidField, field: "payload.aps",
+                    "payload.aps is built from live_activity; move its fields there (payload may carry the app's own keys only)")
+            }
+            payloadDictionary["aps"] = liveActivity.aps
+        } else {
+            guard let payloadObject = object["payload"] else { throw JobError(.missingField, field: "payload", "payload is missing") }
+            guard let dictionary = payloadObject as? [String: Any] else {
+                throw JobError(.invalidField, field: "payload", "payload must be a JSON object, such as {\"aps\": {\"alert\": \"…\"}}")
+            }
+            payloadDictionary = dictionary
         }
         let inferred = namedPushType == nil
         let pushType = namedPushType ?? PayloadRules.inferredPushType(payloadDictionary)
@@ -138,25 +175,89 @@ public struct JobDecoder: Sendable {
             throw JobError(.invalidField, field: error.field, error.message)
         }
 
-        return PushJob(
+        var job = PushJob(
             id: id, app: app, audience: audience, type: try fields.string("type"), subtype: try fields.string("subtype"),
             payload: payload, pushType: pushType, priority: priority, expiration: expiration, collapseID: collapseID,
             topic: topic, results: results, replyTo: replyTo, badge: badge)
+        job.liveActivity = liveActivity?.event
+        job.tokenNamespace = tokenNamespace
+        return job
+    }
+
+    /// Which registry tokens the job reaches, and the audience rules of Live Activity jobs: a
+    /// start reaches push-to-start tokens (of the users and groups named, or the tokens); an
+    /// update or end reaches an activity's tokens, or a channel's subscribers through APNs.
+    private static func tokenNamespace(_ event: LiveActivityEvent?, audience: PushJob.Audience, chunkField: String?) throws(JobError) -> TokenNamespace {
+        if let chunkField {
+            let parsed = TokenNamespace.parse("#" + chunkField).namespace
+            guard parsed != .devices else { throw JobError(.invalidField, field: "token_namespace", "token_namespace '\(chunkField)' is not push-to-start or activity:<id>") }
+            return parsed
+        }
+        if let channel = audience.channel {
+            guard event != .start else {
+                throw JobError(.invalidField, field: "audience.channel",
+                    "audience.channel cannot start an activity: a start goes to push-to-start tokens (audience.users, groups or tokens); send it with input_push_channel to subscribe the new activity to the channel")
+            }
+            if let problem = channelIDProblem(channel) {
+                throw JobError(.invalidField, field: "audience.channel", "audience.channel \(problem)")
+            }
+            return .devices
+        }
+        guard let event else {
+            if audience.activity != nil {
+                throw JobError(.invalidField, field: "audience.activity", "audience.activity needs a live_activity object (event update or end)")
+            }
+            return .devices
+        }
+        switch event {
+        case .start:
+            if audience.activity != nil {
+                throw JobError(.invalidField, field: "audience.activity",
+                    "audience.activity cannot be started: a start reaches push-to-start tokens (audience.users, groups or tokens)")
+            }
+            return .pushToStart
+        case .update, .end:
+            if let field = audience.users.isEmpty ? (audience.groups.isEmpty ? nil : "groups") : "users" {
+                throw JobError(.invalidField, field: "audience.\(field)",
+                    "audience.\(field): an \(event.rawValue) reaches an activity's tokens, not a user's devices; name audience.activity (every token registered for it), audience.tokens or audience.channel")
+            }
+            return audience.activity.map { .activity($0) } ?? .devices
+        }
+    }
+
+    /// Why `id` cannot be a broadcast channel id (APNs': base64, at most 128 bytes), or nil.
+    static func channelIDProblem(_ id: String) -> String? {
+        if id.isEmpty { return "is empty" }
+        if id.utf8.count > 128 { return "is \(id.utf8.count) bytes; a channel id has at most 128" }
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=".utf8)
+        if !id.utf8.allSatisfy(alphabet.contains) || Data(base64Encoded: id) == nil {
+            return "'\(id)' is not a base64 channel id as APNs creates them"
+        }
+        return nil
     }
 
     private func decodeAudience(_ object: [String: Any]?, chunk: Bool) throws(JobError) -> PushJob.Audience {
         guard let object else { throw JobError(.missingField, field: "audience", "audience is missing") }
-        let known = chunk ? ["tokens", "users", "groups", "devices", "filtered"] : ["tokens", "users", "groups"]
+        let known = ["tokens", "users", "groups", "channel", "activity"] + (chunk ? ["devices", "filtered"] : [])
         if let unknown = object.keys.filter({ !known.contains($0) }).sorted().first {
             if unknown == "devices" || unknown == "filtered" {
                 throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is written by pushworker into chunk jobs only; name tokens, users or groups")
             }
-            throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is not an audience field; expected tokens, users or groups")
+            throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is not an audience field; expected tokens, users, groups, activity or channel")
         }
         guard !object.isEmpty else {
             throw JobError(.emptyAudience, field: "audience", "audience names no tokens, users or groups")
         }
         var fields = JobFields(object, prefix: "audience.")
+        let channel = try fields.string("channel")
+        if channel != nil, let other = object.keys.filter({ $0 != "channel" }).sorted().first {
+            throw JobError(.invalidField, field: "audience.\(other)",
+                "audience.\(other) cannot go with audience.channel: a broadcast reaches the channel's subscribers, and APNs alone knows them")
+        }
+        let activity = try fields.string("activity")
+        if let activity, activity.isEmpty || activity.utf8.count > 128 || activity.utf8.contains(0) {
+            throw JobError(.invalidField, field: "audience.activity", "audience.activity must be an activity id of 1 to 128 bytes, without NUL")
+        }
         let tokens = (try fields.strings("tokens") ?? []).map(APNsDeviceToken.normalized)
         for (index, token) in tokens.enumerated() {
             do { try APNsDeviceToken.validate(token, field: "audience.tokens[\(index)]") } catch {
@@ -172,7 +273,8 @@ public struct JobDecoder: Sendable {
         }
         return PushJob.Audience(
             tokens: tokens.map { $0.lowercased() }, users: users, groups: groups,
-            devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"))
+            devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"),
+            channel: channel, activity: activity)
     }
 
     /// A chunk job's `[["<token>", "<user>" | null], …]`.

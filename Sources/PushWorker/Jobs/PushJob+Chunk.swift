@@ -15,6 +15,11 @@ extension PushJob {
         if let collapseID { object["collapse_id"] = collapseID }
         if let topic { object["topic"] = topic }
         if let replyTo { object["reply_to"] = replyTo }
+        if tokenNamespace != .devices {
+            // "#push-to-start" or "#activity:<id>" without the app: the 410s of the chunk's
+            // devices are reported where they were registered.
+            object["token_namespace"] = String(tokenNamespace.registryApp("").dropFirst())
+        }
         if let expiration {
             object["expiration"] = expiration.deadline.map { Int64($0.timeIntervalSince1970.rounded(.down)) as Any } ?? "immediate"
         }

@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import Registry
 
 /// A validated push job, as the job contract of the design page defines it.
 public struct PushJob: Sendable, Hashable {
@@ -25,8 +26,17 @@ public struct PushJob: Sendable, Hashable {
         public var devices: [Recipient]
         /// A chunk job's devices that preferences filtered out: results without a request.
         public var filtered: [Recipient]
+        /// A broadcast channel (`audience.channel`): the job is one broadcast request, and APNs
+        /// reaches the channel's subscribers. Excludes every other audience field.
+        public var channel: String?
+        /// A Live Activity (`audience.activity`): every token registered for it.
+        public var activity: String?
 
-        public init(tokens: [String] = [], users: [String] = [], groups: [String] = [], devices: [Recipient] = [], filtered: [Recipient] = []) {
+        public init(tokens: [String] = [], users: [String] = [], groups: [String] = [], devices: [Recipient] = [], filtered: [Recipient] = [],
+            channel: String? = nil, activity: String? = nil
+        ) {
+            self.channel = channel
+            self.activity = activity
             self.tokens = tokens
             self.users = users
             self.groups = groups
@@ -55,6 +65,18 @@ public struct PushJob: Sendable, Hashable {
     public var topic: String?
     public var results: ResultsMode
     public var replyTo: String?
+    /// A Live Activity job's event (`live_activity.event`); its `aps` is in `payload`.
+    public var liveActivity: LiveActivityEvent?
+    /// Where the job's tokens live in the registry: devices, or a Live Activity's tokens (a start
+    /// reaches push-to-start tokens; an update or end an activity's). Resolution and the 410
+    /// feedback both use it, so a dead activity token is removed where it was registered.
+    public var tokenNamespace: TokenNamespace = .devices
+
+    /// The registry's key for the job's tokens.
+    public var registryApp: String { tokenNamespace.registryApp(app) }
+
+    /// One broadcast request to a channel, not a fan-out to devices.
+    public var isBroadcast: Bool { audience.channel != nil }
 
     public init(
         id: String, app: String, audience: Audience, type: String? = nil, subtype: String? = nil, payload: [UInt8],
