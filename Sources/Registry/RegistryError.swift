@@ -20,6 +20,12 @@ public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible 
         /// The command would register a device for an app this worker does not serve: no job
         /// could reach it.
         case unknownApp = "unknown_app"
+        /// APNs refused a channel request (`ChannelNotRegistered`, `CannotCreateChannelConfig`…);
+        /// the message names APNs' reason.
+        case apnsRejected = "apns_rejected"
+        /// APNs could not be reached for a channel request, or answered with its own trouble
+        /// (429, 5xx); it may succeed later.
+        case apnsUnavailable = "apns_unavailable"
         /// The store could not be read or written; the command may succeed later.
         case storeUnavailable = "store_unavailable"
     }

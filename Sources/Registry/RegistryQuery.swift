@@ -54,11 +54,14 @@ public enum RegistryQuery: Sendable, Hashable {
 public enum RegistryRequest: Sendable, Hashable {
     case command(RegistryCommand)
     case query(RegistryQuery)
+    /// A broadcast channel, on APNs.
+    case channel(ChannelRequest)
 
     public var name: String {
         switch self {
         case .command(let command): command.name
         case .query(let query): query.name
+        case .channel(let request): request.name
         }
     }
 
@@ -85,8 +88,10 @@ public enum RegistryRequest: Sendable, Hashable {
             self = .command(try RegistryCommand(object, name: name))
         } else if RegistryQuery.fields[name] != nil {
             self = .query(try RegistryQuery(object, name: name))
+        } else if ChannelRequest.fields[name] != nil {
+            self = .channel(try ChannelRequest(object, name: name))
         } else {
-            let known = (Array(RegistryCommand.fields.keys) + Array(RegistryQuery.fields.keys)).sorted()
+            let known = (Array(RegistryCommand.fields.keys) + Array(RegistryQuery.fields.keys) + Array(ChannelRequest.fields.keys)).sorted()
             throw RegistryError(.unknownCommand, field: "command", "command '\(name)' is not one of \(known.joined(separator: ", "))")
         }
     }

@@ -104,6 +104,9 @@ public struct CommandAuthorizer: Sendable {
             case .resetBadge(.device(let app, let token)): return ([], [(app, token)])
             case .resetBadge(.user(let user, _)): return ([user], [])
             }
+        case .channel:
+            // A channel belongs to the app, not to a user: like a job, it needs the broker's trust only.
+            return ([], [])
         case .query(let query):
             switch query {
             case .status(let app, let token, _, _): return ([], [(app, token)])

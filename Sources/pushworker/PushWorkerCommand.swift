@@ -6,7 +6,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
         commandName: "pushworker",
         abstract: "A RabbitMQ-driven APNs push worker.",
         version: PushWorkerCommand.version,
-        subcommands: [RunCommand.self, ConfigCommand.self, EnqueueCommand.self, TailCommand.self, DLQCommand.self, SendCommand.self, TokenCommand.self, RegistryCommandLine.self, QueuesCommand.self]
+        subcommands: [RunCommand.self, ConfigCommand.self, EnqueueCommand.self, TailCommand.self, DLQCommand.self, SendCommand.self, TokenCommand.self, RegistryCommandLine.self, QueuesCommand.self, ChannelsCommand.self]
     )
 
     /// Printed by `pushworker --version`; raised with every release.

@@ -41,6 +41,7 @@ public struct ExplicitTokenResolver: AudienceResolver {
 
     public func resolve(_ job: PushJob, explicit: ExplicitTokens, pageSize: Int, _ body: (any AudienceStream) async throws -> Void) async throws {
         let unresolved = job.audience.users.map { "user \($0)" } + job.audience.groups.map { "group \($0)" }
+            + (job.audience.activity.map { ["activity \($0)"] } ?? [])
         try await body(Stream(explicit: explicit, pageSize: pageSize, unresolved: unresolved))
     }
 

@@ -124,6 +124,11 @@ public struct JobPipeline: Sendable {
                 // The decoder only accepts configured apps; this keeps a job from hanging if that ever changes.
                 return await refusal.refuse(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
             }
+            if let channel = job.audience.channel {
+                _ = try await processor.broadcast(job, channel: channel, replyTo: replyTo, chunk: delivery.chunk)
+                metrics.job(.done, lane: lane)
+                return .acknowledge
+            }
             let attempts = RetryHandOff.previousAttempts(of: job, delivery)
             let badges = job.badge == nil ? [:] : RetryHandOff.badges(of: job, delivery)
             let audience: AudiencePage
@@ -231,7 +236,7 @@ public struct JobPipeline: Sendable {
         logger.warning("audience entries this worker cannot resolve are skipped", metadata: [
             "job": "\(job.id)", "unresolved": "\(unresolved.prefix(10).joined(separator: ", "))",
         ])
-        let field = job.audience.users.isEmpty ? "audience.groups" : "audience.users"
+        let field = job.audience.activity != nil ? "audience.activity" : job.audience.users.isEmpty ? "audience.groups" : "audience.users"
         let shown = unresolved.prefix(5).joined(separator: ", ") + (unresolved.count > 5 ? ", …" : "")
         return JobError(.unresolvedAudience, field: field,
             "\(field) cannot be resolved: this worker has no registry of users and groups, so \(unresolved.count) of the job's audience entries reached no device (\(shown)); only audience.tokens were sent")

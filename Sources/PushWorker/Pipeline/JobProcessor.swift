@@ -269,7 +269,7 @@ public struct JobProcessor: Sendable {
             case .finish(let outcome, let deadDevice):
                 result.outcome = outcome
                 if let deadDevice, let feedback,
-                    await feedback.deviceRejected(app: appName, token: recipient.token, reason: deadDevice, at: try? answer.get().timestamp)
+                    await feedback.deviceRejected(app: job.registryApp, token: recipient.token, reason: deadDevice, at: try? answer.get().timestamp)
                 {
                     ends.removed.add(1, ordering: .relaxed)
                 }

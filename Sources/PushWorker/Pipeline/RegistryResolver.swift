@@ -4,7 +4,8 @@ import Logging
 import Registry
 
 /// Resolves a job's audience from the registry: its tokens (with the users they are connected to),
-/// then the devices of its users and of its groups' members, for the job's app, page by page;
+/// then the devices of its users and of its groups' members, for the job's app (a Live Activity
+/// job: its push-to-start or activity tokens, `PushJob.registryApp`), page by page;
 /// each page is filtered by its users' preferences as it goes (the store reads them with the
 /// devices), so nothing is held but the page in hand.
 public struct RegistryResolver: AudienceResolver, DeviceFeedback, BadgeCounter {
@@ -20,11 +21,18 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback, BadgeCounter {
     }
 
     public func resolve(_ job: PushJob, explicit: ExplicitTokens, pageSize: Int, _ body: (any AudienceStream) async throws -> Void) async throws {
-        guard !job.audience.users.isEmpty || !job.audience.groups.isEmpty else {
+        let app = job.registryApp
+        let read: ((any RegistryAudience) async throws -> Void) async throws -> Void
+        if job.audience.activity != nil {
+            // An update or end naming an activity: every token registered for it.
+            read = { try await store.withAllDevices(app: app, $0) }
+        } else if !job.audience.users.isEmpty || !job.audience.groups.isEmpty {
+            read = { try await store.withAudience(app: app, users: job.audience.users, groups: job.audience.groups, $0) }
+        } else {
             try await body(Stream(job: job, store: store, explicit: explicit, audience: nil, pageSize: pageSize, count: explicit.count))
             return
         }
-        try await store.withAudience(app: job.app, users: job.audience.users, groups: job.audience.groups) { audience in
+        try await read { audience in
             // Named tokens the audience also reaches are sent once, as named ones.
             var overlap = 0
             for range in explicit.pages(of: Self.overlapBatch) {
@@ -55,7 +63,7 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback, BadgeCounter {
                 if let audience {
                     known = try await audience.devices(tokens: tokens)
                 } else {
-                    known = try await store.devices(app: job.app, tokens: tokens)
+                    known = try await store.devices(app: job.registryApp, tokens: tokens)
                 }
                 try await body(page(tokens.map { known[$0] ?? RegisteredDevice(token: $0, user: nil) }))
             }

@@ -2,10 +2,16 @@ import Foundation
 
 /// One device's result, published to the reply queue with `type` = `result` and
 /// `correlation_id` = the job id. Every key is always present (null when unknown), so consumers in
-/// any language can rely on the shape.
+/// any language can rely on the shape. A broadcast's one result also has `channel` and
+/// `request_id`, and its `token` is null: APNs alone knows the devices behind a channel.
 public struct PushResult: Sendable, Hashable, Decodable {
     public var jobID: String
+    /// Empty for a broadcast (null in the message).
     public var token: String
+    /// A broadcast's channel id.
+    public var channel: String?
+    /// A broadcast's `apns-request-id`, as APNs answered it.
+    public var requestID: String?
     public var user: String?
     public var app: String
     public var outcome: Outcome
@@ -37,7 +43,25 @@ public struct PushResult: Sendable, Hashable, Decodable {
     enum CodingKeys: String, CodingKey {
         case jobID = "job_id", token, user, app, outcome, status
         case apnsID = "apns_id", apnsUniqueID = "apns_unique_id"
-        case reason, timestamp, attempts
+        case reason, timestamp, attempts, channel
+        case requestID = "request_id"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        jobID = try container.decode(String.self, forKey: .jobID)
+        token = try container.decodeIfPresent(String.self, forKey: .token) ?? ""
+        channel = try container.decodeIfPresent(String.self, forKey: .channel)
+        requestID = try container.decodeIfPresent(String.self, forKey: .requestID)
+        user = try container.decodeIfPresent(String.self, forKey: .user)
+        app = try container.decode(String.self, forKey: .app)
+        outcome = try container.decode(Outcome.self, forKey: .outcome)
+        status = try container.decodeIfPresent(Int.self, forKey: .status)
+        apnsID = try container.decodeIfPresent(String.self, forKey: .apnsID)
+        apnsUniqueID = try container.decodeIfPresent(String.self, forKey: .apnsUniqueID)
+        reason = try container.decodeIfPresent(String.self, forKey: .reason)
+        timestamp = try container.decodeIfPresent(Int64.self, forKey: .timestamp)
+        attempts = try container.decode(Int.self, forKey: .attempts)
     }
 
     /// The message body: every key, sorted, null when unknown. Spliced as bytes, like chunk
@@ -60,18 +84,26 @@ public struct PushResult: Sendable, Hashable, Decodable {
         string(app)
         bytes += #","attempts":"#.utf8
         number(attempts)
+        if let channel {
+            bytes += #","channel":"#.utf8
+            string(channel)
+        }
         bytes += #","job_id":"#.utf8
         string(jobID)
         bytes += #","outcome":"#.utf8
         string(outcome.rawValue)
         bytes += #","reason":"#.utf8
         string(reason)
+        if channel != nil {
+            bytes += #","request_id":"#.utf8
+            string(requestID)
+        }
         bytes += #","status":"#.utf8
         number(status)
         bytes += #","timestamp":"#.utf8
         number(timestamp)
         bytes += #","token":"#.utf8
-        string(token)
+        string(channel == nil ? token : nil)
         bytes += #","user":"#.utf8
         string(user)
         bytes.append(UInt8(ascii: "}"))

@@ -20,13 +20,16 @@ public final class RegistryService: Service, Sendable {
     private let queues: WorkerSettings.Names
     /// The apps the worker serves: a device registered for another could never be sent to.
     private let apps: Set<String>
+    /// Carries out channel requests on APNs; nil refuses them (a worker started without apps' credentials).
+    private let channels: ChannelDirectory?
     private let metrics: WorkerMetrics
     private let logger: Logger
 
     private init(
         consumer: AMQPConsumer, publisher: AMQPPublisher, store: any RegistryStore, authorizer: CommandAuthorizer?, queues: WorkerSettings.Names,
-        apps: Set<String>, metrics: WorkerMetrics, logger: Logger
+        apps: Set<String>, channels: ChannelDirectory?, metrics: WorkerMetrics, logger: Logger
     ) {
+        self.channels = channels
         self.authorizer = authorizer
         self.apps = apps
         self.metrics = metrics
@@ -41,8 +44,8 @@ public final class RegistryService: Service, Sendable {
     static let prefetch: UInt16 = 32
 
     public static func start(
-        settings: WorkerSettings, apps: Set<String>, store: any RegistryStore, authorizer: CommandAuthorizer? = nil, file: String,
-        metrics: WorkerMetrics = WorkerMetrics(),
+        settings: WorkerSettings, apps: Set<String>, store: any RegistryStore, authorizer: CommandAuthorizer? = nil, channels: ChannelDirectory? = nil,
+        file: String, metrics: WorkerMetrics = WorkerMetrics(),
         health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> RegistryService {
         let amqp = try settings.amqpConfiguration(file: file)
@@ -55,7 +58,8 @@ public final class RegistryService: Service, Sendable {
             logger.info("registry commands need the user's token", metadata: ["issuer": "\(authorizer.issuer)", "audience": "\(authorizer.audience)"])
         }
         return RegistryService(
-            consumer: consumer, publisher: publisher, store: store, authorizer: authorizer, queues: settings.queues, apps: apps, metrics: metrics,
+            consumer: consumer, publisher: publisher, store: store, authorizer: authorizer, queues: settings.queues, apps: apps, channels: channels,
+            metrics: metrics,
             logger: logger)
     }
 
@@ -89,7 +93,10 @@ public final class RegistryService: Service, Sendable {
         do throws(RegistryError) {
             let (request, auth) = try RegistryRequest.decode(json: delivery.body)
             name = request.name
-            if case .query = request { isQuery = true }
+            switch request {
+            case .query, .channel: isQuery = true
+            case .command: break
+            }
             try await authorizer?.check(request, auth: auth, store: store)
             switch request {
             case .command(let command):
@@ -103,15 +110,24 @@ public final class RegistryService: Service, Sendable {
                     logger.warning("registry query with no reply_to: its answer goes nowhere", metadata: ["command": "\(name)", "id": "\(id)"])
                 }
                 await reply(to: delivery, Self.answerReply(answer))
+            case .channel(let channelRequest):
+                guard let channels else {
+                    throw RegistryError(.unknownCommand, field: "command", "\(name) needs the apps' APNs credentials, which this registry service was started without")
+                }
+                let answer = try await channels.perform(channelRequest)
+                logger.info("channel request done", metadata: ["command": "\(name)", "app": "\(channelRequest.app)", "id": "\(id)"])
+                await reply(to: delivery, Self.answerReply(answer))
             }
             await delivery.settle(.acknowledge, kind: "registry command", logger: logger)
             metrics.registryCommand(name, result: "ok")
-        } catch let error where error.code == .storeUnavailable {
+        } catch let error where error.code == .storeUnavailable || error.code == .apnsUnavailable {
             logger.error("registry command not applied; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
             await delivery.settle(.requeue, kind: "registry command", logger: logger)
             metrics.registryCommand(name, result: "unavailable")
         } catch where isQuery {
-            // A query changes nothing and replaying it would tell nothing new: answered, not dead-lettered.
+            // A query changes nothing and replaying it would tell nothing new: answered, not
+            // dead-lettered. A channel request APNs refused is answered the same way: APNs'
+            // reason is the producer's to act on, and a replay would be refused again.
             logger.info("registry query refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
             await reply(to: delivery, Self.errorReply(error))
             await delivery.settle(.acknowledge, kind: "registry command", logger: logger)

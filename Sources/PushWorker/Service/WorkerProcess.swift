@@ -42,7 +42,8 @@ public enum WorkerProcess {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: worker)]
         if let registry {
             services.append(.init(service: try await RegistryService.start(
-                settings: configuration.worker, apps: Set(configuration.apps.map(\.name)), store: registry.store, authorizer: authorizer, file: file,
+                settings: configuration.worker, apps: Set(configuration.apps.map(\.name)), store: registry.store, authorizer: authorizer,
+                channels: try ChannelDirectory(configuration, file: file), file: file,
                 metrics: metrics, health: health, logger: logger)))
         }
         return services

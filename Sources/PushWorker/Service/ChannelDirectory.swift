@@ -1,0 +1,81 @@
+import APNs
+import APNsHTTP2
+import Foundation
+import Registry
+
+/// Each app's broadcast channels on APNs, for the registry service's channel requests
+/// (`create_channel`, `list_channels`, `show_channel`, `delete_channel`): the app's credentials,
+/// its management host, and its bundle id (the topic without a push type's suffix).
+public final class ChannelDirectory: Sendable {
+    private let managers: [String: (manager: APNsChannelManager, bundleID: String)]
+
+    public init(_ configuration: PushWorkerConfiguration, file: String) throws {
+        var managers: [String: (manager: APNsChannelManager, bundleID: String)] = [:]
+        for (index, app) in configuration.apps.enumerated() {
+            let client = try app.clientConfiguration(file: file, index: index)
+            managers[app.name] = (APNsChannelManager(configuration: client), Self.bundleID(app.topic))
+        }
+        self.managers = managers
+    }
+
+    deinit {
+        for entry in managers.values { entry.manager.shutdown() }
+    }
+
+    /// A configured topic may carry a push type's suffix; channels belong to the bundle id.
+    public static func bundleID(_ topic: String) -> String {
+        let suffix = APNsPushType.liveactivity.requiredTopicSuffix ?? ""
+        return topic.hasSuffix(suffix) ? String(topic.dropLast(suffix.count)) : topic
+    }
+
+    /// Carries the request out on APNs; the answer is the reply's JSON object (besides `"ok"`).
+    /// APNs' refusals are `apns_rejected` naming its reason; its trouble (429, 5xx, no answer)
+    /// is `apns_unavailable`, which returns the request to the queue.
+    func perform(_ request: ChannelRequest) async throws(RegistryError) -> [String: Any] {
+        guard let (manager, bundleID) = managers[request.app] else {
+            throw RegistryError(.unknownApp, field: "app",
+                "app '\(request.app)' is not one the workers serve (configured: \(managers.keys.sorted().joined(separator: ", ")))")
+        }
+        do {
+            switch request {
+            case .create(_, let policy):
+                let channel = try await manager.create(bundleID: bundleID, storagePolicy: APNsChannelStoragePolicy(rawValue: policy) ?? .mostRecentMessageStored)
+                return ["channel": Self.json(channel, policy: policy)]
+            case .list:
+                return ["channels": try await manager.channels(bundleID: bundleID)]
+            case .show(_, let id):
+                return ["channel": Self.json(try await manager.channel(bundleID: bundleID, id: id), policy: nil)]
+            case .delete(_, let id):
+                try await manager.delete(bundleID: bundleID, id: id)
+                return ["deleted": id]
+            }
+        } catch {
+            throw Self.registryError(error, request: request)
+        }
+    }
+
+    private static func json(_ channel: APNsChannel, policy: Int?) -> [String: Any] {
+        [
+            "id": channel.id,
+            "message_storage_policy": (channel.storagePolicy?.rawValue ?? policy).map { $0 as Any } ?? NSNull(),
+            "request_id": channel.requestID.map { $0 as Any } ?? NSNull(),
+        ]
+    }
+
+    static func registryError(_ error: APNsChannelError, request: ChannelRequest) -> RegistryError {
+        switch error {
+        case .rejected(let status, _, _) where status == 429 || status >= 500:
+            return RegistryError(.apnsUnavailable, "\(request.name): \(error)")
+        case .rejected(_, let reason, _):
+            let field: String? = switch reason?.rawValue {
+            case "BadChannelId", "ChannelNotRegistered", "MissingChannelId": "channel"
+            default: nil
+            }
+            return RegistryError(.apnsRejected, field: field, "\(request.name): \(error)")
+        case .invalidRequest(let problem):
+            return RegistryError(.invalidField, field: problem.field, "\(request.name): \(problem.message)")
+        case .transport, .credentials:
+            return RegistryError(.apnsUnavailable, "\(request.name): \(error)")
+        }
+    }
+}
