@@ -56,6 +56,10 @@ struct SchemaTests {
             #"{"audience": {"groups": ["g"]}, "payload": {"aps": {"content-available": 1}}, "expiration": "2030-01-01T00:00:00Z", "push_type": "background", "priority": 1}"#,
             #"{"audience": {"tokens": ["\#(token)"]}, "payload": {"aps": {}}, "expiration": 1900000000}"#,
             #"{"audience": {"tokens": ["\#(JobDecoderTests.loggedForms.joined(separator: "\", \""))"]}, "payload": {"aps": {}}}"#,
+            #"{"audience": {"groups": ["fans"]}, "type": "scores", "live_activity": {"event": "start", "attributes_type": "MatchAttributes", "attributes": {"home": "A"}, "content_state": {"score": "0-0"}, "alert": {"title": "Kick-off", "body": "A v B"}, "input_push_token": true, "relevance_score": 10}, "payload": {"match": 42}}"#,
+            #"{"audience": {"activity": "match-42"}, "priority": 10, "live_activity": {"event": "update", "content_state": {"score": "1-0"}, "stale_date": "2026-11-25T22:00:00Z", "timestamp": 1790000000}}"#,
+            #"{"audience": {"activity": "match-42", "tokens": ["\#(token)"]}, "live_activity": {"event": "end", "dismissal_date": 1790003600}}"#,
+            #"{"audience": {"channel": "dHN0LXNyY2gtY2hubA=="}, "push_type": "liveactivity", "expiration": "immediate", "live_activity": {"event": "update", "content_state": {"score": "1-1"}}}"#,
         ]
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -120,7 +124,15 @@ struct SchemaTests {
             try write(PushResult(jobID: "j", token: "ab", user: "u", app: "demo", outcome: .rejected, status: 410, reason: "Unregistered", timestamp: 1_700_000_000_000, attempts: 2), "r2.json"),
             try write(PushResult(jobID: "j", token: "ab", app: "demo", outcome: .expired, attempts: 0), "r3.json"),
         ]
-        #expect(try Self.validate("result.schema.json", results) == ["valid", "valid", "valid"])
+        var broadcast = PushResult(jobID: "j", token: "", app: "demo", outcome: .rejected, status: 400, reason: "ChannelNotRegistered", attempts: 1)
+        broadcast.channel = "dHN0LXNyY2gtY2hubA=="
+        broadcast.requestID = "6a1e3c5e-0000-4000-8000-000000000000"
+        let broadcastFile = directory.appendingPathComponent("r4.json")
+        try Data(broadcast.json).write(to: broadcastFile)
+        let broadcastObject = try #require(try JSONSerialization.jsonObject(with: Data(broadcast.json)) as? [String: Any])
+        #expect(broadcastObject["token"] is NSNull && broadcastObject["request_id"] as? String == broadcast.requestID)
+        #expect(try JSONDecoder().decode(PushResult.self, from: Data(broadcast.json)) == broadcast)
+        #expect(try Self.validate("result.schema.json", results + [broadcastFile]) == ["valid", "valid", "valid", "valid"])
         // A batched job's message, as ResultBatch writes it; and one with a result missing a key.
         let batch = ResultBatch(jobID: "j", app: "demo", chunk: "1/2")
         for index in 0..<3 {
