@@ -46,7 +46,7 @@ deploy/local/make-pki.sh "$work"
 
 echo "== starting the mock APNs (the third device in examples/job.json is 'unregistered')"
 "$bin/mock-apns" --port 0 --cert "$work/server.pem" --key "$work/server.key" \
-  --provider-key "DEMOKEY001:DEMOTEAM01:$work/key.pub" --topic com.example.demo \
+  --provider-key "DEMOKEY001:DEMOTEAM01:$work/key.pub" --topic com.example.demo --topic com.example.demo.push-type.liveactivity \
   --unregistered deaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddead > "$work/mock.log" 2>&1 &
 mock_pid=$!
 for _ in $(seq 100); do grep -q listening "$work/mock.log" && break; sleep 0.1; done
@@ -115,6 +115,53 @@ echo "== APNs answered 410 for ada's dead device, so the registry dropped it:"
 echo "== what an operator sees: pushworker registry show user ada, show group class-b"
 "$bin/pushworker" registry show user --config "$work/pushworker.yaml" ada | sed 's/^/   /'
 "$bin/pushworker" registry show group --config "$work/pushworker.yaml" class-b | sed 's/^/   /'
+
+echo "== Live Activities: the app reports push-to-start tokens for ada and cy (iOS 17.2), registered like devices"
+start_a=5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a
+start_c=5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c
+activity_a=a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0
+activity_c=c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0
+registry_command() {
+  echo "   $1"
+  echo "$1" | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key registry >/dev/null
+}
+registry_command "{\"command\": \"register_push_to_start_token\", \"app\": \"demo\", \"token\": \"$start_a\", \"user\": \"ada\"}"
+registry_command "{\"command\": \"register_push_to_start_token\", \"app\": \"demo\", \"token\": \"$start_c\", \"user\": \"cy\"}"
+for _ in $(seq 100); do
+  "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy | grep -q push-to-start && break
+  sleep 0.1
+done
+echo "== a Live Activity start to group class-a: the worker builds the aps (event, attributes, content-state),"
+echo "   sends it as liveactivity to com.example.demo.push-type.liveactivity, to ada's and cy's push-to-start tokens"
+echo '{"id": "match-start", "app": "demo", "audience": {"groups": ["class-a"]}, "live_activity": {"event": "start", "attributes_type": "MatchAttributes", "attributes": {"home": "Lions", "away": "Tigers"}, "content_state": {"score": "0-0"}, "alert": {"title": "Kick-off", "body": "Lions v Tigers"}, "input_push_token": true}}' \
+  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+"$bin/pushworker" tail --amqp "$url" --queue push.results --count 3
+echo "== the started activities report their tokens for activity match-42; an update reaches them, then the end"
+registry_command "{\"command\": \"register_activity_token\", \"app\": \"demo\", \"activity\": \"match-42\", \"token\": \"$activity_a\", \"user\": \"ada\"}"
+registry_command "{\"command\": \"register_activity_token\", \"app\": \"demo\", \"activity\": \"match-42\", \"token\": \"$activity_c\", \"user\": \"cy\"}"
+for _ in $(seq 100); do
+  "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy | grep -q match-42 && break
+  sleep 0.1
+done
+echo '{"id": "match-goal", "app": "demo", "audience": {"activity": "match-42"}, "live_activity": {"event": "update", "content_state": {"score": "1-0"}, "alert": {"title": "Goal!", "body": "Lions 1-0"}}}' \
+  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+"$bin/pushworker" tail --amqp "$url" --queue push.results --count 3
+echo '{"id": "match-end", "app": "demo", "audience": {"activity": "match-42"}, "live_activity": {"event": "end", "content_state": {"score": "2-1"}, "dismissal_date": 1900000000}}' \
+  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+"$bin/pushworker" tail --amqp "$url" --queue push.results --count 3
+echo "== a broadcast channel (iOS 18): pushworker channels create, on APNs' channel management API"
+channel=$("$bin/pushworker" channels create --config "$work/pushworker.yaml" --app demo)
+echo "   channel $channel"
+echo "== one broadcast update on the channel: one request, one result naming the channel and APNs' request id"
+echo "{\"id\": \"match-broadcast\", \"app\": \"demo\", \"audience\": {\"channel\": \"$channel\"}, \"live_activity\": {\"event\": \"update\", \"content_state\": {\"score\": \"2-1\"}}}" \
+  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+"$bin/pushworker" tail --amqp "$url" --queue push.results --count 2
+echo "== the channel deleted; a broadcast on it comes back rejected with APNs' reason"
+"$bin/pushworker" channels delete --config "$work/pushworker.yaml" --app demo "$channel" | sed 's/^/   /'
+echo "   channels left: $("$bin/pushworker" channels list --config "$work/pushworker.yaml" --app demo | wc -l)"
+echo "{\"id\": \"late-broadcast\", \"app\": \"demo\", \"audience\": {\"channel\": \"$channel\"}, \"live_activity\": {\"event\": \"end\"}}" \
+  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+"$bin/pushworker" tail --amqp "$url" --queue push.results --count 2
 
 metrics=$(grep -o 'address=127.0.0.1:[0-9]*' "$work/worker.log" | head -1 | cut -d= -f2)
 echo "== the worker's operator endpoint on $metrics: /readyz, and the counters of what it did (/metrics)"
