@@ -32,7 +32,7 @@ public struct MockAPNsFixture: Sendable {
         var configuration = MockAPNsConfiguration(certificateFile: path("server.pem"), privateKeyFile: path("server.key"))
         configuration.clientCAFile = path("ca.pem")
         configuration.providerKeys = [keyID: (teamID, try signingKey().publicKeyPEM)]
-        configuration.topics = [topic, topic + ".voip"]
+        configuration.topics = [topic, topic + ".voip", topic + ".push-type.liveactivity"]
         change(&configuration)
         let chosen = configuration
         return MockAPNsFixture(server: try await TestPorts.start { port in

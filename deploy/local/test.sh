@@ -65,7 +65,7 @@ echo "== swift test exited $status after $((SECONDS - started_at)) s (build incl
 # The worker-level suites again on the second APNs transport (libcurl): the first pass ran them on
 # the default (nghttp2), and the client's own tests already run on both. The SIGKILL, broker-restart
 # and registry-concurrency suites are left out: what they exercise does not depend on the transport.
-curl_suites=(WorkerProcessTests JobContractTests BatchedResultsTests InvalidJobCorpusTests OperatorEndpointTests RegistryWorkerTests SendCommandTests JobProcessorTests WorkerVolumeTests)
+curl_suites=(WorkerProcessTests JobContractTests LiveActivityWorkerTests BatchedResultsTests InvalidJobCorpusTests OperatorEndpointTests RegistryWorkerTests SendCommandTests JobProcessorTests WorkerVolumeTests)
 if [ $# -eq 0 ] && [ $status -eq 0 ]; then
   # A suite renamed or removed would otherwise drop out of this pass without a word.
   listed="$(swift test list --skip-build 2>/dev/null)"
