@@ -187,6 +187,17 @@ struct ClientExampleTests {
             #expect(objects.filter { $0["token"] != nil && $0["job_id"] as? String == "demo-1" }.count == 3, "\(run.standardOutput)")
             #expect(objects.last?["devices"] as? Int == 3 && objects.last?["job_id"] as? String == "demo-1", "\(run.standardOutput)")
             requests += 3
+            // A Live Activity update (examples/live-activity-update.json, docs/jobs.md): the
+            // producer sends the job as it is; the worker builds the aps.
+            let update = example.deletingLastPathComponent().appendingPathComponent("live-activity-update.json")
+            let live = try await Program.running(
+                command + ["--job", update.path], environment: ["AMQP_URL": TestBroker.url, "PUSHWORKER_EXCHANGE": "\(prefix).push"],
+                program: URL(fileURLWithPath: "/usr/bin/env"), killAfter: .seconds(120))
+            #expect(live.status == 0, "python producer --job live-activity-update.json: \(live.standardError)\n\(worker.log)")
+            let liveObjects = live.standardOutput.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            #expect(liveObjects.filter { $0["outcome"] as? String == "delivered" && $0["job_id"] as? String == "match-42-goal" }.count == 2, "\(live.standardOutput)")
+            #expect(mock.recorded.filter { $0.pushType == "liveactivity" }.count == 2)
+            requests += 2
         }
         #expect(mock.requestCount == requests)
         #expect(try await worker.stop() == 0, "\(worker.log)")
