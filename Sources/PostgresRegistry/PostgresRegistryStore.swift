@@ -245,6 +245,12 @@ public final class PostgresRegistryStore: RegistryStore {
             } else {
                 try await run("UPDATE devices SET badge = 0 WHERE user_id = \(user)")
             }
+        case .registerLiveActivityToken(let app, let namespace, let token, let user):
+            try await apply(.registerDevice(app: namespace.registryApp(app), token: token, user: user), on: connection, now: now)
+        case .unregisterLiveActivityToken(let app, let namespace, let token):
+            try await run("DELETE FROM devices WHERE app = \(namespace.registryApp(app)) AND token = \(token)")
+        case .endActivity(let app, let activity):
+            try await run("DELETE FROM devices WHERE app = \(TokenNamespace.activity(activity).registryApp(app))")
         }
     }
 
@@ -344,6 +350,15 @@ public final class PostgresRegistryStore: RegistryStore {
     public func withAudience(
         app: String, users: [String], groups: [String], _ body: (any RegistryAudience) async throws -> Void
     ) async throws {
+        try await withSnapshot(app: app, source: users.isEmpty && groups.count == 1 ? .oneGroup(groups[0]) : .union(users: users, groups: groups), body)
+    }
+
+    public func withAllDevices(app: String, _ body: (any RegistryAudience) async throws -> Void) async throws {
+        try await withSnapshot(app: app, source: .everyDevice, body)
+    }
+
+    /// Runs `body` on an audience read in one snapshot on one leased connection.
+    private func withSnapshot(app: String, source: PostgresAudience.Source, _ body: (any RegistryAudience) async throws -> Void) async throws {
         do {
             try await client.withConnection { connection in
                 // One snapshot for the count and the pages, however long the pages take.
@@ -351,7 +366,7 @@ public final class PostgresRegistryStore: RegistryStore {
                 do {
                     // Compiling these plain joins costs more than it saves.
                     try await connection.query("SET LOCAL jit = off", logger: self.logger)
-                    try await body(PostgresAudience(connection: connection, logger: self.logger, app: app, users: users, groups: groups))
+                    try await body(PostgresAudience(connection: connection, logger: self.logger, app: app, source: source))
                 } catch {
                     _ = try? await connection.query("ROLLBACK", logger: self.logger)
                     throw error
@@ -376,11 +391,13 @@ public final class PostgresRegistryStore: RegistryStore {
         }
     }
 
-    /// Registered, valid, connected devices of `app` among `tokens`.
+    /// Registered, valid devices of `app` among `tokens` that are connected or have preferences
+    /// of their own; users' per-app preferences are those of its base app (`TokenNamespace.preferencesApp`).
     static func devicesOfTokens(app: String, tokens: [String]) -> PostgresQuery {
         """
         SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)
-        FROM devices d LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
+        FROM devices d LEFT JOIN users u ON u.id = d.user_id
+        LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = \(TokenNamespace.preferencesApp(app))
         WHERE d.app = \(app) AND NOT d.invalid AND d.token = ANY(\(tokens)) AND (d.user_id IS NOT NULL OR d.whitelist IS NOT NULL)
         """
     }
@@ -411,7 +428,8 @@ public final class PostgresRegistryStore: RegistryStore {
             var decoder = PreferencesDecoder()
             let rows = try await connection.query("""
                 SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)
-                FROM devices d LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
+                FROM devices d LEFT JOIN users u ON u.id = d.user_id
+                LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = \(TokenNamespace.preferencesApp(app))
                 WHERE d.app = \(app) AND d.token = \(token) AND NOT d.invalid
                 """, logger: self.logger)
             for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
@@ -434,7 +452,7 @@ public final class PostgresRegistryStore: RegistryStore {
             for try await (app, token, invalid) in try await connection.query(
                 "SELECT app, token, invalid FROM devices WHERE user_id = \(id) ORDER BY app, token", logger: self.logger
             ).decode((String, String, Bool).self) {
-                devices.append(.init(app: app, token: token, invalid: invalid))
+                devices.append(.init(registryApp: app, token: token, invalid: invalid))
             }
             var groups: [String] = []
             for try await group in try await connection.query(

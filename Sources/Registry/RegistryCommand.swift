@@ -25,6 +25,13 @@ public enum RegistryCommand: Sendable, Hashable {
     /// The app was opened: the badge counter of one device (`app`, `token`), or of all a user's
     /// devices (of `app` only, when named), goes back to 0.
     case resetBadge(BadgeTarget)
+    /// A Live Activity token (`register_push_to_start_token`, `register_activity_token`): a device
+    /// of `namespace.registryApp(app)`, registered as `registerDevice` registers one.
+    case registerLiveActivityToken(app: String, namespace: TokenNamespace, token: String, user: String?)
+    /// Removes a Live Activity token, as `unregisterDevice` removes a device.
+    case unregisterLiveActivityToken(app: String, namespace: TokenNamespace, token: String)
+    /// The activity is over: every token registered for it is removed, useless from now on.
+    case endActivity(app: String, activity: String)
 
     public var name: String {
         switch self {
@@ -39,14 +46,22 @@ public enum RegistryCommand: Sendable, Hashable {
         case .deleteUser: "delete_user"
         case .replaceToken: "replace_token"
         case .resetBadge: "reset_badge"
+        case .registerLiveActivityToken(_, .devices, _, _): "register_device"
+        case .registerLiveActivityToken(_, .pushToStart, _, _): "register_push_to_start_token"
+        case .registerLiveActivityToken(_, .activity, _, _): "register_activity_token"
+        case .unregisterLiveActivityToken(_, .devices, _): "unregister_device"
+        case .unregisterLiveActivityToken(_, .pushToStart, _): "unregister_push_to_start_token"
+        case .unregisterLiveActivityToken(_, .activity, _): "unregister_activity_token"
+        case .endActivity: "end_activity"
         }
     }
 
-    /// Refuses a command that would register a device (`register_device`, `connect`) for an app
-    /// not among `served`: no job could ever reach that device.
+    /// Refuses a command that would register a device (`register_device`, `connect`, a Live
+    /// Activity token for the app) for an app not among `served`: no job could ever reach that device.
     public func check(servedApps served: Set<String>) throws(RegistryError) {
         switch self {
-        case .registerDevice(let app, _, _), .connect(let app, _, _), .replaceToken(let app, _, _):
+        case .registerDevice(let app, _, _), .connect(let app, _, _), .replaceToken(let app, _, _),
+            .registerLiveActivityToken(let app, _, _, _):
             guard served.contains(app) else {
                 throw RegistryError(.unknownApp, field: "app", "app '\(app)' is not one the workers serve (configured: \(served.sorted().joined(separator: ", ")))")
             }
@@ -64,6 +79,9 @@ public enum RegistryCommand: Sendable, Hashable {
         "add_to_blacklist": ["user", "app", "token", "type", "exceptions", "entry"],
         "remove_from_whitelist": ["user", "app", "token", "type"], "remove_from_blacklist": ["user", "app", "token", "type"],
         "replace_token": ["app", "old", "new"], "reset_badge": ["app", "token", "user"],
+        "register_push_to_start_token": ["app", "token", "user"], "unregister_push_to_start_token": ["app", "token"],
+        "register_activity_token": ["app", "activity", "token", "user"], "unregister_activity_token": ["app", "activity", "token"],
+        "end_activity": ["app", "activity"],
     ]
 
     /// Reads a command, or says which field is wrong.
@@ -83,13 +101,13 @@ public enum RegistryCommand: Sendable, Hashable {
         try reader.allow(Self.fields[name] ?? [], in: name)
         switch name {
         case "register_device":
-            self = .registerDevice(app: try reader.string("app"), token: try reader.token(), user: try reader.optionalString("user"))
+            self = .registerDevice(app: try reader.app(), token: try reader.token(), user: try reader.optionalString("user"))
         case "unregister_device":
-            self = .unregisterDevice(app: try reader.string("app"), token: try reader.token())
+            self = .unregisterDevice(app: try reader.app(), token: try reader.token())
         case "connect":
-            self = .connect(app: try reader.string("app"), token: try reader.token(), user: try reader.string("user"))
+            self = .connect(app: try reader.app(), token: try reader.token(), user: try reader.string("user"))
         case "disconnect":
-            self = .disconnect(app: try reader.string("app"), token: try reader.token(), user: try reader.string("user"))
+            self = .disconnect(app: try reader.app(), token: try reader.token(), user: try reader.string("user"))
         case "add_to_group":
             self = .addToGroup(user: try reader.string("user"), group: try reader.string("group"), createGroup: try reader.bool("create_group") ?? true)
         case "remove_from_group":
@@ -113,7 +131,19 @@ public enum RegistryCommand: Sendable, Hashable {
             case .userApp(let user, let app): self = .resetBadge(.user(user, app: app))
             }
         case "replace_token":
-            self = .replaceToken(app: try reader.string("app"), old: try reader.token("old"), new: try reader.token("new"))
+            self = .replaceToken(app: try reader.app(), old: try reader.token("old"), new: try reader.token("new"))
+        case "register_push_to_start_token":
+            self = .registerLiveActivityToken(app: try reader.app(), namespace: .pushToStart, token: try reader.token(), user: try reader.optionalString("user"))
+        case "unregister_push_to_start_token":
+            self = .unregisterLiveActivityToken(app: try reader.app(), namespace: .pushToStart, token: try reader.token())
+        case "register_activity_token":
+            let app = try reader.app(), activity = try reader.activity()
+            self = .registerLiveActivityToken(app: app, namespace: .activity(activity), token: try reader.token(), user: try reader.optionalString("user"))
+        case "unregister_activity_token":
+            let app = try reader.app(), activity = try reader.activity()
+            self = .unregisterLiveActivityToken(app: app, namespace: .activity(activity), token: try reader.token())
+        case "end_activity":
+            self = .endActivity(app: try reader.app(), activity: try reader.activity())
         default:
             self = .deleteUser(user: try reader.string("user"))
         }

@@ -37,6 +37,33 @@ struct RegistryFields {
         return text
     }
 
+    /// An app's name: a string with no `#`, which separates an app from the namespace of its Live
+    /// Activity tokens (`news#push-to-start`); a command cannot reach those through `app`.
+    func optionalApp(_ key: String = "app") throws(RegistryError) -> String? {
+        guard let app = try optionalString(key) else { return nil }
+        guard !app.contains(TokenNamespace.separator) else {
+            throw RegistryError(.invalidField, field: key, "\(key) '\(app)' contains '#', which no app name has: the registry keeps Live Activity tokens under '<app>#…'")
+        }
+        return app
+    }
+
+    func app(_ key: String = "app") throws(RegistryError) -> String {
+        guard let app = try optionalApp(key) else { throw RegistryError(.missingField, field: key, "\(key) is missing") }
+        return app
+    }
+
+    /// A Live Activity's id, as the app names it: non-empty, at most 128 bytes, no NUL.
+    func activity(_ key: String = "activity") throws(RegistryError) -> String {
+        guard let value = object[key], !(value is NSNull) else { throw RegistryError(.missingField, field: key, "\(key) is missing") }
+        guard let id = value as? String else { throw RegistryError(.invalidField, field: key, "\(key) must be a string: the Live Activity's id") }
+        guard !id.isEmpty else { throw RegistryError(.invalidField, field: key, "\(key) is empty") }
+        guard id.utf8.count <= TokenNamespace.maximumActivityIDLength else {
+            throw RegistryError(.invalidField, field: key, "\(key) is \(id.utf8.count) bytes; at most \(TokenNamespace.maximumActivityIDLength)")
+        }
+        guard !id.utf8.contains(0) else { throw RegistryError(.invalidField, field: key, "\(key) contains a NUL character") }
+        return id
+    }
+
     /// A device token, normalised and checked as the job decoder does (`<3F1C 0E5D …>` as apps
     /// log it is the token `3f1c0e5d…`).
     func token(_ key: String = "token") throws(RegistryError) -> String {
@@ -51,7 +78,7 @@ struct RegistryFields {
     /// `token`).
     func scope() throws(RegistryError) -> PreferenceScope {
         let user = try optionalString("user")
-        let app = try optionalString("app")
+        let app = try optionalApp()
         if let value = object["token"], !(value is NSNull) {
             guard user == nil else {
                 throw RegistryError(.invalidField, field: "token", "token: name a user, or a device by app and token, not both")

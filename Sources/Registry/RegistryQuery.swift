@@ -35,7 +35,7 @@ public enum RegistryQuery: Sendable, Hashable {
         if subtype != nil && type == nil {
             throw RegistryError(.invalidField, field: "subtype", "subtype needs a type: preferences are kept per type")
         }
-        self = .status(app: try reader.string("app"), token: try reader.token(), type: type, subtype: subtype)
+        self = .status(app: try reader.app(), token: try reader.token(), type: type, subtype: subtype)
     }
 
     /// Runs the query; the answer is the reply's JSON object (besides `"ok": true`).

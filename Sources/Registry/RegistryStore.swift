@@ -29,6 +29,12 @@ public protocol RegistryStore: Sendable {
         app: String, users: [String], groups: [String], _ body: (any RegistryAudience) async throws -> Void
     ) async throws
 
+    /// Every valid device of `app` (a registry app key, typically an activity's namespace), each
+    /// with its user and preferences, in one snapshot, page by page like `withAudience`: the
+    /// audience of an update or end job naming a Live Activity. A device with no user comes with
+    /// its own preferences, as `devices(app:tokens:)` gives them.
+    func withAllDevices(app: String, _ body: (any RegistryAudience) async throws -> Void) async throws
+
     /// Those of `tokens` that are registered for `app`, valid and connected, with their users and
     /// preferences: one query for a page of a job's explicit tokens, not one per token.
     func devices(app: String, tokens: [String]) async throws(RegistryError) -> [String: RegisteredDevice]
@@ -63,7 +69,7 @@ public protocol RegistryStore: Sendable {
     func group(_ name: String, sampleSize: Int) async throws(RegistryError) -> RegisteredGroup?
 }
 
-/// One snapshot of an audience, valid inside `RegistryStore.withAudience` only.
+/// One snapshot of an audience, valid inside `RegistryStore.withAudience` (or `withAllDevices`) only.
 public protocol RegistryAudience {
     /// The devices it reaches.
     func count() async throws -> Int
@@ -82,15 +88,25 @@ public protocol RegistryAudience {
 /// What `pushworker registry show user` prints.
 public struct RegisteredUser: Sendable, Hashable {
     public struct Device: Sendable, Hashable {
+        /// The app's name (for a Live Activity token, the app it belongs to, not its registry key).
         public var app: String
         public var token: String
         /// APNs called the token bad for this app (`BadDeviceToken`, `DeviceTokenNotForTopic`).
         public var invalid: Bool
+        /// An ordinary device token, or a Live Activity's (push-to-start, one activity's).
+        public var namespace: TokenNamespace
 
-        public init(app: String, token: String, invalid: Bool) {
+        public init(app: String, token: String, invalid: Bool, namespace: TokenNamespace = .devices) {
             self.app = app
             self.token = token
             self.invalid = invalid
+            self.namespace = namespace
+        }
+
+        /// A device as a store keeps it, under its registry app key.
+        public init(registryApp: String, token: String, invalid: Bool) {
+            let (app, namespace) = TokenNamespace.parse(registryApp)
+            self.init(app: app, token: token, invalid: invalid, namespace: namespace)
         }
     }
 

@@ -52,6 +52,9 @@ public struct CommandAuthorizer: Sendable {
         for (app, token) in devices {
             if let user = try await store.device(app: app, token: token)?.user { owners.insert(user) }
         }
+        if case .command(.endActivity(let app, let activity)) = request {
+            owners.formUnion(try await Self.users(of: TokenNamespace.activity(activity).registryApp(app), in: store))
+        }
         guard !owners.isEmpty else { return }
         let names = owners.sorted().map { "'\($0)'" }.joined(separator: ", ")
         guard let auth, !auth.isEmpty else {
@@ -61,6 +64,21 @@ public struct CommandAuthorizer: Sendable {
         if let other = owners.sorted().first(where: { $0 != subject }) {
             throw RegistryError(.unauthorized, field: "auth", "auth is the token of user '\(subject)', but \(request.name) concerns user '\(other)'")
         }
+    }
+
+    /// The users whose tokens of `registryApp` a command removing them all (`end_activity`) touches.
+    static func users(of registryApp: String, in store: any RegistryStore) async throws(RegistryError) -> Set<String> {
+        var users: Set<String> = []
+        do {
+            try await store.withAllDevices(app: registryApp) { audience in
+                try await audience.pages(size: 1000) { page in users.formUnion(page.compactMap(\.user)) }
+            }
+        } catch let error as RegistryError {
+            throw error
+        } catch {
+            throw RegistryError(.storeUnavailable, "cannot read the tokens of \(registryApp): \(error)")
+        }
+        return users
     }
 
     /// The token's subject, once its signature, expiry, issuer and audience hold.
@@ -103,6 +121,11 @@ public struct CommandAuthorizer: Sendable {
             case .replaceToken(let app, let old, let new): return ([], [(app, old), (app, new)])
             case .resetBadge(.device(let app, let token)): return ([], [(app, token)])
             case .resetBadge(.user(let user, _)): return ([user], [])
+            case .registerLiveActivityToken(let app, let namespace, let token, let user):
+                return (user.map { [$0] } ?? [], [(namespace.registryApp(app), token)])
+            case .unregisterLiveActivityToken(let app, let namespace, let token): return ([], [(namespace.registryApp(app), token)])
+            // Its tokens' users are read from the store: see `check`.
+            case .endActivity: return ([], [])
             }
         case .channel:
             // A channel belongs to the app, not to a user: like a job, it needs the broker's trust only.

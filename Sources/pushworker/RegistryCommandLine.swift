@@ -119,7 +119,9 @@ struct RegistryCommandLine: AsyncParsableCommand {
                 print("user \(found.id)")
                 print("  devices: \(found.devices.count)")
                 for device in found.devices {
-                    print("    \(device.app) \(device.token)\(device.invalid ? " (invalid: APNs refused it)" : "")")
+                    // A Live Activity token says whose: `news push-to-start 3f1c…`, `news activity A 3f1c…`.
+                    let kind = device.namespace == .devices ? "" : " \(device.namespace)"
+                    print("    \(device.app)\(kind) \(device.token)\(device.invalid ? " (invalid: APNs refused it)" : "")")
                 }
                 print("  groups: \(found.groups.isEmpty ? "none" : found.groups.joined(separator: ", "))")
                 Show.printPreferences(found.preferences)

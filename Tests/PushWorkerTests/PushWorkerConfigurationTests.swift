@@ -101,6 +101,7 @@ struct PushWorkerConfigurationTests {
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    connections: many\n", "apps[0].connections: should be a whole number"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    transport: quic\n", "apps[0].transport: 'quic' is not one of nghttp2, curl"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n  - name: a\n    topic: u\n    environment: sandbox\n", "apps[1].name: 'a' is used by another app"),
+            ("apps:\n  - name: \"a#b\"\n    topic: t\n    environment: sandbox\n", "apps[0].name: 'a#b' contains '#'"),
             ("apps: [", "not valid YAML"),
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    token: {key_id: k}\n", "apps[0].token.team_id: is missing"),
             ("metrics_address: 9090\napps: []\n", "metrics_address: '9090' is not HOST:PORT"),

@@ -31,6 +31,53 @@ struct RegistryCommandTests {
             == .replaceToken(app: "news", old: Self.token, new: Self.token))
     }
 
+    @Test("Live Activity commands read from their JSON into their namespace, keep their names, and are checked against the served apps by their base app")
+    func liveActivityCommands() throws {
+        func read(_ json: String) throws -> RegistryCommand { try RegistryCommand(json: Array(json.utf8)) }
+        let start = try read(#"{"command": "register_push_to_start_token", "app": "news", "token": "\#(Self.token.uppercased())", "user": "u-1"}"#)
+        #expect(start == .registerLiveActivityToken(app: "news", namespace: .pushToStart, token: Self.token, user: "u-1"))
+        #expect(start.name == "register_push_to_start_token")
+        let stop = try read(#"{"command": "unregister_push_to_start_token", "app": "news", "token": "\#(Self.token)"}"#)
+        #expect(stop == .unregisterLiveActivityToken(app: "news", namespace: .pushToStart, token: Self.token))
+        #expect(stop.name == "unregister_push_to_start_token")
+        let activity = try read(#"{"command": "register_activity_token", "app": "news", "activity": "match-42#b:c", "token": "<\#(Self.token)>"}"#)
+        #expect(activity == .registerLiveActivityToken(app: "news", namespace: .activity("match-42#b:c"), token: Self.token, user: nil))
+        #expect(activity.name == "register_activity_token")
+        let gone = try read(#"{"command": "unregister_activity_token", "app": "news", "activity": "A", "token": "\#(Self.token)"}"#)
+        #expect(gone == .unregisterLiveActivityToken(app: "news", namespace: .activity("A"), token: Self.token))
+        #expect(gone.name == "unregister_activity_token")
+        let end = try read(#"{"command": "end_activity", "app": "news", "activity": "\#(String(repeating: "é", count: 64))"}"#)
+        #expect(end == .endActivity(app: "news", activity: String(repeating: "é", count: 64)))
+        #expect(end.name == "end_activity")
+
+        try start.check(servedApps: ["news"])
+        try end.check(servedApps: [])
+        #expect(throws: RegistryError.self) { try activity.check(servedApps: ["other"]) }
+        do {
+            try start.check(servedApps: ["other"])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.code == .unknownApp && error.field == "app", "\(error)")
+        }
+    }
+
+    @Test("a namespace's registry app key reads back as its app and namespace; an id may hold # and :")
+    func namespaces() {
+        for namespace in [TokenNamespace.devices, .pushToStart, .activity("A"), .activity("x#activity:y"), .activity("push-to-start")] {
+            let key = namespace.registryApp("news")
+            let parsed = TokenNamespace.parse(key)
+            #expect(parsed.app == "news" && parsed.namespace == namespace, "\(key)")
+        }
+        #expect(TokenNamespace.pushToStart.registryApp("news") == "news#push-to-start")
+        #expect(TokenNamespace.activity("A").registryApp("news") == "news#activity:A")
+        for unknown in ["news#something", "news#activity:"] {
+            let parsed = TokenNamespace.parse(unknown)
+            #expect(parsed.app == unknown && parsed.namespace == .devices, "a suffix this build does not know: \(unknown)")
+        }
+        #expect(TokenNamespace.preferencesApp("news#activity:A") == "news")
+        #expect("\(TokenNamespace.activity("A"))" == "activity A" && "\(TokenNamespace.pushToStart)" == "push-to-start")
+    }
+
     @Test("preference commands name a user, a user in one app, or a device with no user; entries come as type and exceptions or as one array")
     func preferenceCommands() throws {
         func read(_ json: String) throws -> RegistryCommand { try RegistryCommand(json: Array(json.utf8)) }

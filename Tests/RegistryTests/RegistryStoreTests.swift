@@ -378,6 +378,129 @@ struct RegistryStoreTests {
         #expect(try await Self.all(store, users: ["u-1"]).map(\.token) == [Self.token(2), Self.token(3)])
     }
 
+    /// Every device of `app` (a Live Activity's namespace) in token order, checking the count and
+    /// the page sizes on the way.
+    static func allDevices(_ store: any RegistryStore, app: String, pageSize: Int = 1000) async throws -> [RegisteredDevice] {
+        var devices: [RegisteredDevice] = []
+        try await store.withAllDevices(app: app) { audience in
+            let count = try await audience.count()
+            try await audience.pages(size: pageSize) { page in
+                #expect(page.count <= pageSize && !page.isEmpty)
+                devices += page
+            }
+            #expect(devices.count == count)
+        }
+        return devices.sorted { $0.token < $1.token }
+    }
+
+    @Test("push-to-start tokens resolve for users and groups in their own namespace, with the users' preferences for the base app", arguments: Kind.allCases)
+    func pushToStartTokens(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        let pushToStart = TokenNamespace.pushToStart.registryApp("news")
+        // Ordinary devices of the same users: not reached by a start job.
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(2), user: "u-2"))
+        for (index, user) in ["u-1", "u-2", "u-3"].enumerated() {
+            try await store.apply(try Self.command(#"{"command": "register_push_to_start_token", "app": "news", "token": "\#(Self.token(11 + index))", "user": "\#(user)"}"#))
+        }
+        try await store.apply(.registerLiveActivityToken(app: "other", namespace: .pushToStart, token: Self.token(19), user: "u-1"))
+        try await store.apply(.addToGroup(user: "u-1", group: "g", createGroup: true))
+        try await store.apply(.addToGroup(user: "u-2", group: "g", createGroup: true))
+        let forNews = NotificationPreferences(blacklist: ["promotions": []])
+        let appWide = NotificationPreferences(whitelist: ["scores": []])
+        try await store.apply(.setPreferences(.userApp("u-1", app: "news"), forNews))
+        try await store.apply(.setPreferences(.user("u-1"), appWide))
+        try await store.apply(.setPreferences(.user("u-2"), appWide))
+        // A set kept under the namespace's own key is no app's: it never applies.
+        try await store.apply(.setPreferences(.userApp("u-2", app: pushToStart), forNews))
+
+        let expected = [
+            RegisteredDevice(token: Self.token(11), user: "u-1", preferences: forNews),
+            RegisteredDevice(token: Self.token(12), user: "u-2", preferences: appWide),
+            RegisteredDevice(token: Self.token(13), user: "u-3"),
+        ]
+        #expect(try await Self.all(store, app: pushToStart, users: ["u-3"], groups: ["g"], pageSize: 2) == expected)
+        #expect(try await Self.all(store, app: pushToStart, groups: ["g"]) == Array(expected.prefix(2)), "one group: its members' tokens")
+        #expect(try await Self.all(store, app: "news", groups: ["g"]).map(\.token) == [Self.token(1), Self.token(2)], "devices stay devices")
+        #expect(try await store.devices(app: pushToStart, tokens: [Self.token(11), Self.token(1)]) == [Self.token(11): expected[0]])
+        #expect(try await store.device(app: pushToStart, token: Self.token(11)) == expected[0])
+        // show user: the token under its app, its namespace named.
+        #expect(try await store.user("u-1")?.devices == [
+            .init(app: "news", token: Self.token(1), invalid: false),
+            .init(app: "news", token: Self.token(11), invalid: false, namespace: .pushToStart),
+            .init(app: "other", token: Self.token(19), invalid: false, namespace: .pushToStart),
+        ])
+        try await store.apply(try Self.command(#"{"command": "unregister_push_to_start_token", "app": "news", "token": "\#(Self.token(11))"}"#))
+        #expect(try await Self.all(store, app: pushToStart, groups: ["g"]) == [expected[1]])
+        #expect(try await store.device(app: "news", token: Self.token(1))?.user == "u-1", "the device of the same user stays")
+    }
+
+    @Test("an activity's tokens resolve together, users or none, in one snapshot; end_activity removes them and only them", arguments: Kind.allCases)
+    func activityTokens(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        let activityA = TokenNamespace.activity("A").registryApp("news"), activityB = TokenNamespace.activity("B").registryApp("news")
+        try await store.apply(try Self.command(#"{"command": "register_activity_token", "app": "news", "activity": "A", "token": "\#(Self.token(1))", "user": "u-1"}"#))
+        try await store.apply(try Self.command(#"{"command": "register_activity_token", "app": "news", "activity": "A", "token": "\#(Self.token(2))", "user": "u-2"}"#))
+        try await store.apply(try Self.command(#"{"command": "register_activity_token", "app": "news", "activity": "A", "token": "\#(Self.token(3))"}"#))
+        try await store.apply(try Self.command(#"{"command": "register_activity_token", "app": "news", "activity": "B", "token": "\#(Self.token(4))", "user": "u-1"}"#))
+        // The same token in another app's activity A, and an ordinary device: neither is A's.
+        try await store.apply(.registerLiveActivityToken(app: "other", namespace: .activity("A"), token: Self.token(5), user: "u-1"))
+        try await store.apply(.registerDevice(app: "news", token: Self.token(6), user: "u-1"))
+        let forNews = NotificationPreferences(blacklist: ["promotions": []])
+        let appWide = NotificationPreferences(whitelist: ["scores": []])
+        let own = NotificationPreferences(blacklist: ["scores": ["final"]])
+        try await store.apply(.setPreferences(.userApp("u-1", app: "news"), forNews))
+        try await store.apply(.setPreferences(.user("u-2"), appWide))
+        // The token with no user is filtered by its own set, as `devices(app:tokens:)` gives it.
+        try await store.apply(.setPreferences(.device(app: activityA, token: Self.token(3)), own))
+
+        let expected = [
+            RegisteredDevice(token: Self.token(1), user: "u-1", preferences: forNews),
+            RegisteredDevice(token: Self.token(2), user: "u-2", preferences: appWide),
+            RegisteredDevice(token: Self.token(3), user: nil, preferences: own),
+        ]
+        #expect(try await Self.allDevices(store, app: activityA, pageSize: 2) == expected)
+        var pages: [Int] = []
+        try await store.withAllDevices(app: activityA) { audience in
+            #expect(try await audience.count() == 3)
+            // Registered and removed meanwhile: the snapshot sees neither.
+            try await store.apply(.registerLiveActivityToken(app: "news", namespace: .activity("A"), token: Self.token(7), user: "u-3"))
+            try await store.apply(.unregisterLiveActivityToken(app: "news", namespace: .activity("A"), token: Self.token(2)))
+            #expect(try await audience.count(among: [Self.token(1), Self.token(3), Self.token(4), Self.token(5), Self.token(9)]) == 2)
+            #expect(try await audience.devices(tokens: [Self.token(1), Self.token(3), Self.token(4)])
+                == [Self.token(1): expected[0], Self.token(3): expected[2]])
+            try await audience.pages(size: 2) { pages.append($0.count) }
+        }
+        #expect(pages == [2, 1])
+        #expect(try await Self.allDevices(store, app: activityA).map(\.token) == [Self.token(1), Self.token(3), Self.token(7)])
+        // A token APNs called bad is not resolved.
+        try await store.deviceRejected(app: activityA, token: Self.token(7), reason: .badDeviceToken, at: nil)
+        #expect(try await Self.allDevices(store, app: activityA).map(\.token) == [Self.token(1), Self.token(3)])
+        #expect(try await store.user("u-1")?.devices.map(\.namespace) == [.devices, .activity("A"), .activity("B"), .activity("A")])
+
+        try await store.apply(try Self.command(#"{"command": "end_activity", "app": "news", "activity": "A"}"#))
+        #expect(try await Self.allDevices(store, app: activityA).isEmpty)
+        #expect(try await Self.allDevices(store, app: activityB) == [RegisteredDevice(token: Self.token(4), user: "u-1", preferences: forNews)])
+        #expect(try await Self.allDevices(store, app: TokenNamespace.activity("A").registryApp("other")).map(\.token) == [Self.token(5)])
+        #expect(try await store.device(app: "news", token: Self.token(6))?.user == "u-1")
+        #expect(try await store.user("u-2") != nil, "ending an activity keeps its users")
+        try await store.apply(.endActivity(app: "news", activity: "A"))  // again: nothing to remove
+    }
+
+    @Test("a 410 for an activity token removes it unless it registered again after the 410's timestamp", arguments: Kind.allCases)
+    func activityFeedback(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        let activityA = TokenNamespace.activity("A").registryApp("news")
+        for index in 1...2 {
+            try await store.apply(.registerLiveActivityToken(app: "news", namespace: .activity("A"), token: Self.token(index), user: "u-1"))
+        }
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        #expect(try await store.deviceRejected(app: activityA, token: Self.token(1), reason: .unregistered, at: Date()))
+        #expect(try await store.deviceRejected(app: activityA, token: Self.token(2), reason: .unregistered, at: Date(timeIntervalSinceNow: -3600)) == false)
+        #expect(try await Self.allDevices(store, app: activityA).map(\.token) == [Self.token(2)])
+        #expect(try await store.device(app: "news", token: Self.token(1)) != nil, "the device token of the same value stays")
+    }
+
     @Test("the SQLite file keeps everything across reopening, and two stores on one file see each other's writes")
     func sqliteFile() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path

@@ -53,5 +53,17 @@ public struct MalformedRegistryCommand: Sendable, CustomStringConvertible {
         MalformedRegistryCommand(json: #"{"command": "status", "app": "news"}"#, code: "missing_field", field: "token"),
         MalformedRegistryCommand(json: #"{"command": "status", "app": "news", "token": "\#(token)", "subtype": "final"}"#, code: "invalid_field", field: "subtype"),
         MalformedRegistryCommand(json: #"{"command": "status", "app": "news", "token": "\#(token)", "user": "u"}"#, code: "invalid_field", field: "user"),
+        // Live Activity tokens: an activity id is non-empty, at most 128 bytes; `#` marks a namespace, never an app's name.
+        MalformedRegistryCommand(json: #"{"command": "register_activity_token", "app": "news", "token": "\#(token)"}"#, code: "missing_field", field: "activity"),
+        MalformedRegistryCommand(json: #"{"command": "register_activity_token", "app": "news", "activity": "", "token": "\#(token)"}"#, code: "invalid_field", field: "activity"),
+        MalformedRegistryCommand(json: #"{"command": "register_activity_token", "app": "news", "activity": 7, "token": "\#(token)"}"#, code: "invalid_field", field: "activity"),
+        MalformedRegistryCommand(json: #"{"command": "unregister_activity_token", "app": "news", "activity": "\#(String(repeating: "a", count: 129))", "token": "\#(token)"}"#, code: "invalid_field", field: "activity"),
+        MalformedRegistryCommand(json: #"{"command": "end_activity", "app": "news"}"#, code: "missing_field", field: "activity"),
+        MalformedRegistryCommand(json: #"{"command": "end_activity", "app": "news", "activity": "A", "token": "\#(token)"}"#, code: "invalid_field", field: "token"),
+        MalformedRegistryCommand(json: #"{"command": "register_push_to_start_token", "app": "news", "token": "xyz"}"#, code: "invalid_field", field: "token"),
+        MalformedRegistryCommand(json: #"{"command": "register_push_to_start_token", "app": "news", "activity": "A", "token": "\#(token)"}"#, code: "invalid_field", field: "activity"),
+        MalformedRegistryCommand(json: #"{"command": "unregister_push_to_start_token", "token": "\#(token)"}"#, code: "missing_field", field: "app"),
+        MalformedRegistryCommand(json: #"{"command": "register_push_to_start_token", "app": "news#push-to-start", "token": "\#(token)"}"#, code: "invalid_field", field: "app"),
+        MalformedRegistryCommand(json: #"{"command": "unregister_device", "app": "news#activity:A", "token": "\#(token)"}"#, code: "invalid_field", field: "app"),
     ]
 }

@@ -41,6 +41,7 @@ public struct PushWorkerConfiguration: Sendable, Decodable, Equatable {
         var names = Set<String>()
         for (index, app) in configuration.apps.enumerated() {
             guard !app.name.isEmpty else { throw ConfigurationError(file: file, key: "apps[\(index)].name", "is empty") }
+            guard !app.name.contains("#") else { throw ConfigurationError(file: file, key: "apps[\(index)].name", "'\(app.name)' contains '#', which the registry keeps for Live Activity tokens ('<app>#push-to-start')") }
             guard names.insert(app.name).inserted else {
                 throw ConfigurationError(file: file, key: "apps[\(index)].name", "'\(app.name)' is used by another app")
             }

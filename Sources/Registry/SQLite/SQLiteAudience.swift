@@ -11,6 +11,9 @@ struct SQLiteAudience: RegistryAudience {
         /// Users and groups: the union of their user ids (a temporary b-tree, which SQLite spills
         /// to disk past its cache), then their devices.
         let count, countAmong, stream: SQLiteStatement
+        /// Every device of one app key (a Live Activity's tokens): its primary-key range, users
+        /// or none, each device with the preferences `devicesOfTokens` would give it.
+        let appCount, appCountAmong, appStream: SQLiteStatement
         let devicesOfTokens: SQLiteStatement
 
         /// CROSS JOIN keeps the members as the outer loop (SQLite's way of fixing the join order):
@@ -36,46 +39,85 @@ struct SQLiteAudience: RegistryAudience {
             groupStream = try database.prepare("""
                 SELECT d.token, d.user_id, \(Self.userPreferences) FROM memberships m
                 CROSS JOIN devices d ON d.user_id = m.user_id AND d.app = ?1 AND d.invalid = 0
-                CROSS JOIN users u ON u.id = m.user_id LEFT JOIN app_preferences p ON p.user_id = m.user_id AND p.app = ?1
+                CROSS JOIN users u ON u.id = m.user_id LEFT JOIN app_preferences p ON p.user_id = m.user_id AND p.app = ?3
                 WHERE m.group_name = ?2
                 """)
             count = try database.prepare("SELECT COUNT(*) \(Self.union)")
             countAmong = try database.prepare("SELECT COUNT(*) \(Self.union) WHERE d.token IN (SELECT value FROM json_each(?4))")
             stream = try database.prepare("""
                 SELECT d.token, d.user_id, \(Self.userPreferences) \(Self.union) CROSS JOIN users u ON u.id = a.user_id
-                LEFT JOIN app_preferences p ON p.user_id = a.user_id AND p.app = ?1
+                LEFT JOIN app_preferences p ON p.user_id = a.user_id AND p.app = ?4
+                """)
+            appCount = try database.prepare("SELECT COUNT(*) FROM devices d WHERE d.app = ?1 AND d.invalid = 0")
+            appCountAmong = try database.prepare(
+                "SELECT COUNT(*) FROM devices d WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))")
+            appStream = try database.prepare("""
+                SELECT d.token, d.user_id, \(SQLiteRegistryStore.effectivePreferences) FROM devices d
+                LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = ?2
+                WHERE d.app = ?1 AND d.invalid = 0
                 """)
             devicesOfTokens = try database.prepare(SQLiteRegistryStore.devicesOfTokens)
         }
     }
 
+    /// Whose devices it reads.
+    enum Source {
+        /// The members of one group, no users.
+        case oneGroup
+        /// Users and the members of groups.
+        case union
+        /// Every device of the app key.
+        case everyDevice
+    }
+
     let reader: Reader
     let app: String
-    /// The statements' leading parameters: app and group, or app, users and groups as JSON arrays.
+    /// Whose users' per-app preferences apply: the base app of a Live Activity namespace.
+    let preferencesApp: String
+    /// The statements' leading parameters: app and group, or app, users and groups as JSON
+    /// arrays, or the app alone.
     let parameters: [SQLiteStatement.Value]
-    let oneGroup: Bool
+    let source: Source
 
     init(reader: Reader, app: String, users: [String], groups: [String]) {
         self.reader = reader
         self.app = app
-        oneGroup = users.isEmpty && groups.count == 1
-        parameters = oneGroup
+        preferencesApp = TokenNamespace.preferencesApp(app)
+        source = users.isEmpty && groups.count == 1 ? .oneGroup : .union
+        parameters = source == .oneGroup
             ? [.text(app), .text(groups[0])]
             : [.text(app), .text(SQLiteRegistryStore.json(users)), .text(SQLiteRegistryStore.json(groups))]
     }
 
+    /// Every valid device of `app`, connected or not.
+    init(reader: Reader, everyDeviceOf app: String) {
+        self.reader = reader
+        self.app = app
+        preferencesApp = TokenNamespace.preferencesApp(app)
+        source = .everyDevice
+        parameters = [.text(app)]
+    }
+
     func count() async throws -> Int {
         var count = 0
-        try (oneGroup ? reader.groupCount : reader.count).run(parameters) { row in count = Int(row.integer(0)) }
+        let statement = switch source {
+        case .oneGroup: reader.groupCount
+        case .union: reader.count
+        case .everyDevice: reader.appCount
+        }
+        try statement.run(parameters) { row in count = Int(row.integer(0)) }
         return count
     }
 
     func count(among tokens: [String]) async throws -> Int {
         guard !tokens.isEmpty else { return 0 }
         var count = 0
-        try (oneGroup ? reader.groupCountAmong : reader.countAmong).run(parameters + [.text(SQLiteRegistryStore.json(tokens))]) { row in
-            count = Int(row.integer(0))
+        let statement = switch source {
+        case .oneGroup: reader.groupCountAmong
+        case .union: reader.countAmong
+        case .everyDevice: reader.appCountAmong
         }
+        try statement.run(parameters + [.text(SQLiteRegistryStore.json(tokens))]) { row in count = Int(row.integer(0)) }
         return count
     }
 
@@ -83,7 +125,7 @@ struct SQLiteAudience: RegistryAudience {
         guard !tokens.isEmpty else { return [:] }
         var devices: [String: RegisteredDevice] = [:]
         var decoder = PreferencesDecoder()
-        try reader.devicesOfTokens.run([.text(app), .text(SQLiteRegistryStore.json(tokens))]) { row in
+        try reader.devicesOfTokens.run([.text(app), .text(SQLiteRegistryStore.json(tokens)), .text(preferencesApp)]) { row in
             guard let token = row.text(0) else { return }
             devices[token] = RegisteredDevice(token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
         }
@@ -91,8 +133,13 @@ struct SQLiteAudience: RegistryAudience {
     }
 
     func pages(size: Int, _ page: ([RegisteredDevice]) async throws -> Void) async throws {
-        let statement = oneGroup ? reader.groupStream : reader.stream
-        try statement.bind(parameters)
+        let statement = switch source {
+        case .oneGroup: reader.groupStream
+        case .union: reader.stream
+        case .everyDevice: reader.appStream
+        }
+        // The stream statements take the preferences' app after the leading parameters.
+        try statement.bind(parameters + [.text(preferencesApp)])
         defer { statement.reset() }
         var decoder = PreferencesDecoder()
         var batch: [RegisteredDevice] = []

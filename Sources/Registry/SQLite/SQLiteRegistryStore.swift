@@ -18,7 +18,7 @@ public final class SQLiteRegistryStore: RegistryStore {
             removeUnless, markInvalid, findDevice, devicesOfTokens, findUser, userDevices, userGroups, groupMembers,
             groupDevices, groupSample, takeOver, setAppPreferences, deleteAppPreferences, findAppPreferences,
             setDevicePreferences, findDevicePreferences, incrementBadges, findBadge, moveBadge, resetDeviceBadge,
-            resetUserBadges: SQLiteStatement
+            resetUserBadges, deleteApp: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -45,7 +45,7 @@ public final class SQLiteRegistryStore: RegistryStore {
             markInvalid = try database.prepare("UPDATE devices SET invalid = 1 WHERE app = ?1 AND token = ?2")
             findDevice = try database.prepare("""
                 SELECT d.token, d.user_id, \(SQLiteRegistryStore.effectivePreferences) FROM devices d LEFT JOIN users u ON u.id = d.user_id
-                LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
+                LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = ?3
                 WHERE d.app = ?1 AND d.token = ?2 AND d.invalid = 0
                 """)
             devicesOfTokens = try database.prepare(SQLiteRegistryStore.devicesOfTokens)
@@ -78,6 +78,7 @@ public final class SQLiteRegistryStore: RegistryStore {
                 """)
             resetDeviceBadge = try database.prepare("UPDATE devices SET badge = 0 WHERE app = ?1 AND token = ?2")
             resetUserBadges = try database.prepare("UPDATE devices SET badge = 0 WHERE user_id = ?1 AND (?2 IS NULL OR app = ?2)")
+            deleteApp = try database.prepare("DELETE FROM devices WHERE app = ?1")
         }
     }
 
@@ -87,10 +88,11 @@ public final class SQLiteRegistryStore: RegistryStore {
     static let effectivePreferences = "COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)"
 
     /// Registered, valid devices of app ?1 among the tokens of JSON array ?2 that are connected
-    /// or have preferences of their own.
+    /// or have preferences of their own; users' per-app preferences are those for app ?3 (the
+    /// base app of a Live Activity namespace, `TokenNamespace.preferencesApp`).
     static let devicesOfTokens = """
         SELECT d.token, d.user_id, \(effectivePreferences) FROM devices d LEFT JOIN users u ON u.id = d.user_id
-        LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = d.app
+        LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = ?3
         WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))
           AND (d.user_id IS NOT NULL OR d.whitelist IS NOT NULL)
         """
@@ -253,6 +255,12 @@ public final class SQLiteRegistryStore: RegistryStore {
             try c.resetDeviceBadge.run([.text(app), .text(token)])
         case .resetBadge(.user(let user, let app)):
             try c.resetUserBadges.run([.text(user), app.map { .text($0) } ?? .null])
+        case .registerLiveActivityToken(let app, let namespace, let token, let user):
+            try apply(.registerDevice(app: namespace.registryApp(app), token: token, user: user), on: c, now: now)
+        case .unregisterLiveActivityToken(let app, let namespace, let token):
+            try c.deleteDevice.run([.text(namespace.registryApp(app)), .text(token)])
+        case .endActivity(let app, let activity):
+            try c.deleteApp.run([.text(TokenNamespace.activity(activity).registryApp(app))])
         }
     }
 
@@ -326,11 +334,22 @@ public final class SQLiteRegistryStore: RegistryStore {
     public func withAudience(
         app: String, users: [String], groups: [String], _ body: (any RegistryAudience) async throws -> Void
     ) async throws {
+        try await withSnapshot({ SQLiteAudience(reader: $0, app: app, users: users, groups: groups) }, body)
+    }
+
+    public func withAllDevices(app: String, _ body: (any RegistryAudience) async throws -> Void) async throws {
+        try await withSnapshot({ SQLiteAudience(reader: $0, everyDeviceOf: app) }, body)
+    }
+
+    /// Runs `body` on an audience read by a pooled reader inside one read transaction.
+    private func withSnapshot(
+        _ audience: (SQLiteAudience.Reader) -> SQLiteAudience, _ body: (any RegistryAudience) async throws -> Void
+    ) async throws {
         let reader = try readers.withLock { $0.popLast() } ?? SQLiteAudience.Reader(path: path)
         // A deferred transaction: its first read fixes the snapshot every later read sees.
         try reader.database.execute("BEGIN")
         do {
-            try await body(SQLiteAudience(reader: reader, app: app, users: users, groups: groups))
+            try await body(audience(reader))
         } catch {
             try? reader.database.execute("ROLLBACK")
             readers.withLock { $0.append(reader) }
@@ -346,7 +365,7 @@ public final class SQLiteRegistryStore: RegistryStore {
         return try state.withLock { (connection: inout Connection) throws(RegistryError) in
             var devices: [String: RegisteredDevice] = [:]
             var decoder = PreferencesDecoder()
-            try connection.devicesOfTokens.run([.text(app), .text(list)]) { row in
+            try connection.devicesOfTokens.run([.text(app), .text(list), .text(TokenNamespace.preferencesApp(app))]) { row in
                 guard let token = row.text(0) else { return }
                 devices[token] = RegisteredDevice(token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
             }
@@ -375,7 +394,7 @@ public final class SQLiteRegistryStore: RegistryStore {
         try state.withLock { (connection: inout Connection) throws(RegistryError) -> RegisteredDevice? in
             var found: RegisteredDevice?
             var decoder = PreferencesDecoder()
-            try connection.findDevice.run([.text(app), .text(token)]) { row in
+            try connection.findDevice.run([.text(app), .text(token), .text(TokenNamespace.preferencesApp(app))]) { row in
                 found = RegisteredDevice(token: row.text(0) ?? "", user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
             }
             return found
@@ -392,7 +411,7 @@ public final class SQLiteRegistryStore: RegistryStore {
             guard let preferences else { return nil }
             var devices: [RegisteredUser.Device] = []
             try connection.userDevices.run([.text(id)]) { row in
-                devices.append(.init(app: row.text(0) ?? "", token: row.text(1) ?? "", invalid: row.integer(2) != 0))
+                devices.append(.init(registryApp: row.text(0) ?? "", token: row.text(1) ?? "", invalid: row.integer(2) != 0))
             }
             var groups: [String] = []
             try connection.userGroups.run([.text(id)]) { row in groups.append(row.text(0) ?? "") }
