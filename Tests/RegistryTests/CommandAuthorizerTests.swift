@@ -58,6 +58,20 @@ struct CommandAuthorizerTests {
         await refused(#"{"command": "unregister_device", "app": "news", "token": "\#(Self.token(1))"}"#, "concerns user 'u-1'")
         await refused(#"{"command": "status", "app": "news", "token": "\#(Self.token(1))", "auth": "\#(try await tokens.token(for: "u-2", hs256: hs256))"}"#, "but status concerns user 'u-1'")
         await refused(#"{"command": "replace_token", "app": "news", "old": "\#(Self.token(1))", "new": "\#(Self.token(5))"}"#, "concerns user 'u-1'")
+        // Live Activity tokens: a token's user, as for a device; ending an activity, the user of every token it removes.
+        try await store.apply(.registerLiveActivityToken(app: "news", namespace: .activity("A"), token: Self.token(6), user: "u-1"))
+        try await store.apply(.registerLiveActivityToken(app: "news", namespace: .activity("A"), token: Self.token(7), user: nil))
+        try await store.apply(.registerLiveActivityToken(app: "news", namespace: .activity("B"), token: Self.token(8), user: nil))
+        await refused(#"{"command": "register_push_to_start_token", "app": "news", "token": "\#(Self.token(9))", "user": "u-1"}"#, "register_push_to_start_token concerns user 'u-1'")
+        await refused(#"{"command": "unregister_activity_token", "app": "news", "activity": "A", "token": "\#(Self.token(6))"}"#, "concerns user 'u-1'")
+        await refused(#"{"command": "end_activity", "app": "news", "activity": "A"}"#, "end_activity concerns user 'u-1'")
+        for json in [
+            #"{"command": "end_activity", "app": "news", "activity": "A", "auth": "\#(mine)"}"#,
+            #"{"command": "end_activity", "app": "news", "activity": "B"}"#,
+            #"{"command": "unregister_activity_token", "app": "news", "activity": "A", "token": "\#(Self.token(7))"}"#,
+        ] {
+            do { try await check(json) } catch { Issue.record("refused \(json): \(error)") }
+        }
         await refused(#"{"command": "reset_badge", "user": "u-1"}"#, "auth is missing")
         // Tokens that do not hold.
         await refused(#"{"command": "delete_user", "user": "u-1", "auth": "\#(try await tokens.token(for: "u-1", seconds: -60, hs256: hs256))"}"#, "auth has expired")
