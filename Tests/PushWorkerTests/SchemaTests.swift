@@ -91,7 +91,12 @@ struct SchemaTests {
                 return file
             }
         }
-        let valid = examples + queries.map { $0.replacingOccurrences(of: "…", with: String(repeating: "0", count: 56)) }
+        let channels = page.components(separatedBy: "### Broadcast channels")[1].split(separator: "\n").filter { $0.hasPrefix(#"{"command": ""#) }.map(String.init)
+        #expect(channels.count == 1)
+        let valid = examples + queries.map { $0.replacingOccurrences(of: "…", with: String(repeating: "0", count: 56)) } + channels + [
+            #"{"command": "list_channels", "app": "sports"}"#, #"{"command": "show_channel", "app": "sports", "channel": "dHN0LXNyY2gtY2hubA=="}"#,
+            #"{"command": "delete_channel", "app": "sports", "channel": "dHN0LXNyY2gtY2hubA=="}"#,
+        ]
         for text in valid { _ = try RegistryRequest(json: Array(text.utf8)) }
         #expect(try Self.validate("registry-command.schema.json", try files(valid, "valid")) == Array(repeating: "valid", count: valid.count))
         // Refusals a schema cannot make: the app's configuration, the group's existence; and bodies that are not JSON objects.
