@@ -12,6 +12,19 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
     case tooManyProviderTokenUpdates, tooManyRequests
     case internalServerError
     case serviceUnavailable, shutdown
+    // Broadcasts and channel management (iOS 18): all 400, all about the request, never retried.
+    /// `apns-channel-id` is missing.
+    case missingChannelId
+    /// The channel id is not properly base64-encoded, or too long.
+    case badChannelId
+    /// No such channel for this app and environment (deleted, or never created).
+    case channelNotRegistered
+    /// The app has reached its maximum number of channels (10,000 per environment).
+    case cannotCreateChannelConfig
+    /// `apns-push-type` (or the body's `push-type`) is missing.
+    case missingPushType
+    /// Broadcast push is not enabled for the topic (the app's capability in the developer account).
+    case featureNotEnabled
     case other(String)
 
     public static let known: [APNsErrorReason] = [
@@ -21,7 +34,8 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken,
         .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken, .badPath, .methodNotAllowed, .expiredToken,
         .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates, .tooManyRequests, .internalServerError,
-        .serviceUnavailable, .shutdown,
+        .serviceUnavailable, .shutdown, .missingChannelId, .badChannelId, .channelNotRegistered, .cannotCreateChannelConfig,
+        .missingPushType, .featureNotEnabled,
     ]
 
     private static let byString: [String: APNsErrorReason] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
@@ -66,6 +80,12 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         case .internalServerError: "InternalServerError"
         case .serviceUnavailable: "ServiceUnavailable"
         case .shutdown: "Shutdown"
+        case .missingChannelId: "MissingChannelId"
+        case .badChannelId: "BadChannelId"
+        case .channelNotRegistered: "ChannelNotRegistered"
+        case .cannotCreateChannelConfig: "CannotCreateChannelConfig"
+        case .missingPushType: "MissingPushType"
+        case .featureNotEnabled: "FeatureNotEnabled"
         case .other(let reason): reason
         }
     }

@@ -7,6 +7,8 @@ public struct APNsResponse: Sendable, Hashable {
     public var apnsID: String?
     /// `apns-unique-id`: sandbox only, for looking the notification up in the console.
     public var apnsUniqueID: String?
+    /// `apns-request-id`: broadcasts and channel management; the one sent, or the one APNs made.
+    public var requestID: String?
     public var reason: APNsErrorReason?
     /// For 410: when APNs last knew the token was valid (the body's milliseconds since 1970).
     public var timestamp: Date?
@@ -16,8 +18,12 @@ public struct APNsResponse: Sendable, Hashable {
     /// a stale provider token and sent again with a new one is not counted: APNs delivered nothing.)
     public var sends = 1
 
-    public init(status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsErrorReason? = nil, timestamp: Date? = nil) {
+    public init(
+        status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsErrorReason? = nil, timestamp: Date? = nil,
+        requestID: String? = nil
+    ) {
         self.status = status
+        self.requestID = requestID
         self.apnsID = apnsID
         self.apnsUniqueID = apnsUniqueID
         self.reason = reason
@@ -33,8 +39,8 @@ public struct APNsResponse: Sendable, Hashable {
     }
 
     /// Reads the `{"reason": …, "timestamp": …}` body of an error response.
-    public static func parse(status: Int, apnsID: String?, apnsUniqueID: String?, body: [UInt8]) -> APNsResponse {
-        var response = APNsResponse(status: status, apnsID: apnsID, apnsUniqueID: apnsUniqueID)
+    public static func parse(status: Int, apnsID: String?, apnsUniqueID: String?, requestID: String? = nil, body: [UInt8]) -> APNsResponse {
+        var response = APNsResponse(status: status, apnsID: apnsID, apnsUniqueID: apnsUniqueID, requestID: requestID)
         guard status != 200, !body.isEmpty,
             let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
         else {

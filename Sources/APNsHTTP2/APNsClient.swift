@@ -107,8 +107,8 @@ public final class APNsClient: NotificationSending {
             var refusedForToken: [Int] = []
             for (index, outcome) in wave {
                 switch outcome {
-                case .response(let status, let apnsID, let uniqueID, let body):
-                    var response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
+                case .response(let status, let apnsID, let uniqueID, let requestID, let body):
+                    var response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, requestID: requestID, body: body)
                     switch response.disposition {
                     case .retryWithNewProviderToken where token != nil && retries[index]?.refreshedToken != true:
                         retries[index, default: (0, false)].refreshedToken = true
@@ -169,7 +169,11 @@ public final class APNsClient: NotificationSending {
                     template = request
                     batch = exchangeBatch(for: template, token: token, capacity: count)
                 }
-                batch.append(deviceToken: request.deviceToken, tag: index)
+                if request.isBroadcast {
+                    batch.append(path: request.path, tag: index)
+                } else {
+                    batch.append(deviceToken: request.deviceToken, tag: index)
+                }
             }
             pool.connections[connection].start(batch, round: round)
         }
@@ -184,9 +188,11 @@ public final class APNsClient: NotificationSending {
 }
 
 extension APNsRequest {
-    /// Whether the two go out with the same headers and payload, their device tokens aside.
+    /// Whether the two go out with the same headers and payload, their device tokens aside (a
+    /// broadcast's path follows from its topic, so two broadcasts that share headers share it).
     func sharesHeaders(with other: APNsRequest) -> Bool {
         topic == other.topic && pushType == other.pushType && priority == other.priority && expiration == other.expiration
-            && collapseID == other.collapseID && apnsID == other.apnsID && payload == other.payload
+            && collapseID == other.collapseID && apnsID == other.apnsID && channelID == other.channelID
+            && requestID == other.requestID && payload == other.payload
     }
 }

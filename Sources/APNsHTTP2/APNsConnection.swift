@@ -2,7 +2,7 @@ import APNs
 
 /// What one HTTP/2 exchange gave, whichever transport carried it.
 enum APNsExchangeOutcome: Sendable {
-    case response(status: Int, apnsID: String?, apnsUniqueID: String?, body: [UInt8])
+    case response(status: Int, apnsID: String?, apnsUniqueID: String?, requestID: String?, body: [UInt8])
     /// No answer. `retry`: the request may be sent again on a new connection (a refused stream,
     /// a GOAWAY, a dropped connection), within the client's transport retries.
     case failure(APNsClientError, retry: Bool)

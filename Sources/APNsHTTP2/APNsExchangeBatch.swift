@@ -1,8 +1,9 @@
 /// Requests that differ only in their path, handed to one connection at once: a job's fan-out
 /// is one payload and one set of headers for many device tokens, so they are encoded once and
-/// the paths are the only per-notification bytes.
+/// the paths are the only per-notification bytes. A broadcast's path is its own
+/// (`/4/broadcasts/apps/<bundle id>`), appended whole.
 struct APNsExchangeBatch: Sendable {
-    /// The paths (`/3/device/<token>`), each NUL-terminated, back to back: the nghttp2 engine's
+    /// The paths (`/3/device/<token>`, or a broadcast's), each NUL-terminated, back to back: the nghttp2 engine's
     /// format, written without a Swift string per path.
     private(set) var paths: [UInt8] = []
     /// The round's slot of each path, in order.
@@ -26,9 +27,17 @@ struct APNsExchangeBatch: Sendable {
         tags.reserveCapacity(capacity)
     }
 
+    /// The fan-out's fast path: the device prefix and the token's bytes, no path string.
     mutating func append(deviceToken: String, tag: Int) {
         paths.append(contentsOf: "/3/device/".utf8)
         paths.append(contentsOf: deviceToken.utf8)
+        paths.append(0)
+        tags.append(UInt32(tag))
+    }
+
+    /// Any other request (a broadcast): its whole path.
+    mutating func append(path: String, tag: Int) {
+        paths.append(contentsOf: path.utf8)
         paths.append(0)
         tags.append(UInt32(tag))
     }

@@ -61,7 +61,7 @@ final class APNsExchangeRound: Sendable {
         latency.record(duration: now - startedAt)
         // APNs raises a connection's stream limit once it has accepted the credentials; a 403
         // (or no answer at all) leaves the connection at one stream.
-        if case .response(let status, _, _, _) = outcome, status != 403 {
+        if case .response(let status, _, _, _, _) = outcome, status != 403 {
             pool.release(connection, answered: true)
         } else {
             pool.release(connection, answered: false)

@@ -68,11 +68,11 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
             }
         }
         switch outcome {
-        case .response(let status, let version, let apnsID, let uniqueID, let body):
+        case .response(let status, let version, let apnsID, let uniqueID, let requestID, let body):
             guard version == Int(CURL_HTTP_VERSION_2_0) else {
                 return .failure(.transport("\(configuration.baseURL) did not negotiate HTTP/2 (ALPN h2)"), retry: false)
             }
-            return .response(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, body: body)
+            return .response(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, requestID: requestID, body: body)
         case .failure(let code, let message):
             let error = Self.classify(code: code, message: message, url: configuration.baseURL)
             if case .transport = error { return .failure(error, retry: true) }
@@ -201,7 +201,7 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
                 _ = pw_curl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
                 transfer.finish(.response(
                     status: status, httpVersion: version, apnsID: transfer.apnsID, apnsUniqueID: transfer.apnsUniqueID,
-                    body: transfer.responseBody))
+                    requestID: transfer.requestID, body: transfer.responseBody))
             } else {
                 let detail = transfer.errorMessage
                 let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail

@@ -3,7 +3,7 @@ import Foundation
 
 /// What came back for one transfer.
 enum CurlOutcome: Sendable {
-    case response(status: Int, httpVersion: Int, apnsID: String?, apnsUniqueID: String?, body: [UInt8])
+    case response(status: Int, httpVersion: Int, apnsID: String?, apnsUniqueID: String?, requestID: String?, body: [UInt8])
     case failure(code: UInt32, message: String)
 }
 
@@ -22,6 +22,9 @@ final class CurlTransfer: @unchecked Sendable {
     // Written by libcurl's callbacks on the I/O thread.
     var apnsID: String?
     var apnsUniqueID: String?
+    var requestID: String?
+    /// `apns-channel-id`: the channel management API's answer to a create.
+    var channelID: String?
     var responseBody: [UInt8] = []
 
     init(url: String, headers: [String], body: [UInt8], continuation: CheckedContinuation<CurlOutcome, Never>) {
@@ -54,15 +57,23 @@ final class CurlTransfer: @unchecked Sendable {
     func receiveHeader(_ line: UnsafeRawBufferPointer) {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         let name = line[..<colon]
-        let isID = Self.equalsIgnoringCase(name, "apns-id")
-        guard isID || Self.equalsIgnoringCase(name, "apns-unique-id") else { return }
-        func isSpace(_ byte: UInt8) -> Bool { byte == 32 || byte == 9 || byte == 13 || byte == 10 }
-        var start = colon + 1
-        var end = line.count
-        while start < end && isSpace(line[start]) { start += 1 }
-        while end > start && isSpace(line[end - 1]) { end -= 1 }
-        let value = String(decoding: line[start..<end], as: UTF8.self)
-        if isID { apnsID = value } else { apnsUniqueID = value }
+        func value() -> String {
+            func isSpace(_ byte: UInt8) -> Bool { byte == 32 || byte == 9 || byte == 13 || byte == 10 }
+            var start = colon + 1
+            var end = line.count
+            while start < end && isSpace(line[start]) { start += 1 }
+            while end > start && isSpace(line[end - 1]) { end -= 1 }
+            return String(decoding: line[start..<end], as: UTF8.self)
+        }
+        if Self.equalsIgnoringCase(name, "apns-id") {
+            apnsID = value()
+        } else if Self.equalsIgnoringCase(name, "apns-unique-id") {
+            apnsUniqueID = value()
+        } else if Self.equalsIgnoringCase(name, "apns-request-id") {
+            requestID = value()
+        } else if Self.equalsIgnoringCase(name, "apns-channel-id") {
+            channelID = value()
+        }
     }
 
     private static func equalsIgnoringCase(_ bytes: Slice<UnsafeRawBufferPointer>, _ lowercase: StaticString) -> Bool {

@@ -84,7 +84,8 @@ extension APNsExchangeOutcome {
             let body = result.body_length > 0 ? Array(UnsafeBufferPointer(start: result.body, count: result.body_length)) : []
             self = .response(
                 status: Int(result.status), apnsID: result.apns_id.map { String(cString: $0) },
-                apnsUniqueID: result.apns_unique_id.map { String(cString: $0) }, body: body)
+                apnsUniqueID: result.apns_unique_id.map { String(cString: $0) },
+                requestID: result.apns_request_id.map { String(cString: $0) }, body: body)
             return
         }
         let message = String(cString: result.message)

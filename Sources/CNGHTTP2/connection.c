@@ -76,6 +76,7 @@ struct request {
   int status;
   char apns_id[64];
   char apns_unique_id[64];
+  char apns_request_id[64];
   unsigned char *response;
   size_t response_length, response_capacity;
   /// Its path, in the batch.
@@ -176,6 +177,7 @@ static void complete(pw_h2_conn *c, request *r, int status, pw_h2_error error, i
       .message = message ? message : "",
       .apns_id = r->apns_id[0] ? r->apns_id : NULL,
       .apns_unique_id = r->apns_unique_id[0] ? r->apns_unique_id : NULL,
+      .apns_request_id = r->apns_request_id[0] ? r->apns_request_id : NULL,
       .body = r->response,
       .body_length = r->response_length,
   };
@@ -212,6 +214,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     target = r->apns_id;
   } else if (name_length == 14 && memcmp(name, "apns-unique-id", 14) == 0) {
     target = r->apns_unique_id;
+  } else if (name_length == 15 && memcmp(name, "apns-request-id", 15) == 0) {
+    target = r->apns_request_id;
   }
   if (target) {
     size_t n = value_length < 63 ? value_length : 63;

@@ -97,7 +97,7 @@ struct APNsRequestTests {
 struct APNsResponseTests {
     @Test("every documented reason round-trips through its string, with its status")
     func reasons() {
-        #expect(APNsErrorReason.known.count == 33)
+        #expect(APNsErrorReason.known.count == 39)
         for reason in APNsErrorReason.known {
             #expect(APNsErrorReason(reason.rawValue) == reason)
         }

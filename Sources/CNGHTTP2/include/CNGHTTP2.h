@@ -52,6 +52,8 @@ typedef struct {
   /// The response's apns-id and apns-unique-id headers, NUL-terminated; NULL when absent.
   const char *apns_id;
   const char *apns_unique_id;
+  /// The response's apns-request-id (broadcasts), NUL-terminated; NULL when absent.
+  const char *apns_request_id;
   const unsigned char *body;
   size_t body_length;
 } pw_h2_result;
