@@ -8,6 +8,16 @@ public struct APNsClientConfiguration: Sendable {
         public var host: String {
             self == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com"
         }
+
+        /// The broadcast channel management service's host (``APNsChannelManager``).
+        public var managementHost: String {
+            self == .production ? "api-manage-broadcast.push.apple.com" : "api-manage-broadcast.sandbox.push.apple.com"
+        }
+
+        /// Its port: Apple serves channel management on 2196 (production) and 2195 (sandbox) only.
+        public var managementPort: Int {
+            self == .production ? 2196 : 2195
+        }
     }
 
     public enum Authentication: Sendable {
@@ -23,6 +33,9 @@ public struct APNsClientConfiguration: Sendable {
     public var transport: APNsTransport = .nghttp2
     /// `https://host:port` of the service; see ``init(environment:port:authentication:)``.
     public var baseURL: String
+    /// `https://host:port` of the broadcast channel management service (``APNsChannelManager``):
+    /// the environment's management host, or for a mock the base URL unless set.
+    public var managementURL: String
     public var authentication: Authentication
     /// Connections to open, all shared by every request of this client.
     public var connections = 2
@@ -47,12 +60,15 @@ public struct APNsClientConfiguration: Sendable {
 
     public init(environment: Environment, port: Int = 443, authentication: Authentication) {
         self.baseURL = "https://\(environment.host):\(port)"
+        self.managementURL = "https://\(environment.managementHost):\(environment.managementPort)"
         self.authentication = authentication
     }
 
     /// For a mock or a proxying gateway: `https://127.0.0.1:2197`.
     public init(baseURL: String, authentication: Authentication) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        // A mock that serves both APIs on one port works with no more configuration.
+        self.managementURL = self.baseURL
         self.authentication = authentication
     }
 }

@@ -225,14 +225,15 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
     }
 }
 
-private let curlHeaderCallback: pw_curl_data_callback = { buffer, size, count, userdata in
+/// Each stores into the ``CurlTransfer`` its userdata points to (also the channel manager's).
+let curlHeaderCallback: pw_curl_data_callback = { buffer, size, count, userdata in
     let length = size * count
     guard let buffer, let userdata else { return length }
     Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue().receiveHeader(UnsafeRawBufferPointer(start: buffer, count: length))
     return length
 }
 
-private let curlWriteCallback: pw_curl_data_callback = { buffer, size, count, userdata in
+let curlWriteCallback: pw_curl_data_callback = { buffer, size, count, userdata in
     let length = size * count
     guard let buffer, let userdata else { return length }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()

@@ -17,7 +17,9 @@ final class CurlTransfer: @unchecked Sendable {
     let body: UnsafeMutableRawPointer
     let bodyCount: Int
     let errorBuffer: UnsafeMutablePointer<CChar>
-    private let continuation: CheckedContinuation<CurlOutcome, Never>
+    /// nil for a transfer run to completion by `curl_easy_perform` (the channel manager), whose
+    /// caller reads the fields itself.
+    private let continuation: CheckedContinuation<CurlOutcome, Never>?
 
     // Written by libcurl's callbacks on the I/O thread.
     var apnsID: String?
@@ -27,7 +29,7 @@ final class CurlTransfer: @unchecked Sendable {
     var channelID: String?
     var responseBody: [UInt8] = []
 
-    init(url: String, headers: [String], body: [UInt8], continuation: CheckedContinuation<CurlOutcome, Never>) {
+    init(url: String, headers: [String], body: [UInt8], continuation: CheckedContinuation<CurlOutcome, Never>?) {
         self.url = strdup(url)
         var list: UnsafeMutablePointer<curl_slist>?
         for header in headers { list = curl_slist_append(list, header) }
@@ -49,7 +51,7 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     func finish(_ outcome: CurlOutcome) {
-        continuation.resume(returning: outcome)
+        continuation?.resume(returning: outcome)
     }
 
     /// Called for each response header line, such as `apns-id: …\r\n`. Runs for every header of
