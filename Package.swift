@@ -147,6 +147,7 @@ let package = Package(
         .executableTarget(
             name: "mock-apns",
             dependencies: [
+                "APNs",
                 "MockAPNs",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

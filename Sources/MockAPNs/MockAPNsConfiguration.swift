@@ -28,6 +28,15 @@ public struct MockAPNsConfiguration: Sendable {
     public var reportPort: Int?
     /// Event loop threads.
     public var threads = 1
+    /// Where the broadcast channel management API (`/1/apps/…`) is served: nil on the main
+    /// listener beside the pushes (what a client with `managementURL` = `baseURL` reaches), or
+    /// a second TLS listener on this port (0 for a free one: ``MockAPNsServer/managementPort``),
+    /// which then serves management only, as Apple's separate hosts do.
+    public var managementPort: Int?
+    /// Broadcast channels that exist from the start: bundle id → channel id → storage policy.
+    public var channels: [String: [String: APNsChannelStoragePolicy]] = [:]
+    /// Channels one bundle id may have; a create past it answers CannotCreateChannelConfig.
+    public var maxChannels = 10_000
 
     public init(certificateFile: String, privateKeyFile: String) {
         self.certificateFile = certificateFile

@@ -22,14 +22,19 @@ public struct MockAPNsFault: Sendable {
     }
 
     public var action: Action
-    /// Only requests to these tokens; nil for all.
+    /// Only device requests to these tokens (never a broadcast or a management call); nil for all.
     public var tokens: Set<String>?
+    /// Only broadcasts and channel management calls naming one of these channel ids in
+    /// `apns-channel-id` (never a device request, nor a create or list, which name none); nil
+    /// for all. A fault with both filters nil fires for every request of every kind.
+    public var channels: Set<String>?
     /// How many times the fault fires; nil for always.
     public var times: Int?
 
-    public init(_ action: Action, tokens: Set<String>? = nil, times: Int? = nil) {
+    public init(_ action: Action, tokens: Set<String>? = nil, channels: Set<String>? = nil, times: Int? = nil) {
         self.action = action
         self.tokens = tokens
+        self.channels = channels
         self.times = times
     }
 }

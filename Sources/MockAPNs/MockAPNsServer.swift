@@ -8,30 +8,42 @@ import NIOSSL
 
 /// A faithful stand-in for APNs: HTTP/2 over TLS, the same validation and answers, provider-token
 /// and certificate authentication, APNs' stream-limit behaviour, injectable faults, and a record
-/// of every accepted notification.
+/// of every accepted notification; Live Activity broadcasts and the channel management API too.
 public final class MockAPNsServer: Sendable {
     /// What the stream handlers need, shared by every connection.
     struct Shared: Sendable {
         let configuration: MockAPNsConfiguration
         let state: MockAPNsState
         let validator: MockRequestValidator
+        let channels: MockChannelService
+        /// The management API is served on the main listener (no `managementPort`).
+        let managementOnMainListener: Bool
     }
 
     public let port: Int
     /// Port of the plain-HTTP report endpoint, when configured.
     public let reportPort: Int?
+    /// Port of the channel management listener, when `managementPort` was configured; nil when
+    /// the main listener serves management too.
+    public let managementPort: Int?
     private let shared: Shared
     private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
     private let reportChannel: Channel?
+    private let managementChannel: Channel?
 
-    private init(port: Int, reportPort: Int?, shared: Shared, group: MultiThreadedEventLoopGroup, channel: Channel, reportChannel: Channel?) {
+    private init(
+        port: Int, reportPort: Int?, managementPort: Int?, shared: Shared, group: MultiThreadedEventLoopGroup, channel: Channel,
+        reportChannel: Channel?, managementChannel: Channel?
+    ) {
         self.port = port
         self.reportPort = reportPort
+        self.managementPort = managementPort
         self.shared = shared
         self.group = group
         self.channel = channel
         self.reportChannel = reportChannel
+        self.managementChannel = managementChannel
     }
 
     public static func start(_ configuration: MockAPNsConfiguration) async throws -> MockAPNsServer {
@@ -39,9 +51,12 @@ public final class MockAPNsServer: Sendable {
         for (keyID, entry) in configuration.providerKeys {
             keys[keyID] = (entry.teamID, try ES256Key.publicKey(pem: entry.publicKeyPEM))
         }
+        let state = MockAPNsState(configuration: configuration)
+        let validator = MockRequestValidator(keys: keys, topics: configuration.topics)
         let shared = Shared(
-            configuration: configuration, state: MockAPNsState(configuration: configuration),
-            validator: MockRequestValidator(keys: keys, topics: configuration.topics))
+            configuration: configuration, state: state, validator: validator,
+            channels: MockChannelService(validator: validator, state: state, maxChannels: configuration.maxChannels),
+            managementOnMainListener: configuration.managementPort == nil)
 
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(configuration.certificateFile).map { .certificate($0) },
@@ -54,8 +69,8 @@ public final class MockAPNsServer: Sendable {
         let sslContext = try NIOSSLContext(configuration: tls)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.threads)
-        do {
-            let channel = try await ServerBootstrap(group: group)
+        func listen(port: Int, managementOnly: Bool) async throws -> Channel {
+            try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 // At the TCP level: `.socketOption(.tcp_nodelay)` is SOL_SOCKET option 1, which is
@@ -63,24 +78,38 @@ public final class MockAPNsServer: Sendable {
                 .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try Self.configure(channel, sslContext: sslContext, shared: shared)
+                        try Self.configure(channel, sslContext: sslContext, shared: shared, managementOnly: managementOnly)
                     }
                 }
-                .bind(host: configuration.host, port: configuration.port).get()
+                .bind(host: configuration.host, port: port).get()
+        }
+        do {
+            let channel = try await listen(port: configuration.port, managementOnly: false)
             var reportChannel: Channel?
-            if let reportPort = configuration.reportPort {
-                reportChannel = try await MockReportServer.bind(group: group, host: configuration.host, port: reportPort, state: shared.state)
+            var managementChannel: Channel?
+            do {
+                if let reportPort = configuration.reportPort {
+                    reportChannel = try await MockReportServer.bind(group: group, host: configuration.host, port: reportPort, state: shared.state)
+                }
+                if let managementPort = configuration.managementPort {
+                    managementChannel = try await listen(port: managementPort, managementOnly: true)
+                }
+            } catch {
+                try? await channel.close()
+                try? await reportChannel?.close()
+                throw error
             }
             return MockAPNsServer(
                 port: channel.localAddress?.port ?? configuration.port, reportPort: reportChannel?.localAddress?.port,
-                shared: shared, group: group, channel: channel, reportChannel: reportChannel)
+                managementPort: managementChannel?.localAddress?.port, shared: shared, group: group, channel: channel,
+                reportChannel: reportChannel, managementChannel: managementChannel)
         } catch {
             try? await group.shutdownGracefully()
             throw error
         }
     }
 
-    private static func configure(_ channel: Channel, sslContext: NIOSSLContext, shared: Shared) throws {
+    private static func configure(_ channel: Channel, sslContext: NIOSSLContext, shared: Shared, managementOnly: Bool) throws {
         let connection = MockConnection(number: shared.state.newConnectionNumber())
         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
@@ -103,7 +132,7 @@ public final class MockAPNsServer: Sendable {
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandlers([
                     HTTP2FramePayloadToHTTP1ServerCodec(),
-                    MockStreamHandler(connection: connection, server: shared),
+                    MockStreamHandler(connection: connection, server: shared, managementOnly: managementOnly),
                 ])
             }
         }
@@ -114,11 +143,24 @@ public final class MockAPNsServer: Sendable {
     public func shutdown() async throws {
         try await channel.close()
         try? await reportChannel?.close()
+        try? await managementChannel?.close()
         try await group.shutdownGracefully()
     }
 
     /// `https://127.0.0.1:PORT`
     public var url: String { "https://\(shared.configuration.host):\(port)" }
+
+    /// Where the channel management API is served: the management listener, or `url`.
+    public var managementURL: String { "https://\(shared.configuration.host):\(managementPort ?? port)" }
+
+    /// Every broadcast accepted so far, in answer order.
+    public var broadcasts: [RecordedBroadcast] { shared.state.broadcasts }
+
+    /// The channels that exist now: bundle id → channel id → storage policy.
+    public var channels: [String: [String: APNsChannelStoragePolicy]] { shared.state.channels }
+
+    /// Replaces every channel (as `MockAPNsConfiguration.channels` seeds them).
+    public func setChannels(_ channels: [String: [String: APNsChannelStoragePolicy]]) { shared.state.setChannels(channels) }
 
     /// Every notification accepted so far, in answer order.
     public var recorded: [RecordedNotification] { shared.state.recorded }
@@ -128,6 +170,7 @@ public final class MockAPNsServer: Sendable {
         recorded.reduce(into: [:]) { $0[$1.token, default: 0] += 1 }
     }
 
+    /// Forgets the recorded notifications and broadcasts.
     public func clearRecorded() { shared.state.clearRecorded() }
 
     /// Requests received, answered or not, accepted or not.

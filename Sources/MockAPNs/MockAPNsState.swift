@@ -7,6 +7,9 @@ import Synchronization
 final class MockAPNsState: Sendable {
     private struct State {
         var recorded: [RecordedNotification] = []
+        var broadcasts: [RecordedBroadcast] = []
+        /// bundle id → channel id → storage policy.
+        var channels: [String: [String: APNsChannelStoragePolicy]]
         var faults: [MockAPNsFault]
         var unregistered: [String: Date]
         var requests = 0
@@ -19,7 +22,7 @@ final class MockAPNsState: Sendable {
     private let state: Mutex<State>
 
     init(configuration: MockAPNsConfiguration) {
-        state = Mutex(State(faults: configuration.faults, unregistered: configuration.unregisteredTokens))
+        state = Mutex(State(channels: configuration.channels, faults: configuration.faults, unregistered: configuration.unregisteredTokens))
     }
 
     func record(_ notification: RecordedNotification) {
@@ -28,7 +31,47 @@ final class MockAPNsState: Sendable {
 
     var recorded: [RecordedNotification] { state.withLock { $0.recorded } }
 
-    func clearRecorded() { state.withLock { $0.recorded.removeAll() } }
+    /// Forgets notifications and broadcasts alike.
+    func clearRecorded() {
+        state.withLock { state in
+            state.recorded.removeAll()
+            state.broadcasts.removeAll()
+        }
+    }
+
+    func record(_ broadcast: RecordedBroadcast) {
+        state.withLock { $0.broadcasts.append(broadcast) }
+    }
+
+    var broadcasts: [RecordedBroadcast] { state.withLock { $0.broadcasts } }
+
+    // MARK: Broadcast channels
+
+    var channels: [String: [String: APNsChannelStoragePolicy]] { state.withLock { $0.channels } }
+
+    func channelPolicy(bundleID: String, id: String) -> APNsChannelStoragePolicy? {
+        state.withLock { $0.channels[bundleID]?[id] }
+    }
+
+    /// A new channel with a random 16-byte id, or nil when the bundle id has `limit` already.
+    func createChannel(bundleID: String, policy: APNsChannelStoragePolicy, limit: Int) -> String? {
+        state.withLock { state in
+            guard state.channels[bundleID, default: [:]].count < limit else { return nil }
+            var id: String
+            repeat {
+                id = Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+            } while state.channels[bundleID]?[id] != nil
+            state.channels[bundleID, default: [:]][id] = policy
+            return id
+        }
+    }
+
+    /// Whether the channel existed.
+    func deleteChannel(bundleID: String, id: String) -> Bool {
+        state.withLock { $0.channels[bundleID]?.removeValue(forKey: id) != nil }
+    }
+
+    func setChannels(_ channels: [String: [String: APNsChannelStoragePolicy]]) { state.withLock { $0.channels = channels } }
 
     func requestArrived() {
         state.withLock { state in
@@ -66,13 +109,16 @@ final class MockAPNsState: Sendable {
 
     func setFaults(_ faults: [MockAPNsFault]) { state.withLock { $0.faults = faults } }
 
-    /// The faults that fire for this request, spending one of each one's budget.
-    func firingFaults(token: String, where matches: (MockAPNsFault.Action) -> Bool) -> [MockAPNsFault.Action] {
+    /// The faults that fire for this request, spending one of each one's budget: `token` for a
+    /// device request (else ""), `channel` for a broadcast or management call naming one.
+    func firingFaults(token: String, channel: String? = nil, where matches: (MockAPNsFault.Action) -> Bool) -> [MockAPNsFault.Action] {
         state.withLock { state in
             var fired: [MockAPNsFault.Action] = []
             for index in state.faults.indices {
                 let fault = state.faults[index]
-                guard matches(fault.action), fault.tokens?.contains(token) ?? true, fault.times.map({ $0 > 0 }) ?? true else { continue }
+                let channelMatches = fault.channels.map { channels in channel.map { channels.contains($0) } ?? false } ?? true
+                guard matches(fault.action), fault.tokens?.contains(token) ?? true, channelMatches, fault.times.map({ $0 > 0 }) ?? true
+                else { continue }
                 if let times = fault.times { state.faults[index].times = times - 1 }
                 fired.append(fault.action)
             }

@@ -4,8 +4,9 @@ import NIOHTTP1
 import NIOPosix
 
 /// A small plain-HTTP endpoint for tests in other processes: `GET /notifications` lists what was
-/// accepted, `GET /counts` gives deliveries per token and the request and connection totals,
-/// `DELETE /notifications` clears the record.
+/// accepted, `GET /broadcasts` the accepted broadcasts, `GET /counts` gives deliveries per token,
+/// broadcasts per channel id and the request and connection totals, `DELETE /notifications`
+/// clears the record (broadcasts too).
 enum MockReportServer {
     static func bind(group: EventLoopGroup, host: String, port: Int, state: MockAPNsState) async throws -> Channel {
         try await ServerBootstrap(group: group)
@@ -56,9 +57,18 @@ enum MockReportServer {
                         "payload": String(decoding: notification.payload, as: UTF8.self), "connection": notification.connection,
                     ]
                 })
+            case (.GET, "/broadcasts"):
+                return (.ok, state.broadcasts.map { broadcast -> [String: Any] in
+                    [
+                        "bundle_id": broadcast.bundleID, "channel_id": broadcast.channelID, "request_id": broadcast.requestID,
+                        "headers": broadcast.headers.filter { $0.key != "authorization" },
+                        "payload": String(decoding: broadcast.payload, as: UTF8.self), "connection": broadcast.connection,
+                    ]
+                })
             case (.GET, "/counts"):
                 let counts = state.recorded.reduce(into: [String: Int]()) { $0[$1.token, default: 0] += 1 }
-                return (.ok, ["deliveries": counts, "requests": state.requests, "connections": state.connections])
+                let broadcasts = state.broadcasts.reduce(into: [String: Int]()) { $0[$1.channelID, default: 0] += 1 }
+                return (.ok, ["deliveries": counts, "broadcasts": broadcasts, "requests": state.requests, "connections": state.connections])
             case (.DELETE, "/notifications"):
                 state.clearRecorded()
                 return (.ok, ["cleared": true])

@@ -48,19 +48,7 @@ struct MockRequestValidator: Sendable {
         }
         func header(_ name: String) -> String? { request.headers[name]?.first }
 
-        if !request.certificateAuthenticated {
-            guard let authorization = header("authorization") else { return .reject(.missingProviderToken) }
-            guard authorization.lowercased().hasPrefix("bearer ") else { return .reject(.invalidProviderToken) }
-            let jwt = String(authorization.dropFirst(7))
-            if let known = verified, known.jwt == jwt {
-                if now.timeIntervalSince(known.issuedAt) > 3600 { return .reject(.expiredProviderToken) }
-            } else {
-                switch ProviderToken.verify(jwt, keys: keys, now: now) {
-                case .failure(let rejection): return .reject(rejection.reason)
-                case .success(let token): verified = (jwt, token.issuedAt)
-                }
-            }
-        }
+        if let refusal = authenticate(request, now: now, verified: &verified) { return .reject(refusal) }
 
         guard let topic = header("apns-topic"), !topic.isEmpty else { return .reject(.missingTopic) }
         if !topics.isEmpty && !topics.contains(topic) { return .reject(.topicDisallowed) }
@@ -90,6 +78,32 @@ struct MockRequestValidator: Sendable {
             return .reject(.other("BadPayload"))
         }
         return .accept(apnsID: apnsID)
+    }
+
+    /// Why the request's credentials are refused, nil when they are accepted: a trusted client
+    /// certificate, or a provider token of a known key (checked once per connection, then only
+    /// its age, as APNs does). Shared by pushes, broadcasts and channel management.
+    func authenticate(_ request: Request, now: Date, verified: inout (jwt: String, issuedAt: Date)?) -> APNsErrorReason? {
+        guard !request.certificateAuthenticated else { return nil }
+        guard let authorization = request.headers["authorization"]?.first else { return .missingProviderToken }
+        guard authorization.lowercased().hasPrefix("bearer ") else { return .invalidProviderToken }
+        let jwt = String(authorization.dropFirst(7))
+        if let known = verified, known.jwt == jwt {
+            if now.timeIntervalSince(known.issuedAt) > 3600 { return .expiredProviderToken }
+            return nil
+        }
+        switch ProviderToken.verify(jwt, keys: keys, now: now) {
+        case .failure(let rejection): return rejection.reason
+        case .success(let token):
+            verified = (jwt, token.issuedAt)
+            return nil
+        }
+    }
+
+    /// Whether `topics` lets this bundle id broadcast or manage channels: the bundle id itself
+    /// or its Live Activity topic.
+    func acceptsBundle(_ bundleID: String) -> Bool {
+        topics.isEmpty || topics.contains(bundleID) || topics.contains(bundleID + ".push-type.liveactivity")
     }
 
     /// 8-4-4-4-12 hex digits, as APNs requires of apns-id.

@@ -6,19 +6,23 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
-/// Answers one HTTP/2 stream, i.e. one notification, the way APNs would.
+/// Answers one HTTP/2 stream, i.e. one notification (or broadcast, or channel management call),
+/// the way APNs would.
 final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let connection: MockConnection
     private let server: MockAPNsServer.Shared
+    /// On the management listener: only `/1/apps/…` is served.
+    private let managementOnly: Bool
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
 
-    init(connection: MockConnection, server: MockAPNsServer.Shared) {
+    init(connection: MockConnection, server: MockAPNsServer.Shared, managementOnly: Bool = false) {
         self.connection = connection
         self.server = server
+        self.managementOnly = managementOnly
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -49,9 +53,16 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         connection.inFlight += 1
         server.state.requestArrived()
         let token = MockRequestValidator.token(in: head.uri) ?? ""
+        var route = MockChannelService.Route(path: head.uri)
+        switch route {
+        case .management: if !managementOnly && !server.managementOnMainListener { route = .unknownManagement }
+        case .device, .broadcast: if managementOnly { route = .unknownManagement }
+        case .unknownManagement: break
+        }
+        let channel = head.headers.first(name: "apns-channel-id")
 
         let received = connection.received
-        let dropping = server.state.firingFaults(token: token, where: {
+        let dropping = server.state.firingFaults(token: token, channel: channel, where: {
             switch $0 {
             case .resetConnection(let after), .goAwayAbrupt(let after): received == after + 1
             default: false
@@ -77,6 +88,10 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         var headers: [String: [String]] = [:]
         for (name, value) in head.headers { headers[name.lowercased(), default: []].append(value) }
+        if route != .device {
+            respondToChannelRequest(route, headers: headers, channel: channel, context: context, parent: parent)
+            return
+        }
         var (decision, verified) = server.validator.decide(MockRequestValidator.Request(
             method: head.method.rawValue, path: head.uri, headers: headers, body: body,
             certificateAuthenticated: connection.certificateAuthenticated ?? false, verifiedToken: connection.verifiedToken))
@@ -119,12 +134,87 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
             server.state.record(notification)
         case .reject(let reason, let timestamp):
             status = reason.status
-            var object: [String: Any] = ["reason": reason.rawValue]
-            if let timestamp { object["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
-            let json = (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
-            headers.add(name: "content-type", value: "application/json")
-            bodyBuffer = context.channel.allocator.buffer(bytes: json)
+            bodyBuffer = Self.errorBody(reason, timestamp: timestamp, headers: &headers, context: context)
         }
+        write(status: status, headers: headers, body: bodyBuffer, accepted: status == 200, faultToken: notification.token, faultChannel: nil,
+            context: context, parent: parent)
+    }
+
+    private static func errorBody(_ reason: APNsErrorReason, timestamp: Date?, headers: inout HTTPHeaders, context: ChannelHandlerContext) -> ByteBuffer {
+        var object: [String: Any] = ["reason": reason.rawValue]
+        if let timestamp { object["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
+        let json = (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
+        headers.add(name: "content-type", value: "application/json")
+        return context.channel.allocator.buffer(bytes: json)
+    }
+
+    /// A broadcast or a channel management call: the same credentials, faults and bookkeeping
+    /// as a push, APNs' other rules (``MockChannelService``), and `apns-request-id` in every answer.
+    private func respondToChannelRequest(
+        _ route: MockChannelService.Route, headers: [String: [String]], channel: String?, context: ChannelHandlerContext, parent: Channel
+    ) {
+        var verified = connection.verifiedToken
+        let request = MockRequestValidator.Request(
+            method: head?.method.rawValue ?? "", path: head?.uri ?? "", headers: headers, body: body,
+            certificateAuthenticated: connection.certificateAuthenticated ?? false, verifiedToken: verified)
+        let state = server.state
+        let answer = server.channels.decide(route, request, verified: &verified) {
+            if case .reject(let reason)? = state.firingFaults(token: "", channel: channel, where: { if case .reject = $0 { true } else { false } }).first {
+                return reason
+            }
+            return nil
+        }
+        connection.verifiedToken = verified
+        var delay = Duration.zero
+        for action in state.firingFaults(token: "", channel: channel, where: { if case .latency = $0 { true } else { false } }) {
+            if case .latency(let extra) = action { delay += extra }
+        }
+        let requestID: String
+        if case .broadcast(let id) = answer { requestID = id } else { requestID = headers["apns-request-id"]?.first ?? UUID().uuidString.lowercased() }
+        let recorded: RecordedBroadcast?
+        if case .broadcast(let id) = answer, case .broadcast(let bundleID) = route {
+            recorded = RecordedBroadcast(
+                bundleID: bundleID, channelID: channel ?? "", requestID: id, headers: headers.compactMapValues(\.first), payload: body,
+                connection: connection.number)
+        } else {
+            recorded = nil
+        }
+        let send = { [self] in
+            var responseHeaders = HTTPHeaders([("apns-request-id", requestID)])
+            var bodyBuffer: ByteBuffer?
+            let status: Int
+            switch answer {
+            case .broadcast:
+                status = 200
+                if let recorded { self.server.state.record(recorded) }
+            case .management(let code, let extra, let json):
+                status = code
+                for (name, value) in extra { responseHeaders.add(name: name, value: value) }
+                if !json.isEmpty {
+                    responseHeaders.add(name: "content-type", value: "application/json")
+                    bodyBuffer = context.channel.allocator.buffer(bytes: json)
+                }
+            case .reject(let reason):
+                status = reason.status
+                bodyBuffer = Self.errorBody(reason, timestamp: nil, headers: &responseHeaders, context: context)
+            }
+            self.write(
+                status: status, headers: responseHeaders, body: bodyBuffer, accepted: status < 300, faultToken: "", faultChannel: channel,
+                context: context, parent: parent)
+        }
+        if delay == .zero {
+            send()
+        } else {
+            context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(delay / .nanoseconds(1)))) { send() }
+        }
+    }
+
+    /// Writes one answer and does a stream's bookkeeping: counters, the stream limit raised after
+    /// the first accepted request, a planned GOAWAY.
+    private func write(
+        status: Int, headers: HTTPHeaders, body bodyBuffer: ByteBuffer?, accepted: Bool, faultToken: String, faultChannel: String?,
+        context: ChannelHandlerContext, parent: Channel
+    ) {
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: status), headers: headers))), promise: nil)
         if let bodyBuffer { context.write(wrapOutboundOut(.body(.byteBuffer(bodyBuffer))), promise: nil) }
         connection.answersUnwritten += 1
@@ -135,7 +225,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         connection.inFlight -= 1
         server.state.requestFinished()
 
-        if case .accept = decision, !connection.raisedStreamLimit {
+        if accepted, !connection.raisedStreamLimit {
             // APNs lets a new connection have one stream until a request is accepted.
             connection.raisedStreamLimit = true
             let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([
@@ -144,7 +234,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
             parent.writeAndFlush(settings, promise: nil)
         }
         let answered = connection.answered
-        if !connection.closing, !server.state.firingFaults(token: notification.token, where: {
+        if !connection.closing, !server.state.firingFaults(token: faultToken, channel: faultChannel, where: {
             if case .goAway(let after) = $0 { return answered == after }
             return false
         }).isEmpty {

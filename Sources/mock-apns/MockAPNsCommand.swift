@@ -1,3 +1,4 @@
+import APNs
 import ArgumentParser
 import Foundation
 import MockAPNs
@@ -21,6 +22,14 @@ struct MockAPNsCommand: AsyncParsableCommand {
     @Option(name: .customLong("unregistered"), help: "Token to answer 410 Unregistered, invalid as of each request; repeatable.") var unregistered: [String] = []
     @Option(name: .customLong("report-port"), help: "Port for the plain-HTTP report endpoint (GET /counts, /notifications).") var reportPort: Int?
     @Option(help: "Event loop threads.") var threads = 1
+    @Option(
+        name: .customLong("management-port"),
+        help: "Serve the broadcast channel management API (/1/apps/…) on a second TLS port (0 for a free one); without it the main port serves it.")
+    var managementPort: Int?
+    @Option(
+        name: .customLong("channel"),
+        help: "BUNDLE=ID[:POLICY]: a broadcast channel that exists from the start (ID base64; POLICY none or most_recent, default most_recent); repeatable.")
+    var channels: [String] = []
     @Flag(help: "Behave like production (no apns-unique-id).") var production = false
 
     func run() async throws {
@@ -33,6 +42,24 @@ struct MockAPNsCommand: AsyncParsableCommand {
         configuration.sandbox = !production
         configuration.reportPort = reportPort
         configuration.threads = threads
+        configuration.managementPort = managementPort
+        for entry in channels {
+            guard let equals = entry.firstIndex(of: "=") else { throw ValidationError("--channel '\(entry)' must be BUNDLE=ID[:POLICY]") }
+            let bundle = String(entry[..<equals])
+            var id = String(entry[entry.index(after: equals)...])
+            var policy = APNsChannelStoragePolicy.mostRecentMessageStored
+            // Base64 has no ':', so the last one separates the policy.
+            if let colon = id.lastIndex(of: ":") {
+                guard let named = APNsChannelStoragePolicy(name: String(id[id.index(after: colon)...])) else {
+                    throw ValidationError("--channel '\(entry)': the policy must be none or most_recent")
+                }
+                policy = named
+                id = String(id[..<colon])
+            }
+            do { try APNsChannel.validate(id: id) } catch { throw ValidationError("--channel '\(entry)': \(error)") }
+            guard !bundle.isEmpty else { throw ValidationError("--channel '\(entry)' names no bundle id") }
+            configuration.channels[bundle, default: [:]][id] = policy
+        }
         // Invalid as of each request: a device registered after the mock started is still reported
         // as having gone away since, as a device uninstalled after its registration would be.
         configuration.unregisteredTokens = Dictionary(uniqueKeysWithValues: unregistered.map { ($0, Date.distantFuture) })
@@ -45,6 +72,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
         let server = try await MockAPNsServer.start(configuration)
         // Written unbuffered: scripts wait for this line to learn the port.
         let line = "mock-apns listening on \(server.url)" + (server.reportPort.map { ", report endpoint http://\(host):\($0)/counts" } ?? "")
+            + (server.managementPort.map { ", channel management https://\(host):\($0)" } ?? "")
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
         // Serve until interrupted.
         while true { try await Task.sleep(for: .seconds(3600)) }
