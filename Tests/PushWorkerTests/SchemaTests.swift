@@ -91,7 +91,7 @@ struct SchemaTests {
                 return file
             }
         }
-        let channels = page.components(separatedBy: "### Broadcast channels")[1].split(separator: "\n").filter { $0.hasPrefix(#"{"command": ""#) }.map(String.init)
+        let channels = page.components(separatedBy: "### Broadcast channels")[1].components(separatedBy: "\n#")[0].split(separator: "\n").filter { $0.hasPrefix(#"{"command": ""#) }.map(String.init)
         #expect(channels.count == 1)
         let valid = examples + queries.map { $0.replacingOccurrences(of: "…", with: String(repeating: "0", count: 56)) } + channels + [
             #"{"command": "list_channels", "app": "sports"}"#, #"{"command": "show_channel", "app": "sports", "channel": "dHN0LXNyY2gtY2hubA=="}"#,

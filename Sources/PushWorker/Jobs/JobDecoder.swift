@@ -160,11 +160,11 @@ public struct JobDecoder: Sendable {
         // the client checks each request with.
         let notification = APNsRequest(
             deviceToken: "", topic: topic ?? appTopic, pushType: pushType, priority: priority, expiration: expiration,
-            collapseID: collapseID, payload: payload)
+            collapseID: collapseID, payload: payload, channelID: audience.channel)
         do {
             try notification.validateNotification()
         } catch {
-            if error.field == "payload" && payload.count > pushType.payloadLimit {
+            if error.field == "payload" && payload.count > (audience.channel == nil ? pushType.payloadLimit : APNsRequest.broadcastPayloadLimit) {
                 throw JobError(.payloadTooLarge, field: "payload", error.message)
             }
             if error.field == "topic" && topic == nil, let suffix = pushType.requiredTopicSuffix {
@@ -199,7 +199,7 @@ public struct JobDecoder: Sendable {
                     "audience.channel cannot start an activity: a start goes to push-to-start tokens (audience.users, groups or tokens); send it with input_push_channel to subscribe the new activity to the channel")
             }
             if let problem = channelIDProblem(channel) {
-                throw JobError(.invalidField, field: "audience.channel", "audience.channel \(problem)")
+                throw JobError(.invalidField, field: "audience.channel", "audience.channel: \(problem)")
             }
             return .devices
         }
@@ -225,14 +225,9 @@ public struct JobDecoder: Sendable {
         }
     }
 
-    /// Why `id` cannot be a broadcast channel id (APNs': base64, at most 128 bytes), or nil.
+    /// Why `id` cannot be a broadcast channel id, as the client would refuse it; nil if it can.
     static func channelIDProblem(_ id: String) -> String? {
-        if id.isEmpty { return "is empty" }
-        if id.utf8.count > 128 { return "is \(id.utf8.count) bytes; a channel id has at most 128" }
-        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=".utf8)
-        if !id.utf8.allSatisfy(alphabet.contains) || Data(base64Encoded: id) == nil {
-            return "'\(id)' is not a base64 channel id as APNs creates them"
-        }
+        do { try APNsChannel.validate(id: id) } catch { return error.message }
         return nil
     }
 

@@ -66,7 +66,7 @@ struct LiveActivity {
             }
             if let channel = try fields.string("input_push_channel") {
                 if let problem = JobDecoder.channelIDProblem(channel) {
-                    throw JobError(.invalidField, field: "live_activity.input_push_channel", "live_activity.input_push_channel \(problem)")
+                    throw JobError(.invalidField, field: "live_activity.input_push_channel", "live_activity.input_push_channel: \(problem)")
                 }
                 aps["input-push-channel"] = channel
             }
