@@ -104,7 +104,11 @@ struct LiveActivityWorkerTests {
         try await summary.ack()
         guard case .summary(let counted) = try Reply(summary) else { throw TestFailure("expected the summary") }
         #expect(counted.devices == 1 && counted.outcomes == [.delivered: 1])
-        #expect(running.base.mock.requestCount == 1, "one request for the whole channel")
+        let sent = running.base.mock.broadcasts
+        #expect(sent.count == 1, "one request for the whole channel")
+        #expect(sent.first?.channelID == channel && sent.first?.bundleID == MockAPNsFixture.topic && sent.first?.requestID == first.requestID)
+        #expect(sent.first?.pushType == "liveactivity" && sent.first?.priority == "5")
+        #expect(try Self.aps(sent.first?.payload ?? [])["event"] as? String == "update")
 
         let deleted = try await running.send(#"{"command": "delete_channel", "app": "demo", "channel": "\#(channel)"}"#, id: "delete-1")
         #expect(deleted["ok"] as? Bool == true, "\(deleted)")
