@@ -17,9 +17,9 @@ struct HelpTests {
         #expect(help.contains("SIGTERM"))
     }
 
-    @Test("every option of send and the benchmarks has a help text")
+    @Test("every option of send, channels create and the benchmarks has a help text")
     func optionsExplained() throws {
-        for (program, command) in [("pushworker", ["send"]), ("pushworker-bench", ["apns"]), ("pushworker-bench", ["e2e"])] {
+        for (program, command) in [("pushworker", ["send"]), ("pushworker", ["channels", "create"]), ("pushworker-bench", ["apns"]), ("pushworker-bench", ["e2e"])] {
             let help = try Program.run(command + ["--help"], program: Program.built(program)).standardOutput
             let lines = help.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             // `  --name <value>   text`, or the text on the next, deeper-indented line.
