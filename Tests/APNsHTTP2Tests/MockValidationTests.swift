@@ -44,11 +44,78 @@ struct MockValidationTests {
         Case(name: "payload not JSON", body: "{aps", status: 400, reason: "BadPayload"),
     ]
 
+    static let stored = "c3RvcmVkLWNoYW5uZWwtMDE="
+    static let unstored = "bm9uZS1jaGFubmVsLTAwMDE="
+    static let broadcastPath = "/4/broadcasts/apps/com.example.app"
+    static let liveActivity = #"{"aps":{"event":"update","content-state":{},"timestamp":1}}"#
+
+    static func broadcast(_ name: String, headers: [String], body: String = liveActivity, status: Int, reason: String?) -> Case {
+        Case(name: name, path: broadcastPath, headers: headers, body: body, status: status, reason: reason)
+    }
+
+    /// Broadcasts and channel management, against a mock with two channels (one storing the
+    /// latest message, one storing nothing).
+    static let channelCases: [Case] = [
+        broadcast("broadcast", headers: ["apns-channel-id: \(stored)", "apns-push-type: liveactivity", "apns-expiration: 1900000000"], status: 200, reason: nil),
+        Case(name: "broadcast GET", method: "GET", path: broadcastPath, headers: ["apns-channel-id: \(stored)", "apns-push-type: liveactivity"],
+            status: 405, reason: "MethodNotAllowed"),
+        broadcast("no channel id", headers: ["apns-push-type: liveactivity"], status: 400, reason: "MissingChannelId"),
+        broadcast("channel id not base64", headers: ["apns-channel-id: abc!", "apns-push-type: liveactivity"], status: 400, reason: "BadChannelId"),
+        broadcast("unknown channel", headers: ["apns-channel-id: dW5rbm93bi1jaGFubmVsLTA=", "apns-push-type: liveactivity"],
+            status: 400, reason: "ChannelNotRegistered"),
+        broadcast("no push type", headers: ["apns-channel-id: \(stored)"], status: 400, reason: "MissingPushType"),
+        broadcast("alert push type", headers: ["apns-channel-id: \(stored)", "apns-push-type: alert"], status: 400, reason: "InvalidPushType"),
+        broadcast("priority 1", headers: ["apns-channel-id: \(stored)", "apns-push-type: liveactivity", "apns-priority: 1"], status: 400, reason: "BadPriority"),
+        broadcast("expiration on a channel storing nothing", headers: ["apns-channel-id: \(unstored)", "apns-push-type: liveactivity", "apns-expiration: 1900000000"],
+            status: 400, reason: "BadExpirationDate"),
+        broadcast("expiration 0 on a channel storing nothing", headers: ["apns-channel-id: \(unstored)", "apns-push-type: liveactivity", "apns-expiration: 0"],
+            status: 200, reason: nil),
+        broadcast("broadcast payload within 5120", headers: ["apns-channel-id: \(stored)", "apns-push-type: liveactivity"],
+            body: #"{"aps":{},"x":""# + String(repeating: "x", count: 5000) + #""}"#, status: 200, reason: nil),
+        broadcast("broadcast payload too large", headers: ["apns-channel-id: \(stored)", "apns-push-type: liveactivity"],
+            body: #"{"aps":{},"x":""# + String(repeating: "x", count: 5120) + #""}"#, status: 413, reason: "PayloadTooLarge"),
+        Case(name: "broadcast for a foreign app", path: "/4/broadcasts/apps/com.other.app", headers: ["apns-channel-id: \(stored)", "apns-push-type: liveactivity"],
+            body: liveActivity, status: 400, reason: "TopicDisallowed"),
+        Case(name: "broadcast without a provider token", path: broadcastPath, headers: ["apns-channel-id: \(stored)", "apns-push-type: liveactivity"],
+            body: liveActivity, authorization: false, status: 403, reason: "MissingProviderToken"),
+        Case(name: "create", path: "/1/apps/com.example.app/channels", headers: [], body: #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#,
+            status: 201, reason: nil),
+        Case(name: "create, push type any case", path: "/1/apps/com.example.app/channels", headers: [],
+            body: #"{"message-storage-policy":1,"push-type":"liveactivity"}"#, status: 201, reason: nil),
+        Case(name: "create, policy 2", path: "/1/apps/com.example.app/channels", headers: [], body: #"{"message-storage-policy":2,"push-type":"LiveActivity"}"#,
+            status: 400, reason: "BadRequest"),
+        Case(name: "create, alert", path: "/1/apps/com.example.app/channels", headers: [], body: #"{"message-storage-policy":1,"push-type":"alert"}"#,
+            status: 400, reason: "InvalidPushType"),
+        Case(name: "create, no push type", path: "/1/apps/com.example.app/channels", headers: [], body: #"{"message-storage-policy":1}"#,
+            status: 400, reason: "MissingPushType"),
+        Case(name: "read", method: "GET", path: "/1/apps/com.example.app/channels", headers: ["apns-channel-id: \(unstored)"], body: "", status: 200, reason: nil),
+        Case(name: "read without an id", method: "GET", path: "/1/apps/com.example.app/channels", headers: [], body: "", status: 400, reason: "MissingChannelId"),
+        Case(name: "read all", method: "GET", path: "/1/apps/com.example.app/all-channels", headers: [], body: "", status: 200, reason: nil),
+        Case(name: "delete all", method: "DELETE", path: "/1/apps/com.example.app/all-channels", headers: [], body: "", status: 405, reason: "MethodNotAllowed"),
+        Case(name: "PUT a channel", method: "PUT", path: "/1/apps/com.example.app/channels", headers: ["apns-channel-id: \(stored)"], body: "",
+            status: 405, reason: "MethodNotAllowed"),
+        Case(name: "delete", method: "DELETE", path: "/1/apps/com.example.app/channels", headers: ["apns-channel-id: \(stored)"], body: "", status: 204, reason: nil),
+        Case(name: "delete an unknown channel", method: "DELETE", path: "/1/apps/com.example.app/channels", headers: ["apns-channel-id: dW5rbm93bi1jaGFubmVsLTA="],
+            body: "", status: 400, reason: "ChannelNotRegistered"),
+        Case(name: "unknown management path", method: "GET", path: "/1/apps/com.example.app/subscribers", headers: [], body: "", status: 404, reason: "BadPath"),
+    ]
+
+    @Test("each broadcast and channel management request is answered with APNs' status and reason", arguments: channelCases)
+    func channelRule(_ testCase: Case) async throws {
+        try await rule(testCase) {
+            $0.channels = ["com.example.app": [Self.stored: .mostRecentMessageStored, Self.unstored: .noMessageStored]]
+        }
+    }
+
     @Test("each request is answered with APNs' status and reason", arguments: cases)
     func rule(_ testCase: Case) async throws {
+        try await rule(testCase) { _ in }
+    }
+
+    private func rule(_ testCase: Case, _ change: (inout MockAPNsConfiguration) -> Void) async throws {
         let (pki, p8) = MockFixture.shared
         let key = try ES256Key.privateKey(pem: p8)
-        let fixture = try await MockFixture.start()
+        let fixture = try await MockFixture.start(change)
         defer { Task { try? await fixture.server.shutdown() } }
         let jwt = try ProviderToken.sign(keyID: MockFixture.keyID, teamID: MockFixture.teamID, issuedAt: Date(), key: key).jwt
         var arguments = ["-s", "--http2", "--cacert", pki.appendingPathComponent("ca.pem").path, "-X", testCase.method,
@@ -66,9 +133,11 @@ struct MockValidationTests {
         let body = lines.dropLast().joined(separator: "\n")
         if let reason = testCase.reason {
             #expect(body.contains("\"reason\":\"\(reason)\""), "\(body)")
+        } else if testCase.path.hasPrefix("/1/") {
+            #expect(body.isEmpty == (testCase.status != 200), "\(body)")
         } else {
             #expect(body.isEmpty)
-            #expect(fixture.server.recorded.count == 1)
+            #expect(fixture.server.recorded.count + fixture.server.broadcasts.count == 1)
         }
     }
 
