@@ -155,4 +155,26 @@ struct BroadcastTests {
         #expect(fixture.server.broadcasts.map(\.channelID).sorted() == [Self.stored, Self.unstored].sorted())
         client.shutdown()
     }
+
+    @Test("the report endpoint lists broadcasts and counts them per channel, for other processes")
+    func report() async throws {
+        let fixture = try await Self.start { $0.reportPort = 0 }
+        defer { Task { try? await fixture.server.shutdown() } }
+        let client = fixture.client(transport: .nghttp2)
+        #expect(try await client.send(Self.broadcast()).status == 200)
+        #expect(try await client.send(Self.broadcast()).status == 200)
+        #expect(try await client.send(MockFixture.request(1)).status == 200)
+        let port = try #require(fixture.server.reportPort)
+        let counts = try #require(await HTTPProbe.get(port: port, "/counts"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(counts.body.utf8)) as? [String: Any])
+        #expect(object["broadcasts"] as? [String: Int] == [Self.stored: 2])
+        #expect((object["deliveries"] as? [String: Int])?.count == 1)
+        let listed = try #require(await HTTPProbe.get(port: port, "/broadcasts"))
+        let broadcasts = try #require(try JSONSerialization.jsonObject(with: Data(listed.body.utf8)) as? [[String: Any]])
+        #expect(broadcasts.count == 2)
+        #expect(broadcasts.first?["channel_id"] as? String == Self.stored)
+        #expect(broadcasts.first?["bundle_id"] as? String == MockFixture.topic)
+        #expect((broadcasts.first?["headers"] as? [String: String])?["authorization"] == nil)
+        client.shutdown()
+    }
 }
