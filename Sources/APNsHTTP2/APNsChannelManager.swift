@@ -191,18 +191,7 @@ public final class APNsChannelManager: Sendable {
             _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
             _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
             _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-            _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(configuration.requestTimeout / .milliseconds(1)))
-            _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout / .milliseconds(1)))
-            _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
-            _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
-            if let caFile = configuration.caFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_CAINFO, caFile) }
-            if let proxy = configuration.proxy { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_PROXY, proxy) }
-            if case .certificate(let identity) = configuration.authentication {
-                _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLCERT, identity.certificateFile)
-                _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLCERTTYPE, identity.format.rawValue)
-                if let keyFile = identity.keyFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLKEY, keyFile) }
-                if let password = identity.password { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_KEYPASSWD, password) }
-            }
+            configuration.applyCurlOptions(to: easy)
             let code = curl_easy_perform(easy)
             let url = configuration.managementURL
             guard code == CURLE_OK else {

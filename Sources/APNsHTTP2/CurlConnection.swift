@@ -169,19 +169,8 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 16_384)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         pw_curl_count_sockets(easy, sockets)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(configuration.requestTimeout / .milliseconds(1)))
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout / .milliseconds(1)))
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
-        if let caFile = configuration.caFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_CAINFO, caFile) }
-        if let proxy = configuration.proxy { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_PROXY, proxy) }
-        if case .certificate(let identity) = configuration.authentication {
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLCERT, identity.certificateFile)
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLCERTTYPE, identity.format.rawValue)
-            if let keyFile = identity.keyFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLKEY, keyFile) }
-            if let password = identity.password { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_KEYPASSWD, password) }
-        }
+        configuration.applyCurlOptions(to: easy)
     }
 
     private func collectFinished() {
@@ -254,3 +243,23 @@ enum CurlGlobal {
     static func initialize() { _ = initialized }
 }
 
+
+extension APNsClientConfiguration {
+    /// Timeouts, TLS verification, the CA file, the proxy and a client certificate: what every
+    /// libcurl handle to APNs takes from the configuration, pushes and channel management alike.
+    func applyCurlOptions(to easy: UnsafeMutableRawPointer) {
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(requestTimeout / .milliseconds(1)))
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeout / .milliseconds(1)))
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
+        // libcurl copies string options: the temporary C strings may go once set.
+        if let caFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_CAINFO, caFile) }
+        if let proxy { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_PROXY, proxy) }
+        if case .certificate(let identity) = authentication {
+            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLCERT, identity.certificateFile)
+            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLCERTTYPE, identity.format.rawValue)
+            if let keyFile = identity.keyFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_SSLKEY, keyFile) }
+            if let password = identity.password { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_KEYPASSWD, password) }
+        }
+    }
+}

@@ -21,11 +21,7 @@ struct ChannelsCommand: AsyncParsableCommand {
         /// The app's channel manager and bundle id (its topic without a push-type suffix).
         func manager() throws -> (APNsChannelManager, bundleID: String) {
             let configuration = try PushWorkerConfiguration.load(file: config)
-            guard let (index, appConfiguration) = configuration.app(named: app) else {
-                let names = configuration.apps.map(\.name).joined(separator: ", ")
-                throw CommandFailure(app.map { "\(config): no app named '\($0)' (configured: \(names))" }
-                    ?? "\(config) configures \(configuration.apps.count) apps (\(names)); choose one with --app")
-            }
+            let (index, appConfiguration) = try configuration.chosenApp(app, file: config)
             let client = try appConfiguration.clientConfiguration(file: config, index: index)
             return (APNsChannelManager(configuration: client), ChannelDirectory.bundleID(appConfiguration.topic))
         }

@@ -31,11 +31,7 @@ struct SendCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try PushWorkerConfiguration.load(file: config)
-        guard let (index, appConfiguration) = configuration.app(named: app) else {
-            let names = configuration.apps.map(\.name).joined(separator: ", ")
-            throw CommandFailure(app.map { "\(config): no app named '\($0)' (configured: \(names))" }
-                ?? "\(config) configures \(configuration.apps.count) apps (\(names)); choose one with --app")
-        }
+        let (index, appConfiguration) = try configuration.chosenApp(app, file: config)
         let clientConfiguration = try appConfiguration.clientConfiguration(file: config, index: index)
 
         let body: Data

@@ -29,20 +29,7 @@ extension JobProcessor {
             }
             result.attempts += 1
             let answer = await client.send([request])[0]
-            switch answer {
-            case .success(let response):
-                result.attempts += response.sends - 1
-                result.status = response.status
-                result.apnsID = response.apnsID
-                result.apnsUniqueID = response.apnsUniqueID
-                result.requestID = response.requestID ?? result.requestID
-                result.reason = response.reason?.rawValue
-                reasonLabel = response.reason?.rawValue
-            case .failure(let error):
-                result.status = nil
-                result.reason = "\(error)"
-                reasonLabel = error.kind
-            }
+            reasonLabel = result.record(answer)
             switch DeviceStep.after(answer, attempts: result.attempts, previousAttempts: 0, policy: policy) {
             case .finish(let outcome, _):
                 result.outcome = outcome

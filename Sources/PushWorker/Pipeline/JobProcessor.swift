@@ -249,22 +249,7 @@ public struct JobProcessor: Sendable {
             } else {
                 answer = await client.send([request])[0]
             }
-            switch answer {
-            case .success(let response):
-                // Sends made again by the client after a lost connection count: APNs may have
-                // delivered each of them.
-                result.attempts += response.sends - 1
-                result.status = response.status
-                result.apnsID = response.apnsID
-                result.apnsUniqueID = response.apnsUniqueID
-                result.reason = response.reason?.rawValue
-                reasonLabel = response.reason?.rawValue
-                result.timestamp = response.timestamp.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
-            case .failure(let error):
-                result.status = nil
-                result.reason = "\(error)"
-                reasonLabel = error.kind
-            }
+            reasonLabel = result.record(answer)
             switch DeviceStep.after(answer, attempts: result.attempts, previousAttempts: recipient.previousAttempts, policy: retry) {
             case .finish(let outcome, let deadDevice):
                 result.outcome = outcome

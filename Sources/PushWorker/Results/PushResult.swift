@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 
 /// One device's result, published to the reply queue with `type` = `result` and
@@ -38,6 +39,28 @@ public struct PushResult: Sendable, Hashable, Decodable {
         self.reason = reason
         self.timestamp = timestamp
         self.attempts = attempts
+    }
+
+    /// Takes in APNs' answer to an attempt (or why there is none), and returns the label metrics
+    /// count it under: APNs' reason, or the kind of error (few values, unlike `reason`).
+    /// Sends the client made again after a lost connection count as attempts: APNs may have
+    /// delivered each of them.
+    mutating func record(_ answer: Result<APNsResponse, APNsClientError>) -> String? {
+        switch answer {
+        case .success(let response):
+            attempts += response.sends - 1
+            status = response.status
+            apnsID = response.apnsID
+            apnsUniqueID = response.apnsUniqueID
+            reason = response.reason?.rawValue
+            timestamp = response.timestamp.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+            if channel != nil, let requestID = response.requestID { self.requestID = requestID }
+            return response.reason?.rawValue
+        case .failure(let error):
+            status = nil
+            reason = "\(error)"
+            return error.kind
+        }
     }
 
     enum CodingKeys: String, CodingKey {
