@@ -167,10 +167,12 @@ public final class APNsChannelManager: Sendable {
 
     private static func performBlocking(_ request: Transfer, configuration: APNsClientConfiguration) -> Result<Answer, APNsChannelError> {
         guard let easy = curl_easy_init() else { return .failure(.transport("curl_easy_init failed")) }
-        defer { curl_easy_cleanup(easy) }
         // Owns the URL, header list, body and error buffer libcurl reads, and collects the answer.
         let transfer = CurlTransfer(url: request.url, headers: request.headers, body: request.body, continuation: nil)
         return withExtendedLifetime(transfer) {
+            // Inside: libcurl may touch the error buffer and the header list until cleanup, so
+            // the transfer that owns them outlives the handle.
+            defer { curl_easy_cleanup(easy) }
             let me = Unmanaged.passUnretained(transfer).toOpaque()
             _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_URL, transfer.url)
             _ = pw_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))

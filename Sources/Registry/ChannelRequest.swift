@@ -35,7 +35,7 @@ public enum ChannelRequest: Sendable, Hashable {
     init(_ object: [String: Any], name: String) throws(RegistryError) {
         let reader = RegistryFields(object)
         try reader.allow(Self.fields[name] ?? [], in: name)
-        let app = try reader.string("app")
+        let app = try reader.app()
         switch name {
         case "create_channel":
             var policy = 1

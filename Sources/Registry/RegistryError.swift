@@ -24,7 +24,7 @@ public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible 
         /// the message names APNs' reason.
         case apnsRejected = "apns_rejected"
         /// APNs could not be reached for a channel request, or answered with its own trouble
-        /// (429, 5xx); it may succeed later.
+        /// (429, 5xx); asked again later, it may succeed. Answered, not requeued.
         case apnsUnavailable = "apns_unavailable"
         /// The store could not be read or written; the command may succeed later.
         case storeUnavailable = "store_unavailable"

@@ -47,6 +47,12 @@ public struct CommandAuthorizer: Sendable {
 
     /// Refuses `request` with `unauthorized` unless `auth` speaks for every user it concerns.
     public func check(_ request: RegistryRequest, auth: String?, store: any RegistryStore) async throws(RegistryError) {
+        if case .channel = request {
+            // A channel is the app's, not a user's: no user's token can speak for it, and with
+            // registry.auth on, commands may come from the apps' users through a gateway.
+            throw RegistryError(.unauthorized, field: "command",
+                "\(request.name) is refused while registry.auth is on: a channel belongs to the app, not to a user; manage channels with pushworker channels, or from a worker without registry.auth")
+        }
         let (users, devices) = Self.concerns(request)
         var owners = users
         for (app, token) in devices {
@@ -128,7 +134,7 @@ public struct CommandAuthorizer: Sendable {
             case .endActivity: return ([], [])
             }
         case .channel:
-            // A channel belongs to the app, not to a user: like a job, it needs the broker's trust only.
+            // Refused by `check` before it asks.
             return ([], [])
         case .query(let query):
             switch query {

@@ -135,6 +135,7 @@ struct LiveActivityJobTests {
         Refusal(json: #"{"audience": {"channel": "dHN0LXNyY2gtY2hubA=="}, "collapse_id": "c", "live_activity": {"event": "end"}}"#, field: "collapse_id"),
         Refusal(json: #"{"audience": {"groups": ["g"]}, "live_activity": {"event": "start", "attributes_type": "T", "attributes": {}, "content_state": {}, "input_push_token": 1}}"#, field: "live_activity.input_push_token"),
         Refusal(json: #"{"audience": {"groups": ["g"]}, "live_activity": {"event": "start", "attributes_type": "T", "attributes": {}, "content_state": {}, "input_push_channel": "%%"}}"#, field: "live_activity.input_push_channel"),
+        Refusal(json: #"{"audience": {"channel": "dHN0LXNyY2gtY2hubA=="}, "push_type": "liveactivity", "payload": {"aps": {"event": "update", "badge": "increment"}}}"#, field: "payload.aps.badge"),
     ]
 
     @Test("every missing or malformed Live Activity field is refused, naming it", arguments: refusals)

@@ -52,6 +52,15 @@ struct CommandAuthorizerTests {
         ] {
             do { try await check(json) } catch { Issue.record("refused \(json): \(error)") }
         }
+        // Channel requests: no user's token speaks for an app's channel, the app's own users' least of all.
+        for json in [#"{"command": "create_channel", "app": "news"}"#, #"{"command": "delete_channel", "app": "news", "channel": "dHN0LXNyY2gtY2hubA==", "auth": "\#(mine)"}"#] {
+            do {
+                try await check(json)
+                Issue.record("accepted: \(json)")
+            } catch {
+                #expect(error.code == .unauthorized && error.field == "command" && error.message.contains("pushworker channels"), "\(error)")
+            }
+        }
         await refused(#"{"command": "delete_user", "user": "u-1"}"#, "auth is missing: delete_user concerns user 'u-1'")
         await refused(#"{"command": "delete_user", "user": "u-2", "auth": "\#(mine)"}"#, "auth is the token of user 'u-1', but delete_user concerns user 'u-2'")
         // Device commands: the device's user is who must ask.

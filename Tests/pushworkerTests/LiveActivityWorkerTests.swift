@@ -110,6 +110,26 @@ struct LiveActivityWorkerTests {
         #expect(sent.first?.pushType == "liveactivity" && sent.first?.priority == "5")
         #expect(try Self.aps(sent.first?.payload ?? [])["event"] as? String == "update")
 
+        // APNs' trouble is retried in the worker: a 429, then delivered on the second attempt.
+        running.base.mock.setFaults([MockAPNsFault(.reject(.tooManyRequests), channels: [channel], times: 1)])
+        let retried = try #require(try await running.job(broadcast.replacingOccurrences(of: "b-1", with: "b-429"), devices: 1)[""])
+        #expect(retried.outcome == .delivered && retried.attempts == 2, "\(retried)")
+        _ = try await running.results.next(within: .seconds(30)).ack()
+        // Past its expiration: not sent, outcome expired. With results: failures, a delivered
+        // broadcast publishes only its summary.
+        let before = running.base.mock.broadcasts.count
+        let expired = try #require(try await running.job(
+            #"{"id": "b-old", "expiration": 1700000000, "audience": {"channel": "\#(channel)"}, "live_activity": {"event": "end"}}"#, devices: 1)[""])
+        #expect(expired.outcome == .expired && expired.attempts == 0 && expired.status == nil, "\(expired)")
+        _ = try await running.results.next(within: .seconds(30)).ack()
+        #expect(running.base.mock.broadcasts.count == before)
+        try await running.publisher.publish(.toQueue("\(running.setup.prefix).jobs", body: Array(
+            #"{"id": "b-quiet", "results": "failures", "audience": {"channel": "\#(channel)"}, "live_activity": {"event": "update", "content_state": {}}}"#.utf8)))
+        let quiet = try await running.results.next(within: .seconds(30))
+        try await quiet.ack()
+        guard case .summary(let quietSummary) = try Reply(quiet) else { throw TestFailure("a delivered broadcast with results: failures published a result") }
+        #expect(quietSummary.jobID == "b-quiet" && quietSummary.outcomes == [.delivered: 1])
+
         let deleted = try await running.send(#"{"command": "delete_channel", "app": "demo", "channel": "\#(channel)"}"#, id: "delete-1")
         #expect(deleted["ok"] as? Bool == true, "\(deleted)")
         let late = try #require(try await running.job(broadcast.replacingOccurrences(of: "b-1", with: "b-2"), devices: 1)[""])

@@ -148,6 +148,10 @@ public struct JobDecoder: Sendable {
         guard let payload = JSONDocument.bytes(serialised) else {
             throw JobError(.invalidField, field: "payload", "payload cannot be serialised")
         }
+        if badgeAmount != nil && pushType == .liveactivity {
+            // A broadcast has no devices to count for, and ActivityKit shows no badge.
+            throw JobError(.invalidPayload, field: "payload.aps.badge", "payload.aps.badge cannot be counted for a Live Activity push")
+        }
         var badge: BadgeIncrement?
         if let badgeAmount {
             guard let counted = BadgeIncrement(amount: badgeAmount, payload: payload) else {

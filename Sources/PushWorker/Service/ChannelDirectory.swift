@@ -29,8 +29,8 @@ public final class ChannelDirectory: Sendable {
     }
 
     /// Carries the request out on APNs; the answer is the reply's JSON object (besides `"ok"`).
-    /// APNs' refusals are `apns_rejected` naming its reason; its trouble (429, 5xx, no answer)
-    /// is `apns_unavailable`, which returns the request to the queue.
+    /// APNs' refusals, and credentials it cannot take, are `apns_rejected` naming the reason; its
+    /// trouble (429, 5xx, no answer) is `apns_unavailable`. Either is answered, never requeued.
     func perform(_ request: ChannelRequest) async throws(RegistryError) -> [String: Any] {
         guard let (manager, bundleID) = managers[request.app] else {
             throw RegistryError(.unknownApp, field: "app",
@@ -74,7 +74,9 @@ public final class ChannelDirectory: Sendable {
             return RegistryError(.apnsRejected, field: field, "\(request.name): \(error)")
         case .invalidRequest(let problem):
             return RegistryError(.invalidField, field: problem.field, "\(request.name): \(problem.message)")
-        case .transport, .credentials:
+        case .credentials:
+            return RegistryError(.apnsRejected, "\(request.name): \(error)")
+        case .transport:
             return RegistryError(.apnsUnavailable, "\(request.name): \(error)")
         }
     }

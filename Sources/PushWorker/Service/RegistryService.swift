@@ -120,14 +120,17 @@ public final class RegistryService: Service, Sendable {
             }
             await delivery.settle(.acknowledge, kind: "registry command", logger: logger)
             metrics.registryCommand(name, result: "ok")
-        } catch let error where error.code == .storeUnavailable || error.code == .apnsUnavailable {
+        } catch let error where error.code == .storeUnavailable {
             logger.error("registry command not applied; returning it to the queue", metadata: ["id": "\(id)", "error": "\(error)"])
             await delivery.settle(.requeue, kind: "registry command", logger: logger)
             metrics.registryCommand(name, result: "unavailable")
         } catch where isQuery {
             // A query changes nothing and replaying it would tell nothing new: answered, not
-            // dead-lettered. A channel request APNs refused is answered the same way: APNs'
-            // reason is the producer's to act on, and a replay would be refused again.
+            // dead-lettered. A channel request is answered the same way whatever became of it
+            // (APNs' refusal, or APNs unreachable: `apns_unavailable`), never requeued: one
+            // request in hand holds up the queue's commands for up to the request timeout, and
+            // a create whose answer was lost may have made the channel already. The producer
+            // that asked decides whether to ask again.
             logger.info("registry query refused", metadata: ["id": "\(id)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
             await reply(to: delivery, Self.errorReply(error))
             await delivery.settle(.acknowledge, kind: "registry command", logger: logger)
