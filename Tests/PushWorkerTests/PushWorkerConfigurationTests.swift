@@ -185,6 +185,28 @@ struct PushWorkerConfigurationTests {
         }
     }
 
+    @Test("channel management goes to the environment's management host, to url when one is set, or to management_url; a management_url that is not https names the key")
+    func managementURL() throws {
+        let credentials = "certificate: {file: \(MockAPNsFixture.path("client.pem")), key_file: \(MockAPNsFixture.path("client.key"))}"
+        let configuration = try PushWorkerConfiguration.parse("""
+            apps:
+              - {name: a, topic: t, environment: production, \(credentials)}
+              - {name: b, topic: t, environment: sandbox, \(credentials)}
+              - {name: c, topic: t, environment: sandbox, url: "https://127.0.0.1:1", \(credentials)}
+              - {name: d, topic: t, environment: sandbox, url: "https://gateway:443", management_url: "https://gateway:2195/", \(credentials)}
+            """, file: "p.yaml")
+        let urls = try configuration.apps.enumerated().map { try $0.element.clientConfiguration(file: "p.yaml", index: $0.offset).managementURL }
+        #expect(urls == [
+            "https://api-manage-broadcast.push.apple.com:2196", "https://api-manage-broadcast.sandbox.push.apple.com:2195",
+            "https://127.0.0.1:1", "https://gateway:2195",
+        ])
+        let plain = try PushWorkerConfiguration.parse("apps:\n  - {name: a, topic: t, environment: sandbox, management_url: \"http://x\", \(credentials)}\n", file: "p.yaml")
+        #expect(throws: (any Error).self) { _ = try plain.apps[0].clientConfiguration(file: "p.yaml", index: 0) }
+        do { _ = try plain.apps[0].clientConfiguration(file: "p.yaml", index: 0) } catch {
+            #expect("\(error)".contains("apps[0].management_url"), "\(error)")
+        }
+    }
+
     @Test("default_results: one of the job's results modes; anything else names the key and the modes")
     func defaultResults() throws {
         let app = "topic: t, environment: sandbox, url: \"https://127.0.0.1:1\", certificate: {file: f, format: pem}"

@@ -12,6 +12,10 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     public var port: Int?
     /// Overrides host and port (a mock or a gateway): `https://127.0.0.1:2197`.
     public var url: String?
+    /// Overrides where channel management goes (`pushworker channels`, channel requests): by
+    /// default the environment's management host (sandbox port 2195, production 2196), or `url`
+    /// when that is set (a mock serves both on one port; a gateway may not).
+    public var managementURL: String?
     /// Extra CA to trust (for a mock).
     public var caFile: String?
     public var connections: Int?
@@ -46,6 +50,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case name, topic, environment, port, url, connections, proxy, transport, token, certificate, weight
+        case managementURL = "management_url"
         case pingIntervalSeconds = "ping_interval_seconds"
         case caFile = "ca_file"
         case requestTimeoutMilliseconds = "request_timeout_ms"
@@ -62,6 +67,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         environment = try container.decode(APNsClientConfiguration.Environment.self, forKey: .environment)
         port = try container.decodeIfPresent(Int.self, forKey: .port)
         url = try container.decodeIfPresent(String.self, forKey: .url)
+        managementURL = try container.decodeIfPresent(String.self, forKey: .managementURL)
         caFile = try container.decodeIfPresent(String.self, forKey: .caFile)
         connections = try container.decodeIfPresent(Int.self, forKey: .connections)
         maxInFlight = try container.decodeIfPresent(Int.self, forKey: .maxInFlight)
@@ -225,6 +231,10 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
             let port = port ?? 443
             guard port == 443 || port == 2197 else { throw fail("port", "\(port) is not 443 or 2197, the ports APNs listens on") }
             configuration = APNsClientConfiguration(environment: environment, port: port, authentication: authentication)
+        }
+        if let managementURL {
+            guard managementURL.hasPrefix("https://") else { throw fail("management_url", "'\(managementURL)' is not an https:// URL") }
+            configuration.managementURL = managementURL.hasSuffix("/") ? String(managementURL.dropLast()) : managementURL
         }
         configuration.name = name
         configuration.caFile = caFile

@@ -113,6 +113,7 @@ public enum EffectiveConfiguration {
             ("topic", scalar(app.topic)),
             ("environment", scalar(app.environment.rawValue)),
             ("url", scalar(client.baseURL)),
+            ("management_url", scalar(client.managementURL)),
             ("transport", scalar(client.transport.rawValue)),
             ("connections", scalar(client.connections)),
             ("max_in_flight", scalar(app.effectiveMaxInFlight)),
