@@ -32,8 +32,14 @@ struct RegistryStoreTests {
 
     /// The audience's devices in token order, checking its count and page sizes on the way.
     static func all(_ store: any RegistryStore, app: String = "news", users: [String] = [], groups: [String] = [], pageSize: Int = 1000) async throws -> [RegisteredDevice] {
+        try await read(pageSize: pageSize) { try await store.withAudience(app: app, users: users, groups: groups, $0) }
+    }
+
+    /// What `withAudience` or `withAllDevices` hands over, in token order, with the count and
+    /// the page sizes checked on the way.
+    static func read(pageSize: Int, _ audience: ((any RegistryAudience) async throws -> Void) async throws -> Void) async throws -> [RegisteredDevice] {
         var devices: [RegisteredDevice] = []
-        try await store.withAudience(app: app, users: users, groups: groups) { audience in
+        try await audience { audience in
             let count = try await audience.count()
             try await audience.pages(size: pageSize) { page in
                 #expect(page.count <= pageSize && !page.isEmpty)
@@ -381,16 +387,7 @@ struct RegistryStoreTests {
     /// Every device of `app` (a Live Activity's namespace) in token order, checking the count and
     /// the page sizes on the way.
     static func allDevices(_ store: any RegistryStore, app: String, pageSize: Int = 1000) async throws -> [RegisteredDevice] {
-        var devices: [RegisteredDevice] = []
-        try await store.withAllDevices(app: app) { audience in
-            let count = try await audience.count()
-            try await audience.pages(size: pageSize) { page in
-                #expect(page.count <= pageSize && !page.isEmpty)
-                devices += page
-            }
-            #expect(devices.count == count)
-        }
-        return devices.sorted { $0.token < $1.token }
+        try await read(pageSize: pageSize) { try await store.withAllDevices(app: app, $0) }
     }
 
     @Test("push-to-start tokens resolve for users and groups in their own namespace, with the users' preferences for the base app", arguments: Kind.allCases)

@@ -127,10 +127,14 @@ registry_command() {
 }
 registry_command "{\"command\": \"register_push_to_start_token\", \"app\": \"demo\", \"token\": \"$start_a\", \"user\": \"ada\"}"
 registry_command "{\"command\": \"register_push_to_start_token\", \"app\": \"demo\", \"token\": \"$start_c\", \"user\": \"cy\"}"
-for _ in $(seq 100); do
-  "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy | grep -q push-to-start && break
-  sleep 0.1
-done
+# Until the registry service has applied the commands: `registry show user cy` lists WHAT.
+wait_for_cy() {
+  for _ in $(seq 100); do
+    "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy | grep -q "$1" && return
+    sleep 0.1
+  done
+}
+wait_for_cy push-to-start
 echo "== a Live Activity start to group class-a: the worker builds the aps (event, attributes, content-state),"
 echo "   sends it as liveactivity to com.example.demo.push-type.liveactivity, to ada's and cy's push-to-start tokens"
 echo '{"id": "match-start", "app": "demo", "audience": {"groups": ["class-a"]}, "live_activity": {"event": "start", "attributes_type": "MatchAttributes", "attributes": {"home": "Lions", "away": "Tigers"}, "content_state": {"score": "0-0"}, "alert": {"title": "Kick-off", "body": "Lions v Tigers"}, "input_push_token": true}}' \
@@ -139,10 +143,7 @@ echo '{"id": "match-start", "app": "demo", "audience": {"groups": ["class-a"]}, 
 echo "== the started activities report their tokens for activity match-42; an update reaches them, then the end"
 registry_command "{\"command\": \"register_activity_token\", \"app\": \"demo\", \"activity\": \"match-42\", \"token\": \"$activity_a\", \"user\": \"ada\"}"
 registry_command "{\"command\": \"register_activity_token\", \"app\": \"demo\", \"activity\": \"match-42\", \"token\": \"$activity_c\", \"user\": \"cy\"}"
-for _ in $(seq 100); do
-  "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy | grep -q match-42 && break
-  sleep 0.1
-done
+wait_for_cy match-42
 echo '{"id": "match-goal", "app": "demo", "audience": {"activity": "match-42"}, "live_activity": {"event": "update", "content_state": {"score": "1-0"}, "alert": {"title": "Goal!", "body": "Lions 1-0"}}}' \
   | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
 "$bin/pushworker" tail --amqp "$url" --queue push.results --count 3
