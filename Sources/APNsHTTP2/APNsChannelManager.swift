@@ -1,5 +1,6 @@
 import APNs
 import CCurl
+import CNGHTTP2
 import Foundation
 import Logging
 import Synchronization
@@ -159,7 +160,14 @@ public final class APNsChannelManager: Sendable {
     private func perform(_ transfer: Transfer) async -> Result<Answer, APNsChannelError> {
         let configuration = configuration
         return await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: Self.performBlocking(transfer, configuration: configuration)) }
+            let thread = Thread {
+                let result = Self.performBlocking(transfer, configuration: configuration)
+                // The TLS session's per-thread OpenSSL state goes before the caller goes on: left to
+                // the thread's exit, a process that ends right after the call (`pushworker channels`)
+                // exits first, and LeakSanitizer reports it.
+                pw_openssl_thread_stop()
+                continuation.resume(returning: result)
+            }
             thread.name = "apns-channels"
             thread.start()
         }

@@ -1039,6 +1039,8 @@ int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t 
   return 0;
 }
 
+void pw_openssl_thread_stop(void) { OPENSSL_thread_stop(); }
+
 void pw_h2_shutdown(pw_h2_conn *c) {
   pthread_mutex_lock(&c->lock);
   c->closing = 1;

@@ -112,6 +112,10 @@ void pw_h2_shutdown(pw_h2_conn *conn);
 /// Waits for the thread to exit (after pw_h2_shutdown) and frees everything.
 void pw_h2_free(pw_h2_conn *conn);
 
+/// Frees the calling thread's OpenSSL state (random generators, error queue) now, rather than
+/// when the thread's destructors run: for a thread of another TLS user (libcurl) about to end.
+void pw_openssl_thread_stop(void);
+
 /// 1 while a socket to the server (or proxy) is open.
 int pw_h2_is_open(const pw_h2_conn *conn);
 
