@@ -130,3 +130,7 @@ size_t pw_es256_public_pem(EVP_PKEY *key, char *out, size_t outlen) {
 void pw_es256_free(EVP_PKEY *key) {
   EVP_PKEY_free(key);
 }
+
+int pw_openssl_init_without_atexit(void) {
+  return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}

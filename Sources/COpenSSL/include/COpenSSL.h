@@ -26,4 +26,8 @@ size_t pw_es256_public_pem(EVP_PKEY *key, char *out, size_t outlen);
 
 void pw_es256_free(EVP_PKEY *key);
 
+/// Initialises OpenSSL without its atexit cleanup; must be the process's first OpenSSL call to
+/// take effect. Returns 1 on success.
+int pw_openssl_init_without_atexit(void);
+
 #endif
