@@ -68,13 +68,7 @@ struct APNsRequestTests {
         case "topic": bad = request { $0.pushType = .voip; $0.payload = [1] }
         default: bad = request { $0.payload = [] }; field = "payload"
         }
-        do {
-            try bad.validate()
-            Issue.record("accepted \(name)")
-        } catch {
-            #expect(error.field == field)
-            #expect(error.message.contains(message), "\(error.message)")
-        }
+        expectRefused(bad, field: field, message: message, name)
     }
 
     @Test("the voip limit is 5120 bytes and other types stay at 4096")

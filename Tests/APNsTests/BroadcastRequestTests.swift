@@ -79,13 +79,7 @@ struct BroadcastRequestTests {
             default: $0.topic = ".push-type.liveactivity"
             }
         }
-        do {
-            try bad.validate()
-            Issue.record("accepted \(name)")
-        } catch {
-            #expect(error.field == field)
-            #expect(error.message.contains(message), "\(error.message)")
-        }
+        expectRefused(bad, field: field, message: message, name)
     }
 
     @Test("the broadcast payload limit is 5120 bytes; a device Live Activity stays at 4096; 128-byte ids pass")

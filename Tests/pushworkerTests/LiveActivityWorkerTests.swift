@@ -151,19 +151,19 @@ struct LiveActivityWorkerTests {
         let setup = try await WorkerProcessTests.setUp(faults: [])
         defer { Task { try? await setup.mock.shutdown() } }
         let config = ["--config", setup.config.path, "--app", "demo"]
-        let created = try await Program.running(["channels", "create"] + config + ["--storage-policy", "none"])
+        let created = try await Program.running(["channels", "create"] + config + ["--storage-policy", "none"], killAfter: .seconds(120))
         #expect(created.status == 0, "\(created.standardError)")
         let channel = created.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(Data(base64Encoded: channel) != nil, "\(created.standardOutput)")
-        let listed = try await Program.running(["channels", "list"] + config)
+        let listed = try await Program.running(["channels", "list"] + config, killAfter: .seconds(120))
         #expect(listed.standardOutput.split(separator: "\n").map(String.init) == [channel])
-        let shown = try await Program.running(["channels", "show"] + config + [channel])
+        let shown = try await Program.running(["channels", "show"] + config + [channel], killAfter: .seconds(120))
         #expect(shown.standardOutput.contains("storage_policy: none"), "\(shown.standardOutput)")
-        let deleted = try await Program.running(["channels", "delete"] + config + [channel])
+        let deleted = try await Program.running(["channels", "delete"] + config + [channel], killAfter: .seconds(120))
         #expect(deleted.status == 0, "\(deleted.standardError)")
-        let again = try await Program.running(["channels", "show"] + config + [channel])
+        let again = try await Program.running(["channels", "show"] + config + [channel], killAfter: .seconds(120))
         #expect(again.status == 1 && again.standardError.contains("ChannelNotRegistered"), "\(again.standardError)")
-        let policy = try await Program.running(["channels", "create"] + config + ["--storage-policy", "forever"])
+        let policy = try await Program.running(["channels", "create"] + config + ["--storage-policy", "forever"], killAfter: .seconds(120))
         #expect(policy.status != 0 && policy.standardError.contains("--storage-policy"), "\(policy.standardError)")
     }
 }

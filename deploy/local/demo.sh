@@ -101,10 +101,15 @@ done <<COMMANDS
 {"command": "add_to_group", "user": "cy", "group": "class-b"}
 {"command": "set_preferences", "user": "bob", "blacklist": {"grades": ["final-grade"]}}
 COMMANDS
-for _ in $(seq 100); do
-  "$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$b" --type grades | grep -q filtered && break
-  sleep 0.1
-done
+# Until the registry service has applied the commands: the output of the command after WHAT holds it.
+wait_for() {
+  local what=$1; shift
+  for _ in $(seq 100); do
+    "$@" | grep -q "$what" && return
+    sleep 0.1
+  done
+}
+wait_for filtered "$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$b" --type grades
 echo "== a job to groups class-a and class-b, type grades/midterm: ada's two devices (one of them dead),"
 echo "   cy's once although cy is in both groups, and bob's filtered by his blacklist:"
 echo '{"id": "grades-1", "app": "demo", "audience": {"groups": ["class-a", "class-b"]}, "type": "grades", "subtype": "midterm", "payload": {"aps": {"alert": "New grades"}}}' \
@@ -127,14 +132,7 @@ registry_command() {
 }
 registry_command "{\"command\": \"register_push_to_start_token\", \"app\": \"demo\", \"token\": \"$start_a\", \"user\": \"ada\"}"
 registry_command "{\"command\": \"register_push_to_start_token\", \"app\": \"demo\", \"token\": \"$start_c\", \"user\": \"cy\"}"
-# Until the registry service has applied the commands: `registry show user cy` lists WHAT.
-wait_for_cy() {
-  for _ in $(seq 100); do
-    "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy | grep -q "$1" && return
-    sleep 0.1
-  done
-}
-wait_for_cy push-to-start
+wait_for push-to-start "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy
 echo "== a Live Activity start to group class-a: the worker builds the aps (event, attributes, content-state),"
 echo "   sends it as liveactivity to com.example.demo.push-type.liveactivity, to ada's and cy's push-to-start tokens"
 echo '{"id": "match-start", "app": "demo", "audience": {"groups": ["class-a"]}, "live_activity": {"event": "start", "attributes_type": "MatchAttributes", "attributes": {"home": "Lions", "away": "Tigers"}, "content_state": {"score": "0-0"}, "alert": {"title": "Kick-off", "body": "Lions v Tigers"}, "input_push_token": true}}' \
@@ -143,7 +141,7 @@ echo '{"id": "match-start", "app": "demo", "audience": {"groups": ["class-a"]}, 
 echo "== the started activities report their tokens for activity match-42; an update reaches them, then the end"
 registry_command "{\"command\": \"register_activity_token\", \"app\": \"demo\", \"activity\": \"match-42\", \"token\": \"$activity_a\", \"user\": \"ada\"}"
 registry_command "{\"command\": \"register_activity_token\", \"app\": \"demo\", \"activity\": \"match-42\", \"token\": \"$activity_c\", \"user\": \"cy\"}"
-wait_for_cy match-42
+wait_for match-42 "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy
 echo '{"id": "match-goal", "app": "demo", "audience": {"activity": "match-42"}, "live_activity": {"event": "update", "content_state": {"score": "1-0"}, "alert": {"title": "Goal!", "body": "Lions 1-0"}}}' \
   | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
 "$bin/pushworker" tail --amqp "$url" --queue push.results --count 3
