@@ -207,11 +207,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // glibc's pipe2 and posix_spawn_file_actions_addclosefrom_np, for TestSupport's ChildProcess.
+        .target(name: "CChildProcess", path: "Tests/CChildProcess"),
         // Shared by the test targets: the test broker, its access traits, small helpers.
         .target(
             name: "TestSupport",
             dependencies: [
-                "AMQP", "APNs", "MockAPNs", .product(name: "Logging", package: "swift-log"),
+                "AMQP", "APNs", "MockAPNs", "CChildProcess", .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "JWTKit", package: "jwt-kit"),
             ],

@@ -142,17 +142,6 @@ struct MockValidationTests {
     }
 
     static func curl(_ arguments: [String], input: Data) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = arguments
-        let output = Pipe(), stdin = Pipe()
-        process.standardOutput = output
-        process.standardInput = stdin
-        try process.run()
-        stdin.fileHandleForWriting.write(input)
-        try stdin.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+        try Program.run(arguments, input: input, program: URL(fileURLWithPath: "/usr/bin/curl")).standardOutput
     }
 }

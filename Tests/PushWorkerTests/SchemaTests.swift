@@ -18,18 +18,11 @@ struct SchemaTests {
     static let beyondSchemaFiles: Set<String> = ["voip-no-topic.json"]
 
     static func validate(_ schema: String, _ files: [URL]) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [schemas.appendingPathComponent("validate.py").path, schemas.appendingPathComponent(schema).path] + files.map(\.path)
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestFailure("validate.py failed (is python3-jsonschema installed?): \(errorText)") }
-        return text.split(separator: "\n").map(String.init)
+        let result = try Program.run(
+            [schemas.appendingPathComponent("validate.py").path, schemas.appendingPathComponent(schema).path] + files.map(\.path),
+            program: URL(fileURLWithPath: "/usr/bin/python3"))
+        guard result.status == 0 else { throw TestFailure("validate.py failed (is python3-jsonschema installed?): \(result.standardError)") }
+        return result.standardOutput.split(separator: "\n").map(String.init)
     }
 
     @Test("the job schema refuses every corpus job the decoder refuses for a reason a schema can express")

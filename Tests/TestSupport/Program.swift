@@ -37,28 +37,27 @@ public struct Program {
     public static func run(
         _ arguments: [String], input: Data = Data(), environment: [String: String] = [:], program: URL? = nil, killAfter: Duration? = nil
     ) throws -> Result {
-        let process = Process()
-        process.executableURL = program ?? executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.run()
-        stdin.fileHandleForWriting.write(input)
-        try stdin.fileHandleForWriting.close()
-        // Read both pipes before waiting, so a chatty program cannot block on a full pipe.
+        let process = try ChildProcess(
+            (program ?? executable).path, arguments: arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            input: .pipe, output: .pipe, error: .pipe)
+        let (stdin, stdout, stderr) = (process.standardInput!, process.standardOutput!, process.standardError!)
+        // Read both pipes before waiting, so a chatty program cannot block on a full pipe; write
+        // the input from a thread too, so a program that answers before reading it all cannot
+        // block on its own full output pipe either.
+        let writer = Thread {
+            try? stdin.write(contentsOf: input)
+            try? stdin.close()
+        }
+        writer.start()
         let errorData = Locked(Data())
-        let errorReader = Thread { errorData.withLock { $0 = stderr.fileHandleForReading.readDataToEndOfFile() } }
+        let errorReader = Thread { errorData.withLock { $0 = stderr.readDataToEndOfFile() } }
         errorReader.start()
         if let killAfter {
-            let pid = process.processIdentifier
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(killAfter / .milliseconds(1)))) {
-                if process.isRunning && process.processIdentifier == pid { kill(pid, SIGKILL) }
+                process.signal(SIGKILL)
             }
         }
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        let output = stdout.readDataToEndOfFile()
         process.waitUntilExit()
         while errorReader.isExecuting || !errorReader.isFinished { usleep(1000) }
         return Result(

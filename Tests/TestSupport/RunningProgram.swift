@@ -2,20 +2,16 @@ import Foundation
 
 /// A program started in the background (a worker, the mock), stopped with a signal.
 public final class RunningProgram: @unchecked Sendable {
-    public let process = Process()
+    public let process: ChildProcess
     /// Where its standard error goes, for the test's failure messages.
     public let logFile: URL
 
     public init(_ executable: URL, arguments: [String], environment: [String: String] = [:]) throws {
         logFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushworker-\(UUID().uuidString.prefix(8)).log")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let log = try FileHandle(forWritingTo: logFile)
-        process.standardError = log
-        process.standardOutput = log
-        try process.run()
+        process = try ChildProcess(
+            executable.path, arguments: arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            output: .file(logFile.path), error: .standardOutput)
     }
 
     public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
@@ -33,19 +29,15 @@ public final class RunningProgram: @unchecked Sendable {
 
     /// Sends `signal` and waits for the exit status.
     public func stop(signal: Int32 = SIGTERM, within limit: Duration = .seconds(30)) async throws -> Int32 {
-        kill(process.processIdentifier, signal)
+        process.signal(signal)
         let deadline = ContinuousClock.now + limit
         while process.isRunning {
             guard ContinuousClock.now < deadline else {
-                kill(process.processIdentifier, SIGKILL)
+                process.signal(SIGKILL)
                 throw TestFailure("the program did not exit within \(limit) of signal \(signal):\n\(log)")
             }
             try await Task.sleep(for: .milliseconds(50))
         }
         return process.terminationStatus
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 }

@@ -54,17 +54,9 @@ public enum TestBroker {
 
     /// Runs `rabbitmqctl` against the test node, failing the test with its output if it fails.
     public static func rabbitmqctl(_ arguments: String...) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/rabbitmqctl")
-        process.arguments = ["-n", node] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("rabbitmqctl \(arguments.joined(separator: " ")) failed: \(text)")
+        let result = try Program.run(["-n", node] + arguments, program: URL(fileURLWithPath: "/usr/sbin/rabbitmqctl"))
+        guard result.status == 0 else {
+            throw TestFailure("rabbitmqctl \(arguments.joined(separator: " ")) failed: \(result.standardError)\(result.standardOutput)")
         }
     }
 }

@@ -81,35 +81,19 @@ public enum TestCluster {
         _ = try run([scriptPath, "cluster"] + arguments)
     }
 
-    /// Runs a command to its end with posix_spawn and waitpid. Not Foundation's `Process`: a node
-    /// started in the background inherits what Foundation watches to see its child end, and
-    /// `waitUntilExit` then waits for the node rather than the script.
+    /// Runs a command to its end, its output in a file rather than a pipe: a node the script
+    /// starts in the background keeps the script's standard output, and a pipe would not end
+    /// until the node did.
     @discardableResult
     private static func run(_ command: [String]) throws -> String {
         let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("cluster-\(UUID().uuidString.prefix(8)).out")
         defer { try? FileManager.default.removeItem(at: outputFile) }
-        let environment = ProcessInfo.processInfo.environment
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let arguments = command.map { strdup($0) } + [nil]
-        let variables = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            arguments.forEach { free($0) }
-            variables.forEach { free($0) }
-        }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, command[0], &actions, nil, arguments, variables)
-        guard spawned == 0 else { throw TestFailure("cannot start \(command[0]): \(String(cString: strerror(spawned)))") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let process = try ChildProcess(command[0], arguments: Array(command.dropFirst()), output: .file(outputFile.path), error: .standardOutput)
+        process.waitUntilExit()
         let text = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
-        let exited = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        guard exited == 0 else {
-            throw TestFailure("\(command.joined(separator: " ")) exited \(exited): \(text)")
+        guard process.terminationStatus == 0 else {
+            let how = process.wasSignalled ? "was killed by signal" : "exited"
+            throw TestFailure("\(command.joined(separator: " ")) \(how) \(process.terminationStatus): \(text)")
         }
         return text
     }

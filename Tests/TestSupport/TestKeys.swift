@@ -29,23 +29,11 @@ public enum TestKeys {
 
     @discardableResult
     public static func openssl(_ arguments: [String], input: Data? = nil) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        let output = Pipe(), errors = Pipe(), stdin = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(input) }
-        try stdin.fileHandleForWriting.close()
-        let text = output.fileHandleForReading.readDataToEndOfFile()
-        let errorText = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("openssl \(arguments.joined(separator: " ")) failed: \(String(decoding: errorText + text, as: UTF8.self))")
+        let result = try Program.run(arguments, input: input ?? Data(), program: URL(fileURLWithPath: "/usr/bin/openssl"))
+        guard result.status == 0 else {
+            throw TestFailure("openssl \(arguments.joined(separator: " ")) failed: \(result.standardError)\(result.standardOutput)")
         }
-        return String(decoding: text, as: UTF8.self)
+        return result.standardOutput
     }
 
     /// The DER form of a raw r||s ECDSA signature, which `openssl dgst -verify` expects.

@@ -21,7 +21,7 @@ public enum TestLog {
     }
 
     private static let bootstrapped: Void = {
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         let file = FileHandle(forWritingAtPath: path)
         LoggingSystem.bootstrap { label in FileLogHandler(label: label, file: file) }
     }()

@@ -12,20 +12,19 @@ struct MockAPNsProgramTests {
     func serveAndReport() async throws {
         let path = MockAPNsFixture.path
 
-        let process = Process()
-        process.executableURL = Program.executable.deletingLastPathComponent().appendingPathComponent("mock-apns")
-        process.arguments = ["--port", "\(try TestPorts.free())", "--report-port", "\(try TestPorts.free())", "--cert", path("server.pem"),
+        let process = try ChildProcess(Program.built("mock-apns").path, arguments: ["--port", "\(try TestPorts.free())", "--report-port", "\(try TestPorts.free())", "--cert", path("server.pem"),
             "--key", path("server.key"), "--provider-key", "\(MockAPNsFixture.keyID):\(MockAPNsFixture.teamID):\(path("key.pub"))",
-            "--topic", "com.example.app"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        defer { process.terminate(); process.waitUntilExit() }
+            "--topic", "com.example.app"], output: .pipe)
+        let output = try #require(process.standardOutput)
+        defer {
+            process.signal(SIGTERM)
+            process.waitUntilExit()
+        }
 
         // "mock-apns listening on https://127.0.0.1:PORT, report endpoint http://127.0.0.1:PORT/counts"
         var banner = Data()
         while !banner.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
+            let chunk = output.availableData
             guard !chunk.isEmpty else { throw TestFailure("mock-apns exited without its banner") }
             banner.append(chunk)
         }

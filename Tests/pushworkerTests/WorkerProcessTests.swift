@@ -225,7 +225,7 @@ struct WorkerProcessTests {
         // A lack of progress: the mock has not seen the request in 20 s.
         let deadline = ContinuousClock.now + .seconds(20)
         while setup.mock.requestCount == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        kill(worker.process.processIdentifier, SIGTERM)
+        worker.process.signal(SIGTERM)
         try await worker.waitForLog("signal received")
         return (setup, worker)
     }

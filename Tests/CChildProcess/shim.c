@@ -1,0 +1,12 @@
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#include "CChildProcess.h"
+
+int pw_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int pw_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
+  return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}
