@@ -43,8 +43,13 @@ public struct Program {
         let (stdin, stdout, stderr) = (process.standardInput!, process.standardOutput!, process.standardError!)
         // Read both pipes before waiting, so a chatty program cannot block on a full pipe; write
         // the input from a thread too, so a program that answers before reading it all cannot
-        // block on its own full output pipe either.
+        // block on its own full output pipe either. SIGPIPE is blocked on that thread: a program
+        // that exits without reading its input makes the write fail, not the test process die.
         let writer = Thread {
+            var pipeSignal = sigset_t()
+            sigemptyset(&pipeSignal)
+            sigaddset(&pipeSignal, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
             try? stdin.write(contentsOf: input)
             try? stdin.close()
         }

@@ -37,11 +37,15 @@ struct ChildProcessTests {
         #expect(long.isRunning)
     }
 
-    @Test("Program.run feeds standard input, keeps the two outputs apart, and kills a program past killAfter")
+    @Test("Program.run feeds standard input, keeps the two outputs apart, survives a program that never reads it, and kills a program past killAfter")
     func run() async throws {
         let echoed = try await Program.running(
             ["-c", "cat; echo oops >&2; exit 4"], input: Data("hello".utf8), program: URL(fileURLWithPath: "/bin/sh"))
         #expect(echoed.status == 4 && echoed.standardOutput == "hello" && echoed.standardError == "oops\n")
+        // A program that exits without reading its input: the write fails, the test goes on.
+        let deaf = try await Program.running(
+            ["-c", "exit 5"], input: Data(repeating: 0x61, count: 1 << 20), program: URL(fileURLWithPath: "/bin/sh"))
+        #expect(deaf.status == 5)
         let hung = try await Program.running(["-c", "exec sleep 60"], program: URL(fileURLWithPath: "/bin/sh"), killAfter: .milliseconds(300))
         #expect(hung.status == SIGKILL)
     }
