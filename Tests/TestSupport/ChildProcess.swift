@@ -24,6 +24,8 @@ public final class ChildProcess: @unchecked Sendable {
         case file(String)
         /// Standard error only: the same place as standard output.
         case standardOutput
+        /// The test process's own stream (its output shows in the test log).
+        case inherit
     }
 
     public let processIdentifier: pid_t
@@ -50,11 +52,14 @@ public final class ChildProcess: @unchecked Sendable {
                 posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
                 parentEnds.append(nil)
             case .file(let path):
+                precondition(target != 0, "a file is for output only")
                 posix_spawn_file_actions_addopen(&actions, target, path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
                 parentEnds.append(nil)
             case .standardOutput:
                 precondition(target == 2, "only standard error can share standard output")
                 posix_spawn_file_actions_adddup2(&actions, 1, 2)
+                parentEnds.append(nil)
+            case .inherit:
                 parentEnds.append(nil)
             case .pipe:
                 var ends: [Int32] = [-1, -1]
@@ -98,13 +103,20 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Reaps the child if it has ended; never blocks.
     public var isRunning: Bool {
-        reaped.withLock { status in
-            guard status == nil else { return false }
-            var raw: Int32 = 0
-            guard waitpid(processIdentifier, &raw, WNOHANG) == processIdentifier else { return true }
-            status = raw
-            return false
-        }
+        reaped.withLock { reap(&$0) }
+    }
+
+    /// With the lock held, so that nothing signals a pid once it is reaped (and free for reuse).
+    private func reap(_ status: inout Int32?) -> Bool {
+        guard status == nil else { return false }
+        var raw: Int32 = 0
+        var result: pid_t
+        repeat { result = waitpid(processIdentifier, &raw, WNOHANG) } while result == -1 && errno == EINTR
+        if result == 0 { return true }
+        // ECHILD: reaped elsewhere (nothing here does that); counted as killed, never "running"
+        // forever, which would hang whoever waits.
+        status = result == processIdentifier ? raw : SIGKILL
+        return false
     }
 
     /// The exit code, or the number of the signal that ended it (as Foundation reports it).
@@ -124,8 +136,12 @@ public final class ChildProcess: @unchecked Sendable {
         while isRunning { usleep(5_000) }
     }
 
-    public func signal(_ number: Int32 = SIGTERM) {
-        if isRunning { kill(processIdentifier, number) }
+    /// Signals the child while it runs; with `group`, every process in its group too (it leads
+    /// one), so a program it started that holds its output ends with it.
+    public func signal(_ number: Int32 = SIGTERM, group: Bool = false) {
+        reaped.withLock { status in
+            if reap(&status) { kill(group ? -processIdentifier : processIdentifier, number) }
+        }
     }
 
     /// A child still running when its owner lets go is killed and reaped, never left a zombie.

@@ -58,8 +58,9 @@ public struct Program {
         let errorReader = Thread { errorData.withLock { $0 = stderr.readDataToEndOfFile() } }
         errorReader.start()
         if let killAfter {
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(killAfter / .milliseconds(1)))) {
-                process.signal(SIGKILL)
+            // Its whole group: a program it started (a compiler under `go run`) holds its output.
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(killAfter / .milliseconds(1)))) { [weak process] in
+                process?.signal(SIGKILL, group: true)
             }
         }
         let output = stdout.readDataToEndOfFile()

@@ -14,7 +14,7 @@ struct MockAPNsProgramTests {
 
         let process = try ChildProcess(Program.built("mock-apns").path, arguments: ["--port", "\(try TestPorts.free())", "--report-port", "\(try TestPorts.free())", "--cert", path("server.pem"),
             "--key", path("server.key"), "--provider-key", "\(MockAPNsFixture.keyID):\(MockAPNsFixture.teamID):\(path("key.pub"))",
-            "--topic", "com.example.app"], output: .pipe)
+            "--topic", "com.example.app"], output: .pipe, error: .inherit)
         let output = try #require(process.standardOutput)
         defer {
             process.signal(SIGTERM)
