@@ -72,14 +72,21 @@ echo "== starting the worker: pushworker run --config pushworker.yaml"
 worker_pid=$!
 for _ in $(seq 100); do grep -q "worker started" "$work/worker.log" && break; sleep 0.1; done
 
+# What a backend does: publish to exchange 'push' (routing key jobs or registry), read push.results.
+publish() { echo "$2" | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key "$1" >/dev/null; }
+results() { "$bin/pushworker" tail --amqp "$url" --queue push.results --count "$1"; }
+registry_command() {
+  echo "   $1"
+  publish registry "$1"
+}
+
 echo "== publishing examples/job.json to exchange 'push' with routing key 'jobs'"
 "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs --file examples/job.json
 echo "== results from push.results (one per device, then the summary):"
-"$bin/pushworker" tail --amqp "$url" --queue push.results --count 4
+results 4
 
 echo "== publishing an invalid job (priority 7); it is dead-lettered with its reason:"
-echo '{"app": "demo", "audience": {"tokens": []}, "payload": {}, "priority": 7}' \
-  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
+publish jobs '{"app": "demo", "audience": {"tokens": []}, "payload": {}, "priority": 7}'
 "$bin/pushworker" tail --amqp "$url" --queue push.dead --count 1 --headers
 
 echo "== the registry: commands published to exchange 'push' with routing key 'registry', as a backend would"
@@ -87,10 +94,7 @@ a=3f1c0e5d8a9b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d
 b=9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d3f1c0e5d8a9b7c6d5e4f3a2b1c0d
 c=1111222233334444555566667777888899990000aaaabbbbccccddddeeeeffff
 dead=deaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddead
-while read -r command; do
-  echo "   $command"
-  echo "$command" | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key registry >/dev/null
-done <<COMMANDS
+while read -r command; do registry_command "$command"; done <<COMMANDS
 {"command": "register_device", "app": "demo", "token": "$a", "user": "ada"}
 {"command": "register_device", "app": "demo", "token": "$dead", "user": "ada"}
 {"command": "register_device", "app": "demo", "token": "$b", "user": "bob"}
@@ -112,9 +116,8 @@ wait_for() {
 wait_for filtered "$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$b" --type grades
 echo "== a job to groups class-a and class-b, type grades/midterm: ada's two devices (one of them dead),"
 echo "   cy's once although cy is in both groups, and bob's filtered by his blacklist:"
-echo '{"id": "grades-1", "app": "demo", "audience": {"groups": ["class-a", "class-b"]}, "type": "grades", "subtype": "midterm", "payload": {"aps": {"alert": "New grades"}}}' \
-  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
-"$bin/pushworker" tail --amqp "$url" --queue push.results --count 5
+publish jobs '{"id": "grades-1", "app": "demo", "audience": {"groups": ["class-a", "class-b"]}, "type": "grades", "subtype": "midterm", "payload": {"aps": {"alert": "New grades"}}}'
+results 5
 echo "== APNs answered 410 for ada's dead device, so the registry dropped it:"
 "$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$dead" | sed 's/^/   /'
 echo "== what an operator sees: pushworker registry show user ada, show group class-b"
@@ -126,41 +129,32 @@ start_a=5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a
 start_c=5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c
 activity_a=a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0
 activity_c=c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0
-registry_command() {
-  echo "   $1"
-  echo "$1" | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key registry >/dev/null
-}
 registry_command "{\"command\": \"register_push_to_start_token\", \"app\": \"demo\", \"token\": \"$start_a\", \"user\": \"ada\"}"
 registry_command "{\"command\": \"register_push_to_start_token\", \"app\": \"demo\", \"token\": \"$start_c\", \"user\": \"cy\"}"
 wait_for push-to-start "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy
 echo "== a Live Activity start to group class-a: the worker builds the aps (event, attributes, content-state),"
 echo "   sends it as liveactivity to com.example.demo.push-type.liveactivity, to ada's and cy's push-to-start tokens"
-echo '{"id": "match-start", "app": "demo", "audience": {"groups": ["class-a"]}, "live_activity": {"event": "start", "attributes_type": "MatchAttributes", "attributes": {"home": "Lions", "away": "Tigers"}, "content_state": {"score": "0-0"}, "alert": {"title": "Kick-off", "body": "Lions v Tigers"}, "input_push_token": true}}' \
-  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
-"$bin/pushworker" tail --amqp "$url" --queue push.results --count 3
+publish jobs '{"id": "match-start", "app": "demo", "audience": {"groups": ["class-a"]}, "live_activity": {"event": "start", "attributes_type": "MatchAttributes", "attributes": {"home": "Lions", "away": "Tigers"}, "content_state": {"score": "0-0"}, "alert": {"title": "Kick-off", "body": "Lions v Tigers"}, "input_push_token": true}}'
+results 3
 echo "== the started activities report their tokens for activity match-42; an update reaches them, then the end"
 registry_command "{\"command\": \"register_activity_token\", \"app\": \"demo\", \"activity\": \"match-42\", \"token\": \"$activity_a\", \"user\": \"ada\"}"
 registry_command "{\"command\": \"register_activity_token\", \"app\": \"demo\", \"activity\": \"match-42\", \"token\": \"$activity_c\", \"user\": \"cy\"}"
 wait_for match-42 "$bin/pushworker" registry show user --config "$work/pushworker.yaml" cy
-echo '{"id": "match-goal", "app": "demo", "audience": {"activity": "match-42"}, "live_activity": {"event": "update", "content_state": {"score": "1-0"}, "alert": {"title": "Goal!", "body": "Lions 1-0"}}}' \
-  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
-"$bin/pushworker" tail --amqp "$url" --queue push.results --count 3
-echo '{"id": "match-end", "app": "demo", "audience": {"activity": "match-42"}, "live_activity": {"event": "end", "content_state": {"score": "2-1"}, "dismissal_date": 1900000000}}' \
-  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
-"$bin/pushworker" tail --amqp "$url" --queue push.results --count 3
+publish jobs '{"id": "match-goal", "app": "demo", "audience": {"activity": "match-42"}, "live_activity": {"event": "update", "content_state": {"score": "1-0"}, "alert": {"title": "Goal!", "body": "Lions 1-0"}}}'
+results 3
+publish jobs '{"id": "match-end", "app": "demo", "audience": {"activity": "match-42"}, "live_activity": {"event": "end", "content_state": {"score": "2-1"}, "dismissal_date": 1900000000}}'
+results 3
 echo "== a broadcast channel (iOS 18): pushworker channels create, on APNs' channel management API"
 channel=$("$bin/pushworker" channels create --config "$work/pushworker.yaml" --app demo)
 echo "   channel $channel"
 echo "== one broadcast update on the channel: one request, one result naming the channel and APNs' request id"
-echo "{\"id\": \"match-broadcast\", \"app\": \"demo\", \"audience\": {\"channel\": \"$channel\"}, \"live_activity\": {\"event\": \"update\", \"content_state\": {\"score\": \"2-1\"}}}" \
-  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
-"$bin/pushworker" tail --amqp "$url" --queue push.results --count 2
+publish jobs "{\"id\": \"match-broadcast\", \"app\": \"demo\", \"audience\": {\"channel\": \"$channel\"}, \"live_activity\": {\"event\": \"update\", \"content_state\": {\"score\": \"2-1\"}}}"
+results 2
 echo "== the channel deleted; a broadcast on it comes back rejected with APNs' reason"
 "$bin/pushworker" channels delete --config "$work/pushworker.yaml" --app demo "$channel" | sed 's/^/   /'
 echo "   channels left: $("$bin/pushworker" channels list --config "$work/pushworker.yaml" --app demo | wc -l)"
-echo "{\"id\": \"late-broadcast\", \"app\": \"demo\", \"audience\": {\"channel\": \"$channel\"}, \"live_activity\": {\"event\": \"end\"}}" \
-  | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
-"$bin/pushworker" tail --amqp "$url" --queue push.results --count 2
+publish jobs "{\"id\": \"late-broadcast\", \"app\": \"demo\", \"audience\": {\"channel\": \"$channel\"}, \"live_activity\": {\"event\": \"end\"}}"
+results 2
 
 metrics=$(grep -o 'address=127.0.0.1:[0-9]*' "$work/worker.log" | head -1 | cut -d= -f2)
 echo "== the worker's operator endpoint on $metrics: /readyz, and the counters of what it did (/metrics)"
@@ -172,9 +166,8 @@ if [ -n "${CLUSTER:-}" ]; then
   number=$(( (node - 5701) / 10 + 1 ))
   echo "== CLUSTER: killing node $number (port $node), where the worker's jobs connection is; one more job"
   deploy/local/rabbitmq.sh cluster kill "$number" | sed 's/^/   /'
-  echo '{"id": "after-failover", "app": "demo", "audience": {"tokens": ["a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"]}, "payload": {"aps": {"alert": "Still here"}}}' \
-    | "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs >/dev/null
-  "$bin/pushworker" tail --amqp "$url" --queue push.results --count 2
+  publish jobs '{"id": "after-failover", "app": "demo", "audience": {"tokens": ["a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"]}, "payload": {"aps": {"alert": "Still here"}}}'
+  results 2
   echo "   $(curl -s "http://$metrics/readyz")"
   deploy/local/rabbitmq.sh cluster start-node "$number" | sed 's/^/   /'
 fi
