@@ -165,6 +165,10 @@ public final class MockAPNsServer: Sendable {
     /// Every notification accepted so far, in answer order.
     public var recorded: [RecordedNotification] { shared.state.recorded }
 
+    /// Every distinct provider token accepted so far (pushes, broadcasts, channel management), in
+    /// first-use order: how many tokens a client signed for its keys.
+    public var providerTokens: [String] { shared.state.providerTokens }
+
     /// How many notifications each device got.
     public var deliveryCounts: [String: Int] {
         recorded.reduce(into: [:]) { $0[$1.token, default: 0] += 1 }

@@ -17,6 +17,8 @@ final class MockAPNsState: Sendable {
         var peakInFlight = 0
         var connections = 0
         var errors: [String] = []
+        /// Distinct provider tokens accepted, in first-use order.
+        var providerTokens: [String] = []
     }
 
     private let state: Mutex<State>
@@ -30,6 +32,12 @@ final class MockAPNsState: Sendable {
     }
 
     var recorded: [RecordedNotification] { state.withLock { $0.recorded } }
+
+    func providerTokenVerified(_ jwt: String) {
+        state.withLock { if !$0.providerTokens.contains(jwt) { $0.providerTokens.append(jwt) } }
+    }
+
+    var providerTokens: [String] { state.withLock { $0.providerTokens } }
 
     /// Forgets notifications and broadcasts alike.
     func clearRecorded() {

@@ -95,7 +95,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         var (decision, verified) = server.validator.decide(MockRequestValidator.Request(
             method: head.method.rawValue, path: head.uri, headers: headers, body: body,
             certificateAuthenticated: connection.certificateAuthenticated ?? false, verifiedToken: connection.verifiedToken))
-        connection.verifiedToken = verified
+        remember(verified)
 
         var delay = Duration.zero
         for action in server.state.firingFaults(token: token, where: { if case .latency = $0 { true } else { false } }) {
@@ -148,6 +148,12 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         return context.channel.allocator.buffer(bytes: json)
     }
 
+    /// Keeps the token the connection has verified, and tells the server of one it has not seen.
+    private func remember(_ verified: (jwt: String, issuedAt: Date)?) {
+        if let verified, verified.jwt != connection.verifiedToken?.jwt { server.state.providerTokenVerified(verified.jwt) }
+        connection.verifiedToken = verified
+    }
+
     /// A broadcast or a channel management call: the same credentials, faults and bookkeeping
     /// as a push, APNs' other rules (``MockChannelService``), and `apns-request-id` in every answer.
     private func respondToChannelRequest(
@@ -164,7 +170,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             return nil
         }
-        connection.verifiedToken = verified
+        remember(verified)
         var delay = Duration.zero
         for action in state.firingFaults(token: "", channel: channel, where: { if case .latency = $0 { true } else { false } }) {
             if case .latency(let extra) = action { delay += extra }

@@ -84,7 +84,7 @@ struct LiveActivityWorkerTests {
         try await running.stop()
     }
 
-    @Test("create_channel on the registry queue answers the channel id; a broadcast job is one request and one result naming the channel and APNs' request id; a deleted channel's broadcast is rejected with APNs' reason")
+    @Test("create_channel on the registry queue answers the channel id; a broadcast job is one request and one result naming the channel and APNs' request id; a deleted channel's broadcast is rejected with APNs' reason; one provider token serves pushes and channel management")
     func channels() async throws {
         let (_, registry) = try await RegistryWorkerTests.Kind.sqlite.make()
         let running = try await RegistryWorkerTests.Running.start(registry: registry)
@@ -143,6 +143,8 @@ struct LiveActivityWorkerTests {
         #expect((error["message"] as? String)?.contains("ChannelNotRegistered") == true, "\(error)")
         let bad = try await running.send(#"{"command": "create_channel", "app": "demo", "message_storage_policy": 3}"#, id: "create-2")
         #expect((bad["error"] as? [String: Any])?["field"] as? String == "message_storage_policy", "\(bad)")
+        // Channel management sent the pushes' provider token: one token for the key, not two.
+        #expect(running.base.mock.providerTokens.count == 1, "\(running.base.mock.providerTokens.count) provider tokens for one key")
         try await running.stop()
     }
 

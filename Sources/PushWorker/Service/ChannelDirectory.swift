@@ -9,10 +9,14 @@ import Registry
 public final class ChannelDirectory: Sendable {
     private let managers: [String: (manager: APNsChannelManager, bundleID: String)]
 
-    public init(_ configuration: PushWorkerConfiguration, file: String) throws {
+    /// - Parameter tokenSources: the worker's, so that channel management sends the pushes'
+    ///   provider token for a key rather than signing a second one.
+    public init(_ configuration: PushWorkerConfiguration, file: String, tokenSources: ProviderTokenSources) throws {
+        var tokenSources = tokenSources
         var managers: [String: (manager: APNsChannelManager, bundleID: String)] = [:]
         for (index, app) in configuration.apps.enumerated() {
-            let client = try app.clientConfiguration(file: file, index: index)
+            var client = try app.clientConfiguration(file: file, index: index)
+            tokenSources.share(&client)
             managers[app.name] = (APNsChannelManager(configuration: client), Self.bundleID(app.topic))
         }
         self.managers = managers

@@ -28,6 +28,9 @@ public final class Worker: Service, Sendable {
     /// The fleet's one provider token per key; nil without token apps or with
     /// `share_provider_tokens: false`.
     private let tokens: ProviderTokenAgreement?
+    /// The worker's one source per key, for whatever else in the process talks to APNs with the
+    /// same keys (`ChannelDirectory`).
+    public let tokenSources: ProviderTokenSources
     private let logger: Logger
     /// Logged with "worker started" once `run` begins: by then the service group traps SIGTERM,
     /// so a signal sent after that line (a test, an orchestrator) stops the worker gracefully.
@@ -46,8 +49,12 @@ public final class Worker: Service, Sendable {
     /// held whole; 1 MiB is ~15,000 tokens, well above a chunk job at the default chunk size.
     public static let streamJobsOverBytes = 1 << 20
 
-    private init(routes: [Route], clients: [APNsClient], tokens: ProviderTokenAgreement?, started: Logger.Metadata, logger: Logger) {
+    private init(
+        routes: [Route], clients: [APNsClient], tokens: ProviderTokenAgreement?, tokenSources: ProviderTokenSources, started: Logger.Metadata,
+        logger: Logger
+    ) {
         self.started = started
+        self.tokenSources = tokenSources
         self.routes = routes
         self.clients = clients
         self.tokens = tokens
@@ -72,14 +79,10 @@ public final class Worker: Service, Sendable {
         amqp.topology.queues += settings.bulkQueues(apps: configuration.apps.map(\.name))
         var clients: [APNsClient] = []
         var apps: [JobPipeline.App] = []
-        /// One source per key and team, whichever apps use it: one token per key from this worker.
-        var tokenSources: [String: ProviderTokenSource] = [:]
+        var tokenSources = ProviderTokenSources()
         for (index, app) in configuration.apps.enumerated() {
             var clientConfiguration = try app.clientConfiguration(file: file, index: index)
-            if case .token(let source) = clientConfiguration.authentication {
-                let name = ProviderTokenAgreement.name(of: source)
-                if let shared = tokenSources[name] { clientConfiguration.authentication = .token(shared) } else { tokenSources[name] = source }
-            }
+            tokenSources.share(&clientConfiguration)
             let client = APNsClient(configuration: clientConfiguration, logger: logger)
             clients.append(client)
             let admission = DeviceAdmission(
@@ -114,10 +117,10 @@ public final class Worker: Service, Sendable {
             let consuming = [
                 health.observed(amqp, name: "pushworker jobs", as: "jobs"), health.observed(amqp, name: "pushworker bulk jobs", as: "bulk jobs"),
             ]
-            if settings.shareProviderTokens && !tokenSources.isEmpty {
+            if settings.shareProviderTokens && !tokenSources.all.isEmpty {
                 // Before any job is taken: the first request already sends the fleet's token.
                 tokens = try await ProviderTokenAgreement.start(
-                    sources: Array(tokenSources.values), amqp: health.observed(amqp, name: "pushworker tokens", as: "tokens"),
+                    sources: tokenSources.all, amqp: health.observed(amqp, name: "pushworker tokens", as: "tokens"),
                     exchange: settings.queues.tokensExchange, publisher: publishers[0], logger: logger)
             }
             for ((lane, publisher), consuming) in zip(zip([Lane.now, .bulk], publishers), consuming) {
@@ -152,7 +155,7 @@ public final class Worker: Service, Sendable {
             "bulk_queues": "\(settings.queues.bulkJobs).<app>", "bulk_prefetch": "\(settings.amqp.prefetch) × weight",
             "apps": "\(configuration.apps.map(\.name).joined(separator: ","))",
         ]
-        return Worker(routes: routes, clients: clients, tokens: tokens, started: started, logger: logger)
+        return Worker(routes: routes, clients: clients, tokens: tokens, tokenSources: tokenSources, started: started, logger: logger)
     }
 
     /// Requests in flight and open connections per app, read at each scrape.

@@ -43,7 +43,7 @@ public enum WorkerProcess {
         if let registry {
             services.append(.init(service: try await RegistryService.start(
                 settings: configuration.worker, apps: Set(configuration.apps.map(\.name)), store: registry.store, authorizer: authorizer,
-                channels: try ChannelDirectory(configuration, file: file), file: file,
+                channels: try ChannelDirectory(configuration, file: file, tokenSources: worker.tokenSources), file: file,
                 metrics: metrics, health: health, logger: logger)))
         }
         return services
