@@ -94,13 +94,19 @@ public struct DeadLetter: Sendable {
         return .toQueue(queue, body: delivery.body, properties: properties)
     }
 
-    /// The dead letter the worker publishes for a job it refuses: the job as it came, its headers
-    /// kept, with the reason and the queue it came from added.
-    static func properties(refusing properties: AMQPProperties, from queue: String, _ error: JobError) -> AMQPProperties {
-        Self.properties(refusing: properties, from: queue, code: error.code.rawValue, field: error.field, message: error.message)
+    /// Refuses a message to the dead letters: its body as it came (or as it may be kept), its
+    /// headers kept, with the reason and the queue it came from (where a replay sends it) added;
+    /// returns once the broker has it. The one way a job or a registry command is refused.
+    static func publish(
+        _ body: [UInt8], refusing properties: AMQPProperties, from queue: String, code: String, field: String?, message: String,
+        exchange: String, via publisher: any MessagePublishing
+    ) async throws {
+        try await publisher.publish(AMQPMessage(
+            exchange: exchange, routingKey: queue, body: body,
+            properties: Self.properties(refusing: properties, from: queue, code: code, field: field, message: message), mandatory: true))
     }
 
-    /// The same for any refused message (a registry command).
+    /// A refused message's properties: the reason and the queue in its headers.
     static func properties(refusing properties: AMQPProperties, from queue: String, code: String, field: String?, message: String) -> AMQPProperties {
         var properties = properties
         var headers = properties.headers ?? [:]

@@ -295,13 +295,29 @@ public struct JobDecoder: Sendable {
         return recipients
     }
 
-    /// The `reply_to` of a body that was refused for another reason, so the error summary reaches
-    /// the queue the producer reads; nil when the body is not an object or names none.
-    public static func replyTo(in body: [UInt8]) -> String? {
-        guard let object = (try? JSONDocument.parse(body)) as? [String: Any],
-            let replyTo = object["reply_to"] as? String, !replyTo.isEmpty
-        else { return nil }
-        return replyTo
+    /// What a refused body still says about itself, so its error summary names the job the
+    /// producer published (`id`, `app`) and reaches the queue it reads (`reply_to`); each nil when
+    /// the body is not an object, or the field is absent, empty or not a string.
+    public struct Names: Sendable, Equatable {
+        public var id: String?
+        public var app: String?
+        public var replyTo: String?
+
+        public init(id: String? = nil, app: String? = nil, replyTo: String? = nil) {
+            self.id = id
+            self.app = app
+            self.replyTo = replyTo
+        }
+    }
+
+    /// The names a refused body gives itself (one parse for all three).
+    public static func names(in body: [UInt8]) -> Names {
+        guard let object = (try? JSONDocument.parse(body)) as? [String: Any] else { return Names() }
+        func text(_ key: String) -> String? {
+            guard let value = object[key] as? String, !value.isEmpty else { return nil }
+            return value
+        }
+        return Names(id: text("id"), app: text("app"), replyTo: text("reply_to"))
     }
 
     /// An RFC 3339 time, with or without fractional seconds (`2026-11-22T10:00:00.5Z`).

@@ -96,6 +96,23 @@ struct JobPipelineTests {
         #expect(try harness.publisher.summaries(to: "mine").first?.error?.code == .invalidField)
     }
 
+    @Test("a refused job's summary names the body's id and app; the AMQP message id only for a body that cannot be read")
+    func refusalNamesItsJob() async throws {
+        let harness = Harness(queues: [Self.results, "mine"])
+        let named = #"{"id": "news-42", "app": "nope", "audience": {"tokens": []}, "payload": {}, "reply_to": "mine"}"#
+        #expect(await harness.run(named, properties: AMQPProperties(messageID: "amqp-1")) == .acknowledge)
+        let first = try #require(try harness.publisher.summaries(to: "mine").first)
+        #expect(first.jobID == "news-42" && first.app == "nope" && first.error?.code == .unknownApp)
+        // No id in the body: the job's id is the message id, as for a valid job; the app as written.
+        #expect(await harness.run(#"{"app": "demo", "audience": {}, "payload": {}}"#, properties: AMQPProperties(replyTo: "mine", messageID: "amqp-2")) == .acknowledge)
+        let second = try #require(try harness.publisher.summaries(to: "mine").dropFirst().first)
+        #expect(second.jobID == "amqp-2" && second.app == "demo" && second.error?.code == .emptyAudience)
+        // Not JSON: nothing to read but the properties.
+        #expect(await harness.run(#"{"id": "x", "#, properties: AMQPProperties(replyTo: "mine", messageID: "amqp-3")) == .acknowledge)
+        let third = try #require(try harness.publisher.summaries(to: "mine").dropFirst(2).first)
+        #expect(third.jobID == "amqp-3" && third.app == nil && third.error?.code == .invalidJSON)
+    }
+
     @Test("a dead letter that cannot be published sends the job back to the queue")
     func deadLetterFails() async {
         let harness = Harness(failure: { $0.exchange == "push.dlx" ? AMQPError(.nacked, "no") : nil })
