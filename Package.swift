@@ -6,7 +6,7 @@ let package = Package(
     // Linux only (eventfd, /proc, Glibc): SwiftPM has no way to say so but leaving other
     // platforms out.
     products: [
-        .executable(name: "pushworker", targets: ["pushworker"]),
+        .executable(name: "pushworker", targets: ["PushWorkerCLI"]),
         .executable(name: "pushworker-bench", targets: ["pushworker-bench"]),
         .executable(name: "mock-apns", targets: ["mock-apns"]),
         .library(name: "AMQP", targets: ["AMQP"]),
@@ -176,8 +176,10 @@ let package = Package(
             name: "CommandLineSupport",
             dependencies: ["AMQP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        // The `pushworker` program. Its folder is not `Sources/pushworker`: that and `PushWorker` are
+        // one folder on a case-insensitive file system (macOS's default), and the package would not build.
         .executableTarget(
-            name: "pushworker",
+            name: "PushWorkerCLI",
             dependencies: [
                 "AMQP",
                 "APNs",
@@ -250,9 +252,9 @@ let package = Package(
         ),
         // Runs the built `pushworker` program as a process, the way operators and producers do.
         .testTarget(
-            name: "pushworkerTests",
+            name: "PushWorkerCLITests",
             dependencies: [
-                "pushworker", "pushworker-bench", "mock-apns", "PushWorker", "Registry", "PostgresRegistry", "AMQP", "APNs", "MockAPNs", "TestSupport",
+                "PushWorkerCLI", "pushworker-bench", "mock-apns", "PushWorker", "Registry", "PostgresRegistry", "AMQP", "APNs", "MockAPNs", "TestSupport",
                 .product(name: "Yams", package: "Yams"),
             ]
         ),

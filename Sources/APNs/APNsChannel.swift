@@ -48,3 +48,12 @@ public struct APNsChannel: Sendable, Hashable {
         }
     }
 }
+
+extension APNsChannel {
+    /// Channels belong to an app's bundle id; a configured topic may carry a push type's suffix
+    /// (`.push-type.liveactivity`), which this drops.
+    public static func bundleID(ofTopic topic: String) -> String {
+        let suffix = APNsPushType.liveactivity.requiredTopicSuffix ?? ""
+        return topic.hasSuffix(suffix) ? String(topic.dropLast(suffix.count)) : topic
+    }
+}

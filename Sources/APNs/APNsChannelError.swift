@@ -1,5 +1,3 @@
-import APNs
-
 /// Why a channel management call did not do what it asked.
 public enum APNsChannelError: Error, Sendable, CustomStringConvertible {
     /// APNs answered, refusing: its status, its reason (nil when the body named none) and the

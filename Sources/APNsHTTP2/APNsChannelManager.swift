@@ -17,7 +17,7 @@ import Synchronization
 /// connect timeouts) on a thread of its own, so no cooperative thread waits on the network, and
 /// frees its handle, header list and buffers when it ends, whatever the outcome: the manager
 /// holds no connection and no C resource between calls.
-public final class APNsChannelManager: Sendable {
+public final class APNsChannelManager: ChannelManaging {
     public let configuration: APNsClientConfiguration
     private let logger: Logger
     private let closed = Mutex(false)
@@ -35,7 +35,7 @@ public final class APNsChannelManager: Sendable {
 
     /// `POST /1/apps/<bundle id>/channels`: a new channel, its id as APNs assigned it.
     public func create(
-        bundleID: String, storagePolicy: APNsChannelStoragePolicy, requestID: UUID? = nil
+        bundleID: String, storagePolicy: APNsChannelStoragePolicy, requestID: UUID?
     ) async throws(APNsChannelError) -> APNsChannel {
         let app = try Self.app(bundleID)
         let body = #"{"message-storage-policy":\#(storagePolicy.rawValue),"push-type":"LiveActivity"}"#

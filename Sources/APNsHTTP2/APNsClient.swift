@@ -11,7 +11,7 @@ import Logging
 /// Connection-level trouble (GOAWAY, refused streams, resets) is retried on a fresh connection;
 /// a stale provider token is replaced and the request sent once more. Every other answer,
 /// including rejections, is returned for the caller to act on.
-public final class APNsClient: NotificationSending {
+public final class APNsClient: OwnedNotificationSender {
     public let configuration: APNsClientConfiguration
     private let pool: APNsConnectionPool
     private let logger: Logger

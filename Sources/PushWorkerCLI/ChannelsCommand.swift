@@ -3,10 +3,12 @@ import APNsHTTP2
 import ArgumentParser
 import CommandLineSupport
 import Foundation
+import Logging
 import PushWorker
 
 /// Broadcast channels of an app, on APNs' channel management API (its own hosts: sandbox port
-/// 2195, production 2196), with the app's credentials from the configuration. A job with
+/// 2195, production 2196), with the app's credentials from the configuration and, for a token
+/// app, the fleet's provider token for its key (agreed on through the broker, as the workers do). A job with
 /// `audience: {channel: ID}` then updates every Live Activity subscribed to the channel.
 struct ChannelsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -18,12 +20,27 @@ struct ChannelsCommand: AsyncParsableCommand {
         @Option(help: "The worker's configuration file (YAML).") var config: String
         @Option(help: "App name from the configuration; optional when it has one app.") var app: String?
 
-        /// The app's channel manager and bundle id (its topic without a push-type suffix).
-        func manager() throws -> (APNsChannelManager, bundleID: String) {
-            let configuration = try PushWorkerConfiguration.load(file: config)
-            let (index, appConfiguration) = try configuration.chosenApp(app, file: config)
-            let client = try appConfiguration.clientConfiguration(file: config, index: index)
-            return (APNsChannelManager(configuration: client), ChannelDirectory.bundleID(appConfiguration.topic))
+        /// Runs `body` with the app's channel manager and bundle id, the manager presenting APNs
+        /// the fleet's provider token for the app's key (`FleetTokenMembership`), as the workers do.
+        func withManager(_ body: (any ChannelManaging, _ bundleID: String) async throws -> Void) async throws {
+            let plan = try WorkerPlan.load(file: config)
+            let app = try plan.chosenApp(self.app)
+            var logger = Logger(label: "pushworker.channels")
+            logger.logLevel = .warning
+            let membership: FleetTokenMembership?
+            do { membership = try await FleetTokenMembership.join(plan, app: app, connectionName: "pushworker channels", logger: logger) } catch {
+                throw CommandFailure("\(error)")
+            }
+            let manager = APNsChannelManager(configuration: app.client)
+            do {
+                try await body(manager, app.bundleID)
+            } catch {
+                manager.shutdown()
+                await membership?.leave()
+                throw error
+            }
+            manager.shutdown()
+            await membership?.leave()
         }
     }
 
@@ -43,12 +60,11 @@ struct ChannelsCommand: AsyncParsableCommand {
             guard let policy = APNsChannelStoragePolicy(name: storagePolicy) else {
                 throw ValidationError("--storage-policy must be most_recent or none")
             }
-            let (manager, bundleID) = try options.manager()
-            defer { manager.shutdown() }
-            do {
-                let channel = try await manager.create(bundleID: bundleID, storagePolicy: policy)
-                print(channel.id)
-            } catch { throw ChannelsCommand.failure(error) }
+            try await options.withManager { manager, bundleID in
+                do throws(APNsChannelError) {
+                    print(try await manager.create(bundleID: bundleID, storagePolicy: policy).id)
+                } catch { throw ChannelsCommand.failure(error) }
+            }
         }
     }
 
@@ -57,11 +73,11 @@ struct ChannelsCommand: AsyncParsableCommand {
         @OptionGroup var options: AppOptions
 
         func run() async throws {
-            let (manager, bundleID) = try options.manager()
-            defer { manager.shutdown() }
-            do {
-                for id in try await manager.channels(bundleID: bundleID) { print(id) }
-            } catch { throw ChannelsCommand.failure(error) }
+            try await options.withManager { manager, bundleID in
+                do throws(APNsChannelError) {
+                    for id in try await manager.channels(bundleID: bundleID) { print(id) }
+                } catch { throw ChannelsCommand.failure(error) }
+            }
         }
     }
 
@@ -71,13 +87,13 @@ struct ChannelsCommand: AsyncParsableCommand {
         @Argument(help: "The channel id (base64, as create printed it).") var channel: String
 
         func run() async throws {
-            let (manager, bundleID) = try options.manager()
-            defer { manager.shutdown() }
-            do {
-                let found = try await manager.channel(bundleID: bundleID, id: channel)
-                print("channel: \(found.id)")
-                print("storage_policy: \(found.storagePolicy?.name ?? "unknown")")
-            } catch { throw ChannelsCommand.failure(error) }
+            try await options.withManager { manager, bundleID in
+                do throws(APNsChannelError) {
+                    let found = try await manager.channel(bundleID: bundleID, id: channel)
+                    print("channel: \(found.id)")
+                    print("storage_policy: \(found.storagePolicy?.name ?? "unknown")")
+                } catch { throw ChannelsCommand.failure(error) }
+            }
         }
     }
 
@@ -87,12 +103,12 @@ struct ChannelsCommand: AsyncParsableCommand {
         @Argument(help: "The channel id.") var channel: String
 
         func run() async throws {
-            let (manager, bundleID) = try options.manager()
-            defer { manager.shutdown() }
-            do {
-                try await manager.delete(bundleID: bundleID, id: channel)
-                print("deleted: \(channel)")
-            } catch { throw ChannelsCommand.failure(error) }
+            try await options.withManager { manager, bundleID in
+                do throws(APNsChannelError) {
+                    try await manager.delete(bundleID: bundleID, id: channel)
+                    print("deleted: \(channel)")
+                } catch { throw ChannelsCommand.failure(error) }
+            }
         }
     }
 }

@@ -26,10 +26,8 @@ struct DLQCommand: AsyncParsableCommand {
             }
             var environment = ProcessInfo.processInfo.environment
             if let url { environment["PUSHWORKER_AMQP_URL"] = url }
-            var amqp = try settings.amqpConfiguration(file: file, environment: environment)
-            amqp.topology = AMQPTopology()
-            amqp.connectionName = "pushworker dlq"
-            return (amqp, queue ?? settings.queues.deadLetters, settings.queues.jobs)
+            let broker = try BrokerPlan(settings, apps: [], file: file, environment: environment)
+            return (broker.undeclared("pushworker dlq"), queue ?? settings.queues.deadLetters, settings.queues.jobs)
         }
     }
 

@@ -23,13 +23,13 @@ struct QueuesCommand: AsyncParsableCommand {
         @Option(name: .customLong("amqp"), help: "Broker URL(s), comma-separated (default: from --config or $PUSHWORKER_AMQP_URL).") var url: String?
 
         func connect() async throws -> QueueMigration {
-            let settings = try PushWorkerConfiguration.load(file: config).worker
+            let configuration = try PushWorkerConfiguration.load(file: config)
             var environment = ProcessInfo.processInfo.environment
             if let url { environment["PUSHWORKER_AMQP_URL"] = url }
-            let amqp = try settings.amqpConfiguration(file: config, environment: environment)
+            let broker = try BrokerPlan(configuration.worker, apps: configuration.apps.map(\.name), file: config, environment: environment)
             var logger = Logger(label: "pushworker.queues")
             logger.logLevel = .warning
-            return try await QueueMigration.connect(settings, amqp: amqp, logger: logger)
+            return try await QueueMigration.connect(broker, logger: logger)
         }
     }
 

@@ -43,7 +43,6 @@ struct RunCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "pushworker")
-        let configuration = try PushWorkerConfiguration.load(file: config)
-        try await WorkerProcess.run(configuration, file: config, logger: logger)
+        try await WorkerProcess.run(try WorkerPlan.load(file: config), logger: logger)
     }
 }

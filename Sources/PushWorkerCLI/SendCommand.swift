@@ -30,9 +30,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let configuration = try PushWorkerConfiguration.load(file: config)
-        let (index, appConfiguration) = try configuration.chosenApp(app, file: config)
-        let clientConfiguration = try appConfiguration.clientConfiguration(file: config, index: index)
+        let appPlan = try WorkerPlan.load(file: config).chosenApp(app)
 
         let body: Data
         if let file {
@@ -45,7 +43,7 @@ struct SendCommand: AsyncParsableCommand {
         do { try JSONSyntaxError.check(body) } catch { throw CommandFailure("the payload is \(error)") }
 
         var request = APNsRequest(
-            deviceToken: APNsDeviceToken.normalized(token), topic: topic ?? appConfiguration.topic, pushType: try APNsPushType(validating: pushType),
+            deviceToken: APNsDeviceToken.normalized(token), topic: topic ?? appPlan.topic, pushType: try APNsPushType(validating: pushType),
             payload: Array(body))
         if let priority { request.priority = try APNsPriority(validating: priority) }
         if let expiration { request.expiration = try Self.parseExpiration(expiration) }
@@ -55,7 +53,7 @@ struct SendCommand: AsyncParsableCommand {
             request.apnsID = uuid
         }
 
-        let client = APNsClient(configuration: clientConfiguration)
+        let client = APNsClient(configuration: appPlan.client)
         defer { client.shutdown() }
         let response = try await client.send(request)
         var lines = ["status: \(response.status)"]

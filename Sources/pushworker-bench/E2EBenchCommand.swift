@@ -123,8 +123,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
         /// CPU seconds of every worker process so far.
         func workersCPU() -> Double { ([worker] + others).map { CPUTime.of($0.processIdentifier) }.reduce(0, +) }
 
-        var amqpConfiguration = try configuration.worker.amqpConfiguration(file: file.path)
-        amqpConfiguration.connectionName = "pushworker-bench e2e"
+        let amqpConfiguration = try BrokerPlan(configuration.worker, apps: configuration.apps.map(\.name), file: file.path).declaring("pushworker-bench e2e")
         let publisher = try await AMQPPublisher.connect(amqpConfiguration)
         let results = try await AMQPConsumer.connect(amqpConfiguration, queue: "\(prefix).results", prefetch: 1000)
         var iterator = results.makeAsyncIterator()

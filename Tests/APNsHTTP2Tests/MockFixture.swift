@@ -45,9 +45,7 @@ struct MockFixture {
         APNsClient(configuration: configuration(authentication, transport: transport, change: change))
     }
 
-    static func deviceToken(_ index: Int) -> String {
-        String(format: "%064x", index + 1)
-    }
+    static func deviceToken(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 1) }
 
     static func request(_ index: Int = 0, change: (inout APNsRequest) -> Void = { _ in }) -> APNsRequest {
         var request = APNsRequest(deviceToken: deviceToken(index), topic: topic, payload: Array(#"{"aps":{"alert":"hello \#(index)"}}"#.utf8))

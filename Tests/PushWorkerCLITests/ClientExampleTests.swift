@@ -17,7 +17,7 @@ struct ClientExampleTests {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("docs/clients")
 
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xC11E_0000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xC11E_0000) }
 
     /// amqplib comes from the npm registry, which this project's machines cannot reach; with
     /// `npm ci` run in docs/clients/node, the Node.js example runs like the others.
@@ -92,7 +92,7 @@ struct ClientExampleTests {
             apps:
             \(fixture.appYAML())
             """)
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("worker started")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         return (worker, try await Self.command(language, scratch: scratch))

@@ -39,7 +39,7 @@ struct ClusterTests {
 
         static func start(faults: [MockAPNsFault] = [], extra: String = "") async throws -> Run {
             let setup = try await ClusterTests.setUp(preferring: 1, faults: faults, extra: extra)
-            let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+            let worker = try RunningProgram.worker(config: setup.config)
             try await worker.waitForLog("worker started")
             return Run(
                 setup: setup, worker: worker, publisher: try await TestCluster.publisher(preferring: 2),
@@ -146,8 +146,8 @@ struct ClusterTests {
         try Data(first.replacingOccurrences(of: TestCluster.amqpYAML(preferring: 1, prefetch: Self.prefetch), with: TestCluster.amqpYAML(preferring: 2, prefetch: Self.prefetch)).utf8).write(to: second)
         #expect(try String(contentsOf: second, encoding: .utf8).contains(TestCluster.urls(preferring: 2)[0] + "\", "))
         let workers = [
-            try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path, "--log-format", "json"]),
-            try RunningProgram(Program.executable, arguments: ["run", "--config", second.path, "--log-format", "json"]),
+            try RunningProgram.worker(config: setup.config, arguments: ["--log-format", "json"]),
+            try RunningProgram.worker(config: second, arguments: ["--log-format", "json"]),
         ]
         for worker in workers { try await worker.waitForLog("worker started") }
         let publisher = try await TestCluster.publisher(preferring: 3)
@@ -171,7 +171,7 @@ struct ClusterTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
         let setup = try await Self.setUp(preferring: 1, extra: "registry: {sqlite: \(file)}")
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let replies = "\(setup.prefix).replies"
         let topology = AMQPTopology(queues: [.durable(replies, quorum: true, extraArguments: TestBroker.expiry)])

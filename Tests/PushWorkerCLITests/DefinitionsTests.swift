@@ -79,7 +79,7 @@ struct DefinitionsTests {
             apps:
             \(fixture.appYAML())
             """)
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("registry commands consumed")
         let results = try await AMQPConsumer.connect(amqp, queue: "push.results", prefetch: 10)
         let token = String(repeating: "ab", count: 32)

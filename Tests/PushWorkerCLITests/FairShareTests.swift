@@ -33,7 +33,7 @@ struct FairShareTests {
                 \(fixture.appYAML(name: "big", extra: ["weight: \(weights.big)"]))
                 \(fixture.appYAML(name: "small", extra: ["weight: \(weights.small)"]))
                 """)
-            let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+            let worker = try RunningProgram.worker(config: config)
             try await worker.waitForLog("worker started")
             let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
             return Fleet(

@@ -15,7 +15,7 @@ struct FleetTokenTests {
     func oneTokenForTheFleet() async throws {
         let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.latency(.milliseconds(20)))], extra: "chunk_size: 20")
         defer { Task { try? await setup.mock.shutdown() } }
-        var workers = try (0..<3).map { _ in try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path]) }
+        var workers = try (0..<3).map { _ in try RunningProgram.worker(config: setup.config) }
         for worker in workers { try await worker.waitForLog("worker started") }
         let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
@@ -43,7 +43,7 @@ struct FleetTokenTests {
         #expect(authorizations().count == 1, "\(authorizations().count) provider tokens reached APNs")
 
         // A newcomer asks the fleet and sends with the token it already uses.
-        workers.append(try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path]))
+        workers.append(try RunningProgram.worker(config: setup.config))
         try await workers[3].waitForLog("worker started")
         #expect(workers[3].log.contains("provider token adopted"), "\(workers[3].log)")
         let before = setup.mock.requestCount

@@ -14,7 +14,7 @@ struct InvalidJobCorpusTests {
         let setup = try await WorkerProcessTests.setUp(faults: [])
         defer { Task { try? await setup.mock.shutdown() } }
         let prefix = setup.prefix
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
         let publisher = try await TestBroker.publisher(topology: topology)

@@ -23,7 +23,7 @@ struct JobContractTests {
 
         static func start(faults: [MockAPNsFault] = [], extra: String = "", appExtra: [String] = []) async throws -> Running {
             let setup = try await WorkerProcessTests.setUp(faults: faults, extra: extra, appExtra: appExtra)
-            let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+            let worker = try RunningProgram.worker(config: setup.config)
             try await worker.waitForLog("worker started")
             let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results"), .durable("\(setup.prefix).dead", quorum: true)])
             return Running(

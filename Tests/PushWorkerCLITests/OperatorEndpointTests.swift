@@ -8,7 +8,7 @@ import Testing
 
 @Suite("metrics and health endpoints of pushworker run", .usesBroker)
 struct OperatorEndpointTests {
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xE000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xE000) }
 
     /// Polls `path` until `accept` takes the answer; a deadline on an endpoint that stops
     /// changing, not on the whole wait.
@@ -46,7 +46,7 @@ struct OperatorEndpointTests {
             apps:
             \(fixture.appYAML(extra: ["connections: 2"]))
             """)
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("worker started")
         _ = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
 
@@ -140,7 +140,7 @@ struct OperatorEndpointTests {
             apps:
             \(fixture.appYAML())
             """)
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("the broker cannot be reached yet")
 
         #expect(try await Self.poll(port: metricsPort, "/healthz") { _ in true }.status == 200)
@@ -192,7 +192,7 @@ struct OperatorEndpointTests {
             apps:
             \(fixture.appYAML())
             """)
-        let first = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        let first = try RunningProgram.worker(config: config)
         try await first.waitForLog("worker started")
         _ = try await Self.poll(port: filePort, "/readyz") { $0.status == 200 }
 
@@ -207,9 +207,7 @@ struct OperatorEndpointTests {
         #expect(malformed.standardError.contains("PUSHWORKER_METRICS_ADDRESS: '9100' is not HOST:PORT"), "\(malformed.standardError)")
 
         let secondPort = try TestPorts.free()
-        let second = try RunningProgram(
-            Program.executable, arguments: ["run", "--config", config.path],
-            environment: ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:\(secondPort)"])
+        let second = try RunningProgram.worker(config: config, environment: ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:\(secondPort)"])
         try await second.waitForLog("worker started")
         #expect(second.log.contains("address=127.0.0.1:\(secondPort)"), "\(second.log)")
         _ = try await Self.poll(port: secondPort, "/readyz") { $0.status == 200 }

@@ -81,7 +81,7 @@ struct QueuesCommandTests {
         }
         await consumer.close()
 
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("worker started")
         #expect(try await worker.stop() == 0, "\(worker.log)")
         await publisher.close()

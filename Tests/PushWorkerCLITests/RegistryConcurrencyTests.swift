@@ -39,7 +39,7 @@ struct RegistryConcurrencyTests {
         let (store, registry) = try await kind.make()
         let setup = try await WorkerProcessTests.setUp(faults: [], extra: registry)
         defer { Task { try? await setup.mock.shutdown() } }
-        let workers = try (0..<2).map { _ in try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path]) }
+        let workers = try (0..<2).map { _ in try RunningProgram.worker(config: setup.config) }
         for worker in workers { try await worker.waitForLog("registry commands consumed") }
         let replies = "\(setup.prefix).replies"
         let topology = AMQPTopology(queues: [.durable(replies)])

@@ -13,7 +13,7 @@ import Testing
 /// members' devices, preferences filter, and a 410 removes a device.
 @Suite("pushworker run with a registry", .usesBroker)
 struct RegistryWorkerTests {
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xE000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xE000) }
 
     enum Kind: String, Sendable, CustomStringConvertible {
         case sqlite, postgres
@@ -134,7 +134,7 @@ struct RegistryWorkerTests {
             unregistered: [Self.token(7): Date(timeIntervalSinceNow: -3600)],
             extra: registry + (setting.chunkSize.map { "\nchunk_size: \($0)" } ?? ""))
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
@@ -200,7 +200,7 @@ struct RegistryWorkerTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
         let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: \(file)}")
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("registry commands consumed")
         let replies = "\(setup.prefix).replies"
         let topology = AMQPTopology(queues: [.durable(replies), .durable("\(setup.prefix).dead", quorum: true)])
@@ -490,7 +490,7 @@ struct RegistryWorkerTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
         let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: \(file)}")
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("registry commands consumed")
         let replies = "\(setup.prefix).replies"
         let topology = AMQPTopology(queues: [.durable(replies)])
@@ -547,7 +547,7 @@ struct RegistryWorkerTests {
     func badPath() async throws {
         let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: /nonexistent-dir/registry.db}")
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         let status = try await worker.stop(signal: 0, within: .seconds(60))
         #expect(status != 0)
         #expect(worker.log.contains("registry.sqlite"), "\(worker.log)")

@@ -8,7 +8,7 @@ import Testing
 
 @Suite("pushworker run, end to end", .usesBroker)
 struct WorkerProcessTests {
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xB000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xB000) }
 
     /// A mock APNs and a configuration file whose queues no other test uses.
     struct Setup {
@@ -55,7 +55,7 @@ struct WorkerProcessTests {
         let (mock, config, prefix) = (setup.mock, setup.config, setup.prefix)
         defer { Task { try? await mock.shutdown() } }
 
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", config.path])
+        let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("worker started")
 
         let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
@@ -131,7 +131,7 @@ struct WorkerProcessTests {
         let setup = try await Self.setUp(
             faults: [MockAPNsFault(.goAwayAbrupt(afterRequests: 40), times: 3)], extra: "metrics_address: 127.0.0.1:\(metricsPort)")
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
         let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
@@ -173,7 +173,7 @@ struct WorkerProcessTests {
     func gracefulShutdown() async throws {
         let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(2)))])
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path, "--log-format", "json"])
+        let worker = try RunningProgram.worker(config: setup.config, arguments: ["--log-format", "json"])
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
         let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
@@ -216,7 +216,7 @@ struct WorkerProcessTests {
     /// SIGTERM after its request reached the mock: the start of every shutdown-escalation test.
     private static func signalledWithJobInHand(_ id: String, latency: Duration, extra: String = "") async throws -> (Setup, RunningProgram) {
         let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(latency))], extra: extra)
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let publisher = try await TestBroker.publisher()
         try await publisher.publish(.toQueue(
@@ -280,7 +280,7 @@ struct WorkerProcessTests {
             ],
             maxAttempts: 6, extra: "retry_in_process_attempts: 2\nretry_delays_ms: [300, 600]")
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
         let topology = AMQPTopology(queues: [.durable("\(prefix).results")])

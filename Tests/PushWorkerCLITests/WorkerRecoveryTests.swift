@@ -15,7 +15,7 @@ private struct JobUnderWay {
     static func start(id: String, count: Int, faults: [MockAPNsFault]) async throws -> JobUnderWay {
         let setup = try await WorkerProcessTests.setUp(faults: faults, extra: "chunk_size: 500")
         let prefix = setup.prefix
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
@@ -41,7 +41,7 @@ struct WorkerKillTests {
     func sigkill() async throws {
         let job = try await JobUnderWay.start(id: "killed", count: 20_000, faults: [])
         _ = try await job.worker.stop(signal: SIGKILL)
-        let second = try RunningProgram(Program.executable, arguments: ["run", "--config", job.setup.config.path])
+        let second = try RunningProgram.worker(config: job.setup.config)
         try await second.waitForLog("worker started")
         let perDevice = try await collectResults(from: job.results, devices: 20_000, chunks: 40).perDevice
         #expect(perDevice.count == 20_000)

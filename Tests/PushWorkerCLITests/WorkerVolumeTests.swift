@@ -13,8 +13,8 @@ struct WorkerVolumeTests {
         // One APNs connection per worker, so the mock's connection numbers tell the workers apart.
         let setup = try await WorkerProcessTests.setUp(faults: [], extra: "chunk_size: 1000", appExtra: ["connections: 1"])
         defer { Task { try? await setup.mock.shutdown() } }
-        let first = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
-        let second = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let first = try RunningProgram.worker(config: setup.config)
+        let second = try RunningProgram.worker(config: setup.config)
         try await first.waitForLog("worker started")
         try await second.waitForLog("worker started")
         let prefix = setup.prefix
@@ -41,7 +41,7 @@ struct WorkerVolumeTests {
     func largeJobs() async throws {
         let setup = try await WorkerProcessTests.setUp(faults: [], extra: "chunk_size: 1000")
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
         let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
@@ -95,7 +95,7 @@ struct WorkerVolumeTests {
     func memoryFlatAcrossJobs() async throws {
         let setup = try await WorkerProcessTests.setUp(faults: [])
         defer { Task { try? await setup.mock.shutdown() } }
-        let worker = try RunningProgram(Program.executable, arguments: ["run", "--config", setup.config.path])
+        let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let prefix = setup.prefix
         let topology = AMQPTopology(queues: [.durable("\(prefix).results")])

@@ -9,7 +9,7 @@ import Testing
 
 @Suite("Job processing against the mock APNs and a real broker", .usesBroker)
 struct JobProcessorTests {
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xA000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xA000) }
 
     struct Harness {
         let server: MockAPNsServer

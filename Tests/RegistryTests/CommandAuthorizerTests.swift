@@ -8,7 +8,7 @@ import Testing
 /// refused, each naming `auth` and never quoting the token.
 @Suite("Registry commands tied to the user's token")
 struct CommandAuthorizerTests {
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xA000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xA000) }
 
     static func request(_ json: String) throws -> (RegistryRequest, String?) {
         try RegistryRequest.decode(json: Array(json.utf8))

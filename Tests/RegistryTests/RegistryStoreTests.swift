@@ -26,7 +26,7 @@ struct RegistryStoreTests {
         }
     }
 
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xD000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xD000) }
 
     static func command(_ json: String) throws -> RegistryCommand { try RegistryCommand(json: Array(json.utf8)) }
 

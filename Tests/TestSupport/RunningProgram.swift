@@ -14,6 +14,12 @@ public final class RunningProgram: @unchecked Sendable {
             output: .file(logFile.path), error: .standardOutput)
     }
 
+    /// The worker, started as operators start it: `pushworker run --config <config>`, then
+    /// `arguments` (`--log-format json`), with `environment` over the test's own.
+    public static func worker(config: URL, arguments extra: [String] = [], environment: [String: String] = [:]) throws -> RunningProgram {
+        try RunningProgram(Program.executable, arguments: ["run", "--config", config.path] + extra, environment: environment)
+    }
+
     public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
     /// Waits until the log contains `text`, or fails after `limit` (generous: a worker's start

@@ -14,13 +14,10 @@ public enum EffectiveConfiguration {
         _ configuration: PushWorkerConfiguration, file: String,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> String {
-        let settings = configuration.worker
-        let amqp = try settings.amqpConfiguration(file: file, environment: environment)
-        var apps: [Node] = []
-        for (index, app) in configuration.apps.enumerated() {
-            let client = try app.clientConfiguration(file: file, index: index, environment: environment)
-            apps.append(Self.app(app, client))
-        }
+        let plan = try WorkerPlan(configuration, file: file, environment: environment)
+        let settings = plan.settings
+        let amqp = plan.broker.amqp
+        let apps = plan.apps.map { Self.app($0.configuration, $0.client) }
         // The nodes as listed (`amqp` has them in this process's shuffled order).
         let brokers = settings.brokerURLs(environment: environment)
         let listed = ((try? AMQPConfiguration(urls: brokers.urls))?.addresses ?? amqp.addresses).map(\.redactedURL)
@@ -101,7 +98,6 @@ public enum EffectiveConfiguration {
     private static func metricsAddress(
         _ settings: WorkerSettings, file: String, environment: [String: String]
     ) throws(ConfigurationError) -> String {
-        _ = try settings.metricsEndpoint(file: file, environment: environment)
         let (address, key) = settings.metricsAddress(environment: environment)
         let source = key == "PUSHWORKER_METRICS_ADDRESS" ? "  (from PUSHWORKER_METRICS_ADDRESS)" : ""
         return (address ?? "null") + source

@@ -42,13 +42,12 @@ public struct QueueMigration: Sendable {
     let jobsQueue: String
     let logger: Logger
 
-    /// `amqp`'s topology is not declared: the point is that it cannot be, as it stands.
-    public static func connect(_ settings: WorkerSettings, amqp: AMQPConfiguration, logger: Logger) async throws -> QueueMigration {
-        var bare = amqp
-        bare.topology = AMQPTopology()
-        bare.connectionName = "pushworker queues"
+    /// The broker's topology (every app's bulk queue included) is not declared: the point is
+    /// that it cannot be, as it stands.
+    public static func connect(_ broker: BrokerPlan, logger: Logger) async throws -> QueueMigration {
+        let bare = broker.undeclared("pushworker queues")
         let publisher = try await AMQPPublisher.connect(bare, logger: logger)
-        return QueueMigration(publisher: publisher, consuming: bare, topology: settings.topology, jobsQueue: settings.queues.jobs, logger: logger)
+        return QueueMigration(publisher: publisher, consuming: bare, topology: broker.amqp.topology, jobsQueue: broker.settings.queues.jobs, logger: logger)
     }
 
     public func close() async {

@@ -1,5 +1,4 @@
 import APNs
-import APNsHTTP2
 import Foundation
 import Registry
 
@@ -7,29 +6,18 @@ import Registry
 /// (`create_channel`, `list_channels`, `show_channel`, `delete_channel`): the app's credentials,
 /// its management host, and its bundle id (the topic without a push type's suffix).
 public final class ChannelDirectory: Sendable {
-    private let managers: [String: (manager: APNsChannelManager, bundleID: String)]
+    /// Per app name: its manager and its bundle id.
+    private let managers: [String: (manager: any ChannelManaging, bundleID: String)]
 
-    /// - Parameter tokenSources: the worker's, so that channel management sends the pushes'
-    ///   provider token for a key rather than signing a second one.
-    public init(_ configuration: PushWorkerConfiguration, file: String, tokenSources: ProviderTokenSources) throws {
-        var tokenSources = tokenSources
-        var managers: [String: (manager: APNsChannelManager, bundleID: String)] = [:]
-        for (index, app) in configuration.apps.enumerated() {
-            var client = try app.clientConfiguration(file: file, index: index)
-            tokenSources.share(&client)
-            managers[app.name] = (APNsChannelManager(configuration: client), Self.bundleID(app.topic))
-        }
+    /// - Parameter managers: per app name, built by the assembly with the worker's provider-token
+    ///   source for the app's key, so that channel management sends the pushes' token.
+    /// Opened once the worker's provider tokens are agreed on: a request before then would sign
+    /// a token of its own.
+    private let ready: OpenOnce
+
+    public init(managers: [String: (manager: any ChannelManaging, bundleID: String)], ready: OpenOnce = OpenOnce(open: true)) {
         self.managers = managers
-    }
-
-    deinit {
-        for entry in managers.values { entry.manager.shutdown() }
-    }
-
-    /// A configured topic may carry a push type's suffix; channels belong to the bundle id.
-    public static func bundleID(_ topic: String) -> String {
-        let suffix = APNsPushType.liveactivity.requiredTopicSuffix ?? ""
-        return topic.hasSuffix(suffix) ? String(topic.dropLast(suffix.count)) : topic
+        self.ready = ready
     }
 
     /// Carries the request out on APNs; the answer is the reply's JSON object (besides `"ok"`).
@@ -40,6 +28,7 @@ public final class ChannelDirectory: Sendable {
             throw RegistryError(.unknownApp, field: "app",
                 "app '\(request.app)' is not one the workers serve (configured: \(managers.keys.sorted().joined(separator: ", ")))")
         }
+        await ready.wait()
         do {
             switch request {
             case .create(_, let policy):

@@ -27,7 +27,7 @@ struct RegistryPipelineTests {
         }
     }
 
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xB000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xB000) }
 
     @Test("a group job split as it is read: each device once, with its user, filtered devices in the chunks, labels from the count", arguments: Kind.allCases)
     func splitGroup(_ kind: Kind) async throws {

@@ -1,0 +1,78 @@
+import AMQP
+import APNs
+import APNsHTTP2
+import Foundation
+
+/// The configuration checked once into what the worker and every command run with: the broker
+/// with its complete topology, each app's client configuration (credentials read and checked),
+/// lanes, retry and the registry settings, and the operator endpoint. Nothing else derives a
+/// broker or client configuration from the file, so `config check` checks exactly what `run` runs.
+public struct WorkerPlan: Sendable {
+    /// One configured app, its credentials read.
+    public struct App: Sendable {
+        public let configuration: AppConfiguration
+        /// Its position in `apps`, for errors that name `apps[INDEX]`.
+        public let index: Int
+        /// The HTTP/2 client's configuration; a token app holds its own provider-token source
+        /// until the assembly shares one per key.
+        public let client: APNsClientConfiguration
+        /// Concurrent requests at most, and the share of them kept for the now lane.
+        public let maxInFlight: Int
+        public let nowReserve: Int
+        /// The app's bulk queue and how many of its chunks a worker holds at once (prefetch × weight).
+        public let bulkQueue: String
+        public let bulkPrefetch: UInt16
+
+        public var name: String { configuration.name }
+        public var topic: String { configuration.topic }
+        /// Channels belong to the bundle id: the topic without a push type's suffix.
+        public var bundleID: String { APNsChannel.bundleID(ofTopic: configuration.topic) }
+    }
+
+    /// Where `/metrics`, `/healthz` and `/readyz` listen, and the key it came from, for errors.
+    public struct Endpoint: Sendable {
+        public let host: String
+        public let port: Int
+        public let key: String
+    }
+
+    public let file: String
+    public let configuration: PushWorkerConfiguration
+    public let broker: BrokerPlan
+    public let apps: [App]
+    public let endpoint: Endpoint?
+
+    public var settings: WorkerSettings { configuration.worker }
+
+    /// Checks everything `run` checks before it connects; the first problem names the file and key.
+    public init(
+        _ configuration: PushWorkerConfiguration, file: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) {
+        let settings = configuration.worker
+        self.file = file
+        self.configuration = configuration
+        broker = try BrokerPlan(settings, apps: configuration.apps.map(\.name), file: file, environment: environment)
+        var apps: [App] = []
+        for (index, app) in configuration.apps.enumerated() {
+            let client = try app.clientConfiguration(file: file, index: index, environment: environment)
+            apps.append(App(
+                configuration: app, index: index, client: client, maxInFlight: app.effectiveMaxInFlight,
+                nowReserve: settings.lanes.nowReserve(ofMaxInFlight: app.effectiveMaxInFlight),
+                bulkQueue: settings.queues.bulkJobs(app: app.name),
+                bulkPrefetch: UInt16(min(settings.amqp.prefetch * (app.weight ?? 1), Int(UInt16.max)))))
+        }
+        self.apps = apps
+        endpoint = try settings.metricsEndpoint(file: file, environment: environment).map { Endpoint(host: $0.host, port: $0.port, key: $0.key) }
+    }
+
+    /// Loads and checks the file.
+    public static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> WorkerPlan {
+        try WorkerPlan(PushWorkerConfiguration.load(file: file), file: file, environment: environment)
+    }
+
+    /// The app `name` names, or the only one when `name` is nil.
+    public func app(named name: String?) -> App? {
+        guard let (index, _) = configuration.app(named: name) else { return nil }
+        return apps[index]
+    }
+}

@@ -1,0 +1,43 @@
+import Synchronization
+
+/// A door that opens once: whoever waits before then waits, whoever comes after passes. The
+/// registry service's channel requests wait at it for the worker's provider tokens to be agreed
+/// on, so that they never present APNs a token of their own signed in the meantime.
+public final class OpenOnce: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    public init(open: Bool = false) {
+        state.withLock { $0.open = open }
+    }
+
+    public func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    public func wait() async {
+        await withCheckedContinuation { continuation in
+            let passes = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if passes { continuation.resume() }
+        }
+    }
+}
+
+/// A value set once, read by whoever comes after (nil before).
+final class OpenOnceValue<Value: Sendable>: Sendable {
+    private let state = Mutex<Value?>(nil)
+
+    init() {}
+
+    func set(_ value: Value) { state.withLock { $0 = value } }
+
+    var value: Value? { state.withLock { $0 } }
+}
