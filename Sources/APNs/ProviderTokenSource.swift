@@ -25,7 +25,12 @@ public final class ProviderTokenSource: Sendable {
     }
     /// Tokens signed: one every 50 minutes per key is healthy; more means APNs keeps calling them
     /// expired (a clock or key problem).
-    private let signings: CoreMetrics.Counter
+    /// Made where it counts, not in `init`: a source is made when the configuration is checked,
+    /// before the process has chosen its metrics backend, and a counter binds to the backend in
+    /// force when it is made. A token is signed every 45 minutes at most.
+    private var signings: CoreMetrics.Counter {
+        CoreMetrics.Counter(label: "pushworker_provider_token_refreshes_total", dimensions: [("key_id", keyID)])
+    }
 
     public static let reuseInterval: TimeInterval = 50 * 60
     public static let minimumRegenerationInterval: TimeInterval = 20 * 60
@@ -37,7 +42,6 @@ public final class ProviderTokenSource: Sendable {
         self.teamID = teamID
         self.key = key
         self.clock = clock
-        signings = CoreMetrics.Counter(label: "pushworker_provider_token_refreshes_total", dimensions: [("key_id", keyID)])
     }
 
     /// The current token, signing a new one when there is none or it is 50 minutes old.

@@ -13,7 +13,7 @@ import Testing
 /// this suite again on curl).
 @Suite("pushworker run: Live Activities and broadcast channels", .usesBroker)
 struct LiveActivityWorkerTests {
-    static func token(_ index: Int) -> String { String(format: "%064x", 0x1A_0000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0x1A_0000) }
 
     static func aps(_ payload: [UInt8]) throws -> [String: Any] {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
@@ -143,7 +143,17 @@ struct LiveActivityWorkerTests {
         #expect((error["message"] as? String)?.contains("ChannelNotRegistered") == true, "\(error)")
         let bad = try await running.send(#"{"command": "create_channel", "app": "demo", "message_storage_policy": 3}"#, id: "create-2")
         #expect((bad["error"] as? [String: Any])?["field"] as? String == "message_storage_policy", "\(bad)")
-        // Channel management sent the pushes' provider token: one token for the key, not two.
+        // pushworker channels, run beside the worker, presents the fleet's token too.
+        let config = ["--config", running.setup.config.path, "--app", "demo"]
+        let made = try await Program.running(["channels", "create"] + config, killAfter: .seconds(120))
+        #expect(made.status == 0, "\(made.standardError)")
+        let madeID = made.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        let cliListed = try await Program.running(["channels", "list"] + config, killAfter: .seconds(120))
+        #expect(cliListed.standardOutput.contains(madeID), "\(cliListed.standardOutput)\(cliListed.standardError)")
+        let cliDeleted = try await Program.running(["channels", "delete"] + config + [madeID], killAfter: .seconds(120))
+        #expect(cliDeleted.status == 0, "\(cliDeleted.standardError)")
+        // Channel management, from the worker and from the command line, sent the pushes'
+        // provider token: one token for the key, not one per caller.
         #expect(running.base.mock.providerTokens.count == 1, "\(running.base.mock.providerTokens.count) provider tokens for one key")
         try await running.stop()
     }

@@ -11,7 +11,7 @@ import Testing
 /// Every branch of the pipeline, in process: a scripted APNs and a recording broker, no network.
 @Suite("The job pipeline, branch by branch")
 struct JobPipelineTests {
-    static func token(_ index: Int) -> String { String(format: "%064x", 0xC000 + index) }
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xC000) }
     static let results = "push.results"
     static let bulk = "push.jobs.bulk.demo"
 

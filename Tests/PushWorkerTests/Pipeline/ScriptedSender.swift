@@ -4,7 +4,7 @@ import Synchronization
 
 /// Stands in for APNs in the pipeline's tests: answers each device from a script (in order, then
 /// 200 for ever) and records every request, so a test says what APNs does and sees what was sent.
-final class ScriptedSender: NotificationSending {
+final class ScriptedSender: OwnedNotificationSender {
     enum Answer: Sendable {
         case status(Int, APNsErrorReason?)
         case failure(APNsClientError)
@@ -17,6 +17,11 @@ final class ScriptedSender: NotificationSending {
     }
 
     var sent: [APNsRequest] { state.withLock { $0.sent } }
+
+    // What the worker reads and closes (`OwnedNotificationSender`): a script holds no connection.
+    var requestsInFlight: Int { 0 }
+    var openConnections: Int { 0 }
+    func shutdown() {}
 
     /// Answers every request at once, in one wave.
     func send(_ requests: [APNsRequest], answers: ([APNsAnswer]) -> Void) async {
