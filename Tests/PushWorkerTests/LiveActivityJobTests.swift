@@ -77,6 +77,10 @@ struct LiveActivityJobTests {
             """)
         #expect(job.isBroadcast)
         #expect(job.audience.channel == Self.channel)
+        // The audience is the channel alone: its type has no room for devices beside it.
+        #expect(job.audience.kind == .channel(Self.channel))
+        #expect(job.audience.tokens.isEmpty && job.audience.users.isEmpty && job.audience.activity == nil)
+        #expect(try Self.decode(#"{"audience": {"tokens": []}, "payload": {"aps": {"alert": "hi"}}}"#).audience.channel == nil)
         #expect(job.pushType == .liveactivity)
         #expect(job.tokenNamespace == .devices)
     }

@@ -249,9 +249,12 @@ public struct JobDecoder: Sendable {
         }
         var fields = JobFields(object, prefix: "audience.")
         let channel = try fields.string("channel")
-        if channel != nil, let other = object.keys.filter({ $0 != "channel" }).sorted().first {
-            throw JobError(.invalidField, field: "audience.\(other)",
-                "audience.\(other) cannot go with audience.channel: a broadcast reaches the channel's subscribers, and APNs alone knows them")
+        if let channel {
+            if let other = object.keys.filter({ $0 != "channel" }).sorted().first {
+                throw JobError(.invalidField, field: "audience.\(other)",
+                    "audience.\(other) cannot go with audience.channel: a broadcast reaches the channel's subscribers, and APNs alone knows them")
+            }
+            return .channel(channel)
         }
         let activity = try fields.string("activity")
         if let activity, activity.isEmpty || activity.utf8.count > 128 || activity.utf8.contains(0) {
@@ -273,7 +276,7 @@ public struct JobDecoder: Sendable {
         return PushJob.Audience(
             tokens: tokens.map { $0.lowercased() }, users: users, groups: groups,
             devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"),
-            channel: channel, activity: activity)
+            activity: activity)
     }
 
     /// A chunk job's `[["<token>", "<user>" | null], …]`.

@@ -17,32 +17,69 @@ public struct PushJob: Sendable, Hashable {
         case none
     }
 
+    /// Who a job reaches: devices (named, or resolved from users, groups or an activity), or one
+    /// broadcast channel. A channel stands alone, as the decoder requires: the type cannot hold a
+    /// channel with tokens, so no later step has to ask which of the two a job meant.
     public struct Audience: Sendable, Hashable {
-        public var tokens: [String]
-        public var users: [String]
-        public var groups: [String]
-        /// A chunk or retry job's devices, resolved by the worker that split the job: each with
-        /// its user, sent as they are.
-        public var devices: [Recipient]
-        /// A chunk job's devices that preferences filtered out: results without a request.
-        public var filtered: [Recipient]
-        /// A broadcast channel (`audience.channel`): the job is one broadcast request, and APNs
-        /// reaches the channel's subscribers. Excludes every other audience field.
-        public var channel: String?
-        /// A Live Activity (`audience.activity`): every token registered for it.
-        public var activity: String?
+        public enum Kind: Sendable, Hashable {
+            case devices(Devices)
+            /// A broadcast channel (`audience.channel`): the job is one broadcast request, and
+            /// APNs reaches the channel's subscribers.
+            case channel(String)
+        }
+
+        /// The device fields of an audience.
+        public struct Devices: Sendable, Hashable {
+            public var tokens: [String] = []
+            public var users: [String] = []
+            public var groups: [String] = []
+            /// A chunk or retry job's devices, resolved by the worker that split the job: each
+            /// with its user, sent as they are.
+            public var devices: [Recipient] = []
+            /// A chunk job's devices that preferences filtered out: results without a request.
+            public var filtered: [Recipient] = []
+            /// A Live Activity (`audience.activity`): every token registered for it.
+            public var activity: String?
+        }
+
+        public private(set) var kind: Kind
 
         public init(tokens: [String] = [], users: [String] = [], groups: [String] = [], devices: [Recipient] = [], filtered: [Recipient] = [],
-            channel: String? = nil, activity: String? = nil
+            activity: String? = nil
         ) {
-            self.channel = channel
-            self.activity = activity
-            self.tokens = tokens
-            self.users = users
-            self.groups = groups
-            self.devices = devices
-            self.filtered = filtered
+            kind = .devices(Devices(tokens: tokens, users: users, groups: groups, devices: devices, filtered: filtered, activity: activity))
         }
+
+        /// A broadcast to `channel`, and nothing else.
+        public static func channel(_ channel: String) -> Audience {
+            var audience = Audience()
+            audience.kind = .channel(channel)
+            return audience
+        }
+
+        /// The broadcast channel; nil for devices.
+        public var channel: String? {
+            if case .channel(let id) = kind { id } else { nil }
+        }
+
+        /// The device fields; empty for a channel.
+        private var fields: Devices {
+            if case .devices(let devices) = kind { devices } else { Devices() }
+        }
+
+        public var tokens: [String] {
+            get { fields.tokens }
+            set {
+                guard case .devices(var devices) = kind else { preconditionFailure("a broadcast's audience has no tokens") }
+                devices.tokens = newValue
+                kind = .devices(devices)
+            }
+        }
+        public var users: [String] { fields.users }
+        public var groups: [String] { fields.groups }
+        public var devices: [Recipient] { fields.devices }
+        public var filtered: [Recipient] { fields.filtered }
+        public var activity: String? { fields.activity }
 
         /// Resolved already: a chunk or retry job carrying `(token, user)` pairs.
         public var isResolved: Bool { !devices.isEmpty || !filtered.isEmpty }

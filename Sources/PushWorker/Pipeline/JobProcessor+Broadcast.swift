@@ -1,4 +1,3 @@
-import AMQP
 import APNs
 import Foundation
 
@@ -12,6 +11,7 @@ extension JobProcessor {
         let start = ContinuousClock.now
         let slots = await admission.admit(upTo: 1, lane: lane)
         defer { slots.releaseOne() }
+        let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil)
         // Ours, so a job's result names the request even when APNs' answer never came.
         let requestID = UUID()
         let request = APNsRequest(
@@ -20,57 +20,13 @@ extension JobProcessor {
         var result = PushResult(jobID: job.id, token: "", app: appName, outcome: .failed, attempts: 0)
         result.channel = channel
         result.requestID = requestID.uuidString.lowercased()
-        var reasonLabel: String?
+        // Every attempt in process: nothing to hand on.
         let policy = RetryPolicy(maxAttempts: retry.maxAttempts, inProcessAttempts: retry.maxAttempts, initialDelay: retry.initialDelay, maximumDelay: retry.maximumDelay)
-        attempts: while true {
-            if let expiration = job.expiration, expiration.hasPassed() {
-                result.outcome = .expired
-                break
-            }
-            result.attempts += 1
-            let answer = await client.send([request])[0]
-            reasonLabel = result.record(answer)
-            switch DeviceStep.after(answer, attempts: result.attempts, previousAttempts: 0, policy: policy) {
-            case .finish(let outcome, _):
-                result.outcome = outcome
-                break attempts
-            case .retry, .handOn:
-                logger.debug("retrying broadcast", metadata: ["job": "\(job.id)", "channel": "\(channel)", "attempt": "\(result.attempts)"])
-                try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))
-            }
-        }
-        var unroutable = 0
-        do {
-            switch job.results {
-            case .all:
-                try await results.publish(result, to: replyTo)
-            case .batched:
-                // The shape a batched consumer reads: a `results` message, of one.
-                let batch = ResultBatch(jobID: job.id, app: appName, chunk: chunk)
-                if let message = batch.add(result) ?? batch.drain() { try await results.publish(message, jobID: job.id, to: replyTo) }
-            case .failures where result.outcome.isFailure:
-                try await results.publish(result, to: replyTo)
-            case .failures, .none:
-                break
-            }
-        } catch let error as AMQPError where error.kind == .returned {
-            unroutable += 1
-        }
+        let (_, _, reasonLabel) = try await attempt(request, of: job, result: &result, firstAnswer: nil, previousAttempts: 0, policy: policy, subject: ["channel": "\(channel)"])
+        try await report(result, of: job, to: replyTo, ends: ends)
+        ends.record(.final(result.outcome))
         metrics.notification(app: appName, outcome: result.outcome, reason: reasonLabel)
-        var summary = JobSummary(
-            jobID: job.id, app: appName, devices: 1, outcomes: [result.outcome: 1], error: nil,
-            durationMilliseconds: Int((ContinuousClock.now - start) / .milliseconds(1)))
-        summary.chunk = chunk
-        do {
-            try await results.publish(summary, to: replyTo)
-        } catch let error as AMQPError where error.kind == .returned {
-            unroutable += 1
-        }
-        if unroutable > 0 {
-            logger.warning("the reply queue vanished during the broadcast; its result was dropped, it is not sent again", metadata: [
-                "job": "\(job.id)", "reply_to": "\(replyTo)",
-            ])
-        }
+        let summary = try await summarize(job, devices: 1, ends: ends, start: start, replyTo: replyTo, chunk: chunk, error: nil)
         logger.info("broadcast done", metadata: [
             "job": "\(job.id)", "app": "\(appName)", "channel": "\(channel)", "outcome": "\(result.outcome.rawValue)",
             "status": "\(result.status.map(String.init) ?? "-")", "reason": "\(result.reason ?? "-")", "request_id": "\(result.requestID ?? "-")",

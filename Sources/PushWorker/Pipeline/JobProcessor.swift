@@ -50,13 +50,13 @@ public struct JobProcessor: Sendable {
         public var handedOn: [Recipient]
     }
 
-    private enum DeviceEnd: Sendable {
+    enum DeviceEnd: Sendable {
         case final(Outcome)
         case handOn(Recipient)
     }
 
     /// What the devices of one job came to, recorded by their tasks as they finish.
-    private final class DeviceEnds: Sendable {
+    final class DeviceEnds: Sendable {
         private let state: Mutex<(outcomes: [Outcome: Int], handedOn: [Recipient])>
         /// Results the broker returned because the reply queue vanished mid-job.
         let unroutable = Atomic<Int>(0)
@@ -148,15 +148,27 @@ public struct JobProcessor: Sendable {
                 }
             }
         }
-        // The batch's last results go before the summary, so a producer that has the summary has them all.
+        let summary = try await summarize(job, devices: devices, ends: ends, start: start, replyTo: replyTo, chunk: chunk, error: error)
+        logger.info("job done", metadata: [
+            "job": "\(job.id)", "app": "\(appName)", "devices": "\(devices)",
+            "outcomes": "\(Outcome.allCases.compactMap { outcome in summary.outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
+            "duration_ms": "\(summary.durationMilliseconds)", "retrying": "\(summary.retrying)",
+        ])
+        return Report(summary: summary, handedOn: ends.handedOn)
+    }
+
+    /// A job's end, whatever its kind: the batch's last results (before the summary, so a
+    /// producer that has the summary has them all), then the summary; a reply queue that
+    /// vanished on the way is said once in the log.
+    func summarize(
+        _ job: PushJob, devices: Int, ends: DeviceEnds, start: ContinuousClock.Instant, replyTo: String, chunk: String?, error: JobError?
+    ) async throws -> JobSummary {
         if let rest = ends.batch?.drain() { try await publish(rest, of: job, to: replyTo, ends: ends) }
-        let handedOn = ends.handedOn
-        let outcomes = ends.outcomes
         var summary = JobSummary(
-            jobID: job.id, app: appName, devices: devices, outcomes: outcomes, error: error,
+            jobID: job.id, app: appName, devices: devices, outcomes: ends.outcomes, error: error,
             durationMilliseconds: Int((ContinuousClock.now - start) / .milliseconds(1)))
         summary.chunk = chunk
-        summary.retrying = handedOn.count
+        summary.retrying = ends.handedOn.count
         summary.removed = ends.removed.load(ordering: .relaxed)
         do {
             try await results.publish(summary, to: replyTo)
@@ -170,12 +182,7 @@ public struct JobProcessor: Sendable {
                 "job": "\(job.id)", "reply_to": "\(replyTo)", "dropped": "\(unroutable)",
             ])
         }
-        logger.info("job done", metadata: [
-            "job": "\(job.id)", "app": "\(appName)", "devices": "\(devices)",
-            "outcomes": "\(Outcome.allCases.compactMap { outcome in outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
-            "duration_ms": "\(summary.durationMilliseconds)", "retrying": "\(handedOn.count)",
-        ])
-        return Report(summary: summary, handedOn: handedOn)
+        return summary
     }
 
     /// The most devices handed to APNs at once: large enough that the per-batch costs vanish
@@ -233,38 +240,20 @@ public struct JobProcessor: Sendable {
         var result = PushResult(
             jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
             attempts: recipient.previousAttempts)
-        var firstAnswer = firstAnswer
-        // APNs' reason, or the kind of error: a label with few values, unlike `result.reason`.
-        var reasonLabel: String?
-        attempts: while true {
-            if firstAnswer == nil, let expiration = job.expiration, expiration.hasPassed() {
-                result.outcome = .expired
-                break
+        let (step, answer, reasonLabel) = try await attempt(
+            request, of: job, result: &result, firstAnswer: firstAnswer, previousAttempts: recipient.previousAttempts, policy: retry,
+            subject: ["token": "\(recipient.token.prefix(8))…"])
+        switch step {
+        case .handOn:
+            return .handOn(Recipient(token: recipient.token, user: recipient.user, previousAttempts: result.attempts, badge: badge))
+        case .finish(_, let deadDevice):
+            if let deadDevice, let feedback, let answer,
+                await feedback.deviceRejected(app: job.registryApp, token: recipient.token, reason: deadDevice, at: try? answer.get().timestamp)
+            {
+                ends.removed.add(1, ordering: .relaxed)
             }
-            result.attempts += 1
-            let answer: Result<APNsResponse, APNsClientError>
-            if let first = firstAnswer {
-                firstAnswer = nil
-                answer = first
-            } else {
-                answer = await client.send([request])[0]
-            }
-            reasonLabel = result.record(answer)
-            switch DeviceStep.after(answer, attempts: result.attempts, previousAttempts: recipient.previousAttempts, policy: retry) {
-            case .finish(let outcome, let deadDevice):
-                result.outcome = outcome
-                if let deadDevice, let feedback,
-                    await feedback.deviceRejected(app: job.registryApp, token: recipient.token, reason: deadDevice, at: try? answer.get().timestamp)
-                {
-                    ends.removed.add(1, ordering: .relaxed)
-                }
-                break attempts
-            case .handOn:
-                return .handOn(Recipient(token: recipient.token, user: recipient.user, previousAttempts: result.attempts, badge: badge))
-            case .retry:
-                logger.debug("retrying device", metadata: ["job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "attempt": "\(result.attempts)"])
-                try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))
-            }
+        case .retry:
+            break  // `attempt` retries until another step
         }
         logger.debug("device done", metadata: [
             "job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "outcome": "\(result.outcome.rawValue)",
@@ -277,10 +266,49 @@ public struct JobProcessor: Sendable {
         return .final(result.outcome)
     }
 
+    /// The attempts of one request, a device's or a broadcast's: its first answer (when its batch
+    /// brought one), then in-process retries with backoff as `DeviceStep` decides, until a final
+    /// outcome (recorded in `result`), a hand-on, or the job's expiration (`expired`, nothing sent).
+    /// Returns the last step, the answer it was taken on (nil when expired) and the reason's label
+    /// for the metrics (APNs' reason, or the kind of error: few values, unlike `result.reason`).
+    func attempt(
+        _ request: APNsRequest, of job: PushJob, result: inout PushResult, firstAnswer: Result<APNsResponse, APNsClientError>?,
+        previousAttempts: Int, policy: RetryPolicy, subject: Logger.Metadata
+    ) async throws -> (step: DeviceStep, answer: Result<APNsResponse, APNsClientError>?, reasonLabel: String?) {
+        var firstAnswer = firstAnswer
+        var reasonLabel: String?
+        while true {
+            if firstAnswer == nil, let expiration = job.expiration, expiration.hasPassed() {
+                result.outcome = .expired
+                return (.finish(.expired), nil, reasonLabel)
+            }
+            result.attempts += 1
+            let answer: Result<APNsResponse, APNsClientError>
+            if let first = firstAnswer {
+                firstAnswer = nil
+                answer = first
+            } else {
+                answer = await client.send([request])[0]
+            }
+            reasonLabel = result.record(answer)
+            let step = DeviceStep.after(answer, attempts: result.attempts, previousAttempts: previousAttempts, policy: policy)
+            switch step {
+            case .finish(let outcome, _):
+                result.outcome = outcome
+                return (step, answer, reasonLabel)
+            case .handOn:
+                return (step, answer, reasonLabel)
+            case .retry:
+                logger.debug("retrying", metadata: subject.merging(["job": "\(job.id)", "attempt": "\(result.attempts)"]) { $1 })
+                try await Task.sleep(for: retry.delay(afterAttempt: result.attempts))
+            }
+        }
+    }
+
     /// A device's final result, as the job's `results` asks: published alone (`all`, and
     /// `failures` for a device not delivered), added to the batch (`batched`, published when
     /// full), or only counted (`none`).
-    private func report(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
+    func report(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
         switch job.results {
         case .all:
             try await publish(result, to: replyTo, ends: ends)

@@ -20,8 +20,8 @@ struct ShutdownEscalation: Service {
     private let logger: Logger
 
     /// Traps the signals now, before the group runs, so that none sent once the worker has
-    /// started escapes this service; not before `Worker.start`, which a signal must still end
-    /// while it waits for the broker.
+    /// started escapes this service. A first signal while the services still wait for their
+    /// broker ends their waiting at once (`untilGracefulShutdown`).
     init(grace: Int, logger: Logger) async {
         signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         self.grace = grace
