@@ -162,6 +162,31 @@ struct OperatorEndpointTests {
         #expect(try await worker.stop() == 0, "\(worker.log)")
     }
 
+    @Test("SIGTERM while the worker waits for an unreachable broker stops it at once, exit 0, having taken nothing")
+    func stopWhileWaitingForTheBroker() async throws {
+        let fixture = try await MockAPNsFixture.start()
+        let mock = fixture.server
+        defer { Task { try? await mock.shutdown() } }
+        let prefix = TestBroker.uniqueName("waiting")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(prefix)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // A registry too: its service waits for the broker beside the worker, and must stop as well.
+        let config = try MockAPNsFixture.writeConfiguration("""
+            amqp: {url: "amqp://guest:guest@127.0.0.1:\(try TestPorts.free())/"}
+            registry: {sqlite: \(directory.appendingPathComponent("registry.db").path)}
+            shutdown_grace_seconds: 120
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
+            apps:
+            \(fixture.appYAML())
+            """)
+        let worker = try RunningProgram.worker(config: config)
+        try await worker.waitForLog("the broker cannot be reached yet")
+        // Well inside the 120 s grace: the waiting ends on the signal, not on the grace's end.
+        #expect(try await worker.stop(within: .seconds(60)) == 0, "\(worker.log)")
+        #expect(worker.log.contains("worker stopped before its broker could be reached"), "\(worker.log)")
+    }
+
     @Test("a metrics_address already in use fails the start, naming the key")
     func addressInUse() async throws {
         let taken = try SilentListener()
