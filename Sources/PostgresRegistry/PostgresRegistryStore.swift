@@ -14,9 +14,11 @@ public final class PostgresRegistryStore: RegistryStore {
 
     private let client: PostgresClient
     private let runner: Task<Void, Never>
-    private let logger: Logger
+    let logger: Logger
     /// The URL without its password, for messages.
     public let redactedURL: String
+    /// The ledger's day partitions known to exist (`PostgresRegistryStore+Ledger`).
+    let ledgerDays = Mutex<Set<Int64>>([])
 
     /// Connects (the pool runs until the store is released) and creates or migrates the schema.
     /// A server that does not answer within `connectTimeout` fails the start: the pool itself
@@ -499,7 +501,7 @@ public final class PostgresRegistryStore: RegistryStore {
 
     /// Runs `body` in a transaction, tried again a few times when it lost a race with another
     /// worker; errors become `RegistryError`s, the refusals `body` throws kept as they are.
-    private func transaction(_ body: @escaping (PostgresConnection) async throws -> Void) async throws(RegistryError) {
+    func transaction(_ body: @escaping (PostgresConnection) async throws -> Void) async throws(RegistryError) {
         var attempt = 0
         while true {
             attempt += 1
@@ -529,7 +531,7 @@ public final class PostgresRegistryStore: RegistryStore {
         }
     }
 
-    private func read<T: Sendable>(_ body: @escaping (PostgresConnection) async throws -> T) async throws(RegistryError) -> T {
+    func read<T: Sendable>(_ body: @escaping (PostgresConnection) async throws -> T) async throws(RegistryError) -> T {
         do {
             return try await client.withConnection { connection in try await body(connection) }
         } catch let error as RegistryError {

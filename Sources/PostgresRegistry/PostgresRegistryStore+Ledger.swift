@@ -1,0 +1,132 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Registry
+
+/// The delivery ledger on the registry's PostgreSQL, for a fleet on many hosts: `deliveries`
+/// partitioned by day (UTC), so retention drops a day's partition instead of deleting its rows,
+/// and the writers never wait behind an expiry. A record is unique per (job, app, token) within
+/// its day; `finals` reads across the days.
+extension PostgresRegistryStore: DeliveryLedger {
+    /// Creates the partitioned table and its indexes when they are missing. Called once when the
+    /// worker opens its ledger; workers starting together take turns.
+    public func prepareLedger() async throws(RegistryError) {
+        try await transaction { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(7245311)", logger: self.logger)
+            for statement in [
+                """
+                CREATE TABLE IF NOT EXISTS deliveries(
+                  job_id TEXT NOT NULL, app TEXT NOT NULL, token TEXT NOT NULL, chunk TEXT, user_id TEXT, outcome TEXT NOT NULL,
+                  status INTEGER, reason TEXT, apns_id TEXT, apns_unique_id TEXT, attempts INTEGER NOT NULL, at BIGINT NOT NULL,
+                  day BIGINT NOT NULL, channel TEXT, request_id TEXT,
+                  UNIQUE (job_id, app, token, day)) PARTITION BY LIST (day)
+                """,
+                "CREATE INDEX IF NOT EXISTS deliveries_user ON deliveries(user_id, at)",
+                "CREATE INDEX IF NOT EXISTS deliveries_token ON deliveries(token, at)",
+            ] {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
+            }
+        }
+    }
+
+    /// The day's partition, made when missing (the name holds only the day's number).
+    private func ensurePartition(_ day: Int64, on connection: PostgresConnection) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(7245312)", logger: logger)
+        try await connection.query(
+            PostgresQuery(unsafeSQL: "CREATE TABLE IF NOT EXISTS deliveries_\(day) PARTITION OF deliveries FOR VALUES IN (\(day))"), logger: logger)
+    }
+
+    public func write(_ records: [DeliveryRecord]) async throws(RegistryError) {
+        guard !records.isEmpty else { return }
+        let days = Set(records.map { DeliveryRecord.day(ofMilliseconds: $0.at) })
+        let known = ledgerDays.withLock { $0 }
+        try await transaction { connection in
+            for day in days.subtracting(known).sorted() { try await self.ensurePartition(day, on: connection) }
+            for record in records {
+                let day = DeliveryRecord.day(ofMilliseconds: record.at)
+                try await connection.query("""
+                    INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, day, channel, request_id)
+                    VALUES (\(record.jobID), \(record.app), \(record.token), \(record.chunk), \(record.user), \(record.outcome), \(record.status),
+                      \(record.reason), \(record.apnsID), \(record.apnsUniqueID), \(record.attempts), \(record.at), \(day), \(record.channel), \(record.requestID))
+                    ON CONFLICT DO NOTHING
+                    """, logger: self.logger)
+            }
+        }
+        ledgerDays.withLock { $0.formUnion(days) }
+    }
+
+    public func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord] {
+        guard !tokens.isEmpty else { return [:] }
+        let rows = try await read { connection in
+            try await Self.records(connection.query(
+                "SELECT \(unescaped: Self.columns) FROM deliveries WHERE job_id = \(job) AND app = \(app) AND token = ANY(\(tokens))", logger: self.logger))
+        }
+        return Dictionary(rows.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    public func deliveries(_ query: DeliveryQuery) async throws(RegistryError) -> [DeliveryRecord] {
+        try await read { connection in
+            let since = query.since, until = query.until, limit = query.limit
+            let rows: PostgresRowSequence = switch query.subject {
+            case .job(let id):
+                try await connection.query("""
+                    SELECT \(unescaped: Self.columns) FROM deliveries WHERE job_id = \(id) AND (\(since)::BIGINT IS NULL OR at >= \(since))
+                    AND (\(until)::BIGINT IS NULL OR at <= \(until)) ORDER BY at DESC, token LIMIT \(limit)
+                    """, logger: self.logger)
+            case .user(let user):
+                try await connection.query("""
+                    SELECT \(unescaped: Self.columns) FROM deliveries WHERE user_id = \(user) AND (\(since)::BIGINT IS NULL OR at >= \(since))
+                    AND (\(until)::BIGINT IS NULL OR at <= \(until)) ORDER BY at DESC, token LIMIT \(limit)
+                    """, logger: self.logger)
+            case .token(let token):
+                try await connection.query("""
+                    SELECT \(unescaped: Self.columns) FROM deliveries WHERE token = \(token) AND (\(since)::BIGINT IS NULL OR at >= \(since))
+                    AND (\(until)::BIGINT IS NULL OR at <= \(until)) ORDER BY at DESC, token LIMIT \(limit)
+                    """, logger: self.logger)
+            }
+            return try await Self.records(rows)
+        }
+    }
+
+    /// Drops each day's partition wholly before `before`: one catalogue change per day, however
+    /// many rows it held.
+    public func expire(before: Int64) async throws(RegistryError) -> Int {
+        let cutoff = DeliveryRecord.day(ofMilliseconds: before)
+        let days = try await read { connection in
+            var days: [Int64] = []
+            for try await name in try await connection.query(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'deliveries'::regclass",
+                logger: self.logger
+            ).decode(String.self) {
+                if let day = Int64(name.dropFirst("deliveries_".count)), day < cutoff { days.append(day) }
+            }
+            return days
+        }
+        var removed = 0
+        for day in days.sorted() {
+            var count = 0
+            try await transaction { connection in
+                for try await rows in try await connection.query(PostgresQuery(unsafeSQL: "SELECT COUNT(*) FROM deliveries_\(day)"), logger: self.logger).decode(Int.self) {
+                    count = rows
+                }
+                try await connection.query(PostgresQuery(unsafeSQL: "DROP TABLE IF EXISTS deliveries_\(day)"), logger: self.logger)
+            }
+            removed += count
+            ledgerDays.withLock { _ = $0.remove(day) }
+        }
+        return removed
+    }
+
+    static let columns = "job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, channel, request_id"
+
+    private static func records(_ rows: PostgresRowSequence) async throws -> [DeliveryRecord] {
+        var records: [DeliveryRecord] = []
+        for try await row in rows {
+            let c = try row.decode((String, String, String, String?, String?, String, Int?, String?, String?, String?, Int, Int64, String?, String?).self)
+            records.append(DeliveryRecord(
+                jobID: c.0, chunk: c.3, app: c.1, token: c.2, user: c.4, outcome: c.5, status: c.6, reason: c.7, apnsID: c.8, apnsUniqueID: c.9,
+                attempts: c.10, at: c.11, channel: c.12, requestID: c.13))
+        }
+        return records
+    }
+}

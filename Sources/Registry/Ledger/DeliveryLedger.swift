@@ -1,0 +1,19 @@
+import Foundation
+
+/// Where every device's final result is kept: for operators asking what a device was sent, and
+/// for a job or chunk that comes back after a fault (a node lost, a worker killed), which sends
+/// nothing to a device the ledger already holds. The SQLite ledger is the embedded default;
+/// the PostgreSQL one (PostgresRegistry) serves a fleet on many hosts. One conformance suite runs
+/// on both.
+public protocol DeliveryLedger: Sendable {
+    /// Keeps the records in one transaction. A record for a (job, app, token) held already is
+    /// left as first written: a device's first final result is its result.
+    func write(_ records: [DeliveryRecord]) async throws(RegistryError)
+    /// The records held for these tokens of the job (for a broadcast, the empty token).
+    func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord]
+    /// Records by job, user or token, newest first.
+    func deliveries(_ query: DeliveryQuery) async throws(RegistryError) -> [DeliveryRecord]
+    /// Drops the records of days wholly before `before` (milliseconds since 1970) in steps that
+    /// never hold the writers up for long; returns how many went.
+    func expire(before: Int64) async throws(RegistryError) -> Int
+}

@@ -1,0 +1,54 @@
+import Foundation
+
+/// One device's final result for one job, as the ledger keeps it: what the reply queue was told,
+/// with the chunk it came from and when. A broadcast's record has an empty token and names its
+/// channel and APNs' request id. A job's device has one record: a job or chunk that comes back
+/// after a fault finds it and neither sends nor publishes it again.
+public struct DeliveryRecord: Sendable, Hashable, Codable {
+    public var jobID: String
+    public var chunk: String?
+    public var app: String
+    /// Empty for a broadcast.
+    public var token: String
+    public var user: String?
+    /// `delivered`, `rejected`, `failed`, `filtered` or `expired`.
+    public var outcome: String
+    public var status: Int?
+    public var reason: String?
+    public var apnsID: String?
+    public var apnsUniqueID: String?
+    public var attempts: Int
+    /// When the result was final, milliseconds since 1970.
+    public var at: Int64
+    public var channel: String?
+    public var requestID: String?
+
+    public init(
+        jobID: String, chunk: String? = nil, app: String, token: String, user: String? = nil, outcome: String, status: Int? = nil,
+        reason: String? = nil, apnsID: String? = nil, apnsUniqueID: String? = nil, attempts: Int, at: Int64, channel: String? = nil,
+        requestID: String? = nil
+    ) {
+        self.jobID = jobID
+        self.chunk = chunk
+        self.app = app
+        self.token = token
+        self.user = user
+        self.outcome = outcome
+        self.status = status
+        self.reason = reason
+        self.apnsID = apnsID
+        self.apnsUniqueID = apnsUniqueID
+        self.attempts = attempts
+        self.at = at
+        self.channel = channel
+        self.requestID = requestID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case jobID = "job_id", chunk, app, token, user, outcome, status, reason, apnsID = "apns_id", apnsUniqueID = "apns_unique_id", attempts, at,
+            channel, requestID = "request_id"
+    }
+
+    /// The day a record belongs to (UTC), which retention drops whole.
+    public static func day(ofMilliseconds at: Int64) -> Int64 { at / 86_400_000 }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import Synchronization
+
+/// The embedded ledger: a `deliveries` table in an SQLite file (the registry's, or one of its
+/// own), in WAL mode so the workers of one host share it and readers never wait for the writer.
+/// Retention deletes whole days a few thousand rows at a time, so a large expiry never holds
+/// the writers' lock for long.
+public final class SQLiteDeliveryLedger: DeliveryLedger {
+    private let state: Mutex<Connection>
+
+    private final class Connection: @unchecked Sendable {
+        let database: SQLiteDatabase
+        let insert, finals, byJob, byUser, byToken, expireSome: SQLiteStatement
+
+        init(_ database: SQLiteDatabase) throws(RegistryError) {
+            self.database = database
+            try database.execute("""
+                CREATE TABLE IF NOT EXISTS deliveries(
+                  job_id TEXT NOT NULL, app TEXT NOT NULL, token TEXT NOT NULL, chunk TEXT, user_id TEXT, outcome TEXT NOT NULL,
+                  status INTEGER, reason TEXT, apns_id TEXT, apns_unique_id TEXT, attempts INTEGER NOT NULL, at INTEGER NOT NULL,
+                  day INTEGER NOT NULL, channel TEXT, request_id TEXT,
+                  UNIQUE(job_id, app, token));
+                CREATE INDEX IF NOT EXISTS deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL;
+                CREATE INDEX IF NOT EXISTS deliveries_token ON deliveries(token, at);
+                CREATE INDEX IF NOT EXISTS deliveries_day ON deliveries(day);
+                """)
+            insert = try database.prepare("""
+                INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, day, channel, request_id)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO NOTHING
+                """)
+            let columns = "job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, channel, request_id"
+            let window = "(?2 IS NULL OR at >= ?2) AND (?3 IS NULL OR at <= ?3) ORDER BY at DESC, token LIMIT ?4"
+            finals = try database.prepare("SELECT \(columns) FROM deliveries WHERE job_id = ?1 AND app = ?2 AND token IN (SELECT value FROM json_each(?3))")
+            byJob = try database.prepare("SELECT \(columns) FROM deliveries WHERE job_id = ?1 AND \(window)")
+            byUser = try database.prepare("SELECT \(columns) FROM deliveries WHERE user_id = ?1 AND \(window)")
+            byToken = try database.prepare("SELECT \(columns) FROM deliveries WHERE token = ?1 AND \(window)")
+            expireSome = try database.prepare("DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries WHERE day < ?1 LIMIT ?2)")
+        }
+    }
+
+    /// Rows deleted per step of an expiry.
+    static let expiryStep: Int64 = 5_000
+
+    /// Opens (creating) the file and the table.
+    public init(path: String) throws(RegistryError) {
+        state = Mutex(try Connection(SQLiteDatabase(path: path)))
+    }
+
+    public func write(_ records: [DeliveryRecord]) async throws(RegistryError) {
+        guard !records.isEmpty else { return }
+        try state.withLock { connection throws(RegistryError) in
+            try connection.database.transaction { () throws(RegistryError) in
+                for record in records {
+                    try connection.insert.run([
+                        .text(record.jobID), .text(record.app), .text(record.token), Self.text(record.chunk), Self.text(record.user),
+                        .text(record.outcome), Self.integer(record.status), Self.text(record.reason), Self.text(record.apnsID),
+                        Self.text(record.apnsUniqueID), .integer(Int64(record.attempts)), .integer(record.at),
+                        .integer(DeliveryRecord.day(ofMilliseconds: record.at)), Self.text(record.channel), Self.text(record.requestID),
+                    ])
+                }
+            }
+        }
+    }
+
+    public func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord] {
+        guard !tokens.isEmpty else { return [:] }
+        let list = String(decoding: (try? JSONSerialization.data(withJSONObject: tokens)) ?? Data("[]".utf8), as: UTF8.self)
+        return try state.withLock { connection throws(RegistryError) in
+            var found: [String: DeliveryRecord] = [:]
+            try connection.finals.run([.text(job), .text(app), .text(list)]) { row in
+                let record = Self.record(row)
+                found[record.token] = record
+            }
+            return found
+        }
+    }
+
+    public func deliveries(_ query: DeliveryQuery) async throws(RegistryError) -> [DeliveryRecord] {
+        try state.withLock { connection throws(RegistryError) in
+            let (statement, subject): (SQLiteStatement, String) = switch query.subject {
+            case .job(let id): (connection.byJob, id)
+            case .user(let user): (connection.byUser, user)
+            case .token(let token): (connection.byToken, token)
+            }
+            var records: [DeliveryRecord] = []
+            try statement.run([.text(subject), Self.integer(query.since), Self.integer(query.until), .integer(Int64(query.limit))]) { row in
+                records.append(Self.record(row))
+            }
+            return records
+        }
+    }
+
+    public func expire(before: Int64) async throws(RegistryError) -> Int {
+        let day = DeliveryRecord.day(ofMilliseconds: before)
+        var total = 0
+        while true {
+            // One step per lock: the writers go between steps.
+            let removed = try state.withLock { connection throws(RegistryError) -> Int in
+                try connection.expireSome.run([.integer(day), .integer(Self.expiryStep)])
+                return connection.database.changes
+            }
+            total += removed
+            if removed < Self.expiryStep { return total }
+            await Task.yield()
+        }
+    }
+
+    private static func text(_ value: String?) -> SQLiteStatement.Value { value.map { .text($0) } ?? .null }
+    private static func integer<T: BinaryInteger>(_ value: T?) -> SQLiteStatement.Value { value.map { .integer(Int64($0)) } ?? .null }
+
+    private static func record(_ row: SQLiteStatement.Row) -> DeliveryRecord {
+        DeliveryRecord(
+            jobID: row.text(0) ?? "", chunk: row.text(3), app: row.text(1) ?? "", token: row.text(2) ?? "", user: row.text(4),
+            outcome: row.text(5) ?? "", status: row.text(6) == nil ? nil : Int(row.integer(6)), reason: row.text(7), apnsID: row.text(8),
+            apnsUniqueID: row.text(9), attempts: Int(row.integer(10)), at: row.integer(11), channel: row.text(12), requestID: row.text(13))
+    }
+}

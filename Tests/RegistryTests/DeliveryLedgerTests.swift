@@ -1,0 +1,84 @@
+import Foundation
+import Logging
+import PostgresRegistry
+import Registry
+import TestSupport
+import Testing
+
+/// The ledger's conformance suite: every store keeps, finds and expires records alike.
+@Suite("Delivery ledger stores")
+struct DeliveryLedgerTests {
+    enum Kind: String, CaseIterable, Sendable, CustomStringConvertible {
+        case sqlite, postgres
+        var description: String { rawValue }
+
+        func make() async throws -> any DeliveryLedger {
+            switch self {
+            case .sqlite:
+                return try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString.prefix(8)).db").path)
+            case .postgres:
+                let store = try await PostgresRegistryStore(url: try await TestPostgres.freshDatabase(), logger: Logger(label: "test.ledger"))
+                try await store.prepareLedger()
+                return store
+            }
+        }
+    }
+
+    static let now: Int64 = 1_795_000_000_000
+    static let day: Int64 = 86_400_000
+
+    static func record(_ job: String, _ index: Int, user: String? = nil, outcome: String = "delivered", at: Int64 = now) -> DeliveryRecord {
+        DeliveryRecord(
+            jobID: job, chunk: "1/2", app: "demo", token: TestDeviceTokens.hex(index, series: 0x1ED6), user: user, outcome: outcome,
+            status: outcome == "delivered" ? 200 : 410, reason: outcome == "delivered" ? nil : "Unregistered", apnsID: "apns-\(index)", attempts: 1, at: at)
+    }
+
+    @Test("a device's first final result is kept: written again, it stays as first written; finals finds a job's devices by token", arguments: Kind.allCases)
+    func finals(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        try await ledger.write([Self.record("j-1", 1, user: "u-1"), Self.record("j-1", 2, outcome: "rejected"), Self.record("j-2", 1)])
+        try await ledger.write([Self.record("j-1", 1, outcome: "failed")])
+        let tokens = [1, 2, 3].map { TestDeviceTokens.hex($0, series: 0x1ED6) }
+        let found = try await ledger.finals(job: "j-1", app: "demo", tokens: tokens)
+        #expect(Set(found.keys) == Set(tokens.prefix(2)))
+        #expect(found[tokens[0]] == Self.record("j-1", 1, user: "u-1"), "every field back as written, the first outcome kept")
+        #expect(found[tokens[1]]?.reason == "Unregistered" && found[tokens[1]]?.status == 410)
+        #expect(try await ledger.finals(job: "j-1", app: "other", tokens: tokens).isEmpty, "another app's job of the same id is another job")
+        #expect(try await ledger.finals(job: "j-1", app: "demo", tokens: []).isEmpty)
+        // A broadcast: the empty token, its channel and request id.
+        var broadcast = DeliveryRecord(jobID: "b-1", app: "demo", token: "", outcome: "delivered", status: 200, attempts: 1, at: Self.now, channel: "Y2g=", requestID: "r-1")
+        broadcast.chunk = nil
+        try await ledger.write([broadcast])
+        #expect(try await ledger.finals(job: "b-1", app: "demo", tokens: [""])[""] == broadcast)
+    }
+
+    @Test("by job, user or token: newest first, within since and until, at most limit", arguments: Kind.allCases)
+    func queries(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        try await ledger.write((0..<5).map { Self.record("j-\($0)", 7, user: "u-7", at: Self.now + Int64($0) * 1000) })
+        try await ledger.write([Self.record("j-0", 8, user: "u-8")])
+        let byUser = try await ledger.deliveries(DeliveryQuery(.user("u-7")))
+        #expect(byUser.map(\.jobID) == ["j-4", "j-3", "j-2", "j-1", "j-0"])
+        let window = try await ledger.deliveries(DeliveryQuery(.token(TestDeviceTokens.hex(7, series: 0x1ED6)), since: Self.now + 1000, until: Self.now + 3000))
+        #expect(window.map(\.jobID) == ["j-3", "j-2", "j-1"])
+        #expect(try await ledger.deliveries(DeliveryQuery(.user("u-7"), limit: 2)).map(\.jobID) == ["j-4", "j-3"])
+        #expect(Set(try await ledger.deliveries(DeliveryQuery(.job("j-0"))).map(\.user)) == ["u-7", "u-8"])
+        #expect(try await ledger.deliveries(DeliveryQuery(.user("nobody"))).isEmpty)
+    }
+
+    @Test("retention drops the days before the cut-off and keeps the rest", arguments: Kind.allCases)
+    func retention(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        let old = (0..<30).map { Self.record("old", $0, at: Self.now - 40 * Self.day) }
+        let older = (0..<5).map { Self.record("older", $0, at: Self.now - 41 * Self.day) }
+        try await ledger.write(old + older)
+        try await ledger.write([Self.record("new", 1)])
+        #expect(try await ledger.expire(before: Self.now - 30 * Self.day) == 35)
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("old"))).isEmpty)
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("new"))).count == 1)
+        #expect(try await ledger.expire(before: Self.now - 30 * Self.day) == 0)
+        // Written again after an expiry: the day comes back.
+        try await ledger.write([Self.record("old", 1, at: Self.now - 40 * Self.day)])
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("old"))).count == 1)
+    }
+}
