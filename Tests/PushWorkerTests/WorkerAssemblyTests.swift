@@ -122,36 +122,26 @@ struct WorkerAssemblyTests {
         #expect(try publisher.summaries(to: "t.results").first?.jobID == "j-1")
     }
 
-    @Test("the registry service's channel requests go to the app's channel manager once the fleet's tokens are agreed on")
+    @Test("the assembled registry service carries channel requests to the app's channel manager; with share_provider_tokens and without")
     func channelRequests() async throws {
-        let store = try SQLiteRegistryStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("assembly-\(UUID().uuidString.prefix(8)).db").path)
         let logger = Logger(label: "test.assembly")
-        // Tokens not shared: nothing to wait for.
-        let assembly = WorkerAssembly(try Self.plan(share: false), apns: ScriptedParts().apns, registry: RegistryResolver(store: store, logger: logger), logger: logger)
-        defer { assembly.shutdown() }
-        #expect(assembly.registryService() != nil)
-        let handler = RegistryCommandHandler(
-            store: store, queues: assembly.plan.settings.queues, apps: ["news", "sport", "chat"], channels: assembly.channelDirectory, logger: logger)
-        let publisher = RecordingPublisher(queues: ["replies"])
-        let settlement = await handler.handle(
-            Array(#"{"command": "create_channel", "app": "sport"}"#.utf8), properties: AMQPProperties(replyTo: "replies", messageID: "c-1"), via: publisher)
-        #expect(settlement == .acknowledge)
-        let reply = try #require(publisher.messages(to: "replies").first)
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])
-        #expect(object["ok"] as? Bool == true && (object["channel"] as? [String: Any])?["id"] as? String == "Y2hhbm5lbA==", "\(object)")
-
-        // Shared tokens: the directory waits until the worker's connections have agreed on them.
-        let shared = WorkerAssembly(try Self.plan(), apns: ScriptedParts().apns, logger: logger)
-        defer { shared.shutdown() }
-        let directory = shared.channelDirectory
-        let waiting = Task {
-            await RegistryCommandHandler(store: store, queues: shared.plan.settings.queues, apps: ["chat"], channels: directory, logger: logger)
-                .handle(Array(#"{"command": "list_channels", "app": "chat"}"#.utf8), properties: AMQPProperties(replyTo: "replies", messageID: "l-1"), via: publisher)
+        for share in [false, true] {
+            let store = try SQLiteRegistryStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("assembly-\(UUID().uuidString.prefix(8)).db").path)
+            let assembly = WorkerAssembly(try Self.plan(share: share), apns: ScriptedParts().apns, registry: RegistryResolver(store: store, logger: logger), logger: logger)
+            defer { assembly.shutdown() }
+            let handler = try #require(assembly.registryService?.handler)
+            let publisher = RecordingPublisher(queues: ["replies"])
+            let settlement = await handler.handle(
+                Array(#"{"command": "create_channel", "app": "sport"}"#.utf8), properties: AMQPProperties(replyTo: "replies", messageID: "c-1"), via: publisher)
+            #expect(settlement == .acknowledge)
+            let reply = try #require(publisher.messages(to: "replies").first)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])
+            #expect(object["ok"] as? Bool == true && (object["channel"] as? [String: Any])?["id"] as? String == "Y2hhbm5lbA==", "\(object)")
         }
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(publisher.messages(to: "replies").count == 1, "no answer before the tokens are agreed on")
-        shared.connections.tokensAgreed.open()
-        #expect(await waiting.value == .acknowledge)
-        #expect(publisher.messages(to: "replies").count == 2)
+        // Without a registry there is no registry service.
+        let bare = WorkerAssembly(try Self.plan(), apns: ScriptedParts().apns, logger: logger)
+        defer { bare.shutdown() }
+        #expect(bare.registryService == nil)
+        #expect(bare.services.count == 1, "the worker alone")
     }
 }

@@ -8,8 +8,9 @@ import ServiceLifecycle
 /// The composition root: the one place a worker is put together. It turns the checked plan
 /// into the parts — per app one sender, one admission and one channel manager, and one
 /// provider-token source per key whoever uses it (pushes, channel management, the fleet's
-/// agreement) — and the services that take them ready and connect in `run()`: the worker and,
-/// with a registry, the registry service. A new service is added here and nowhere else.
+/// agreement) — and the services that take them ready and connect in `run()`: the ledger's
+/// writer, the worker and, with a registry, the registry service. A new service is added here
+/// and nowhere else.
 ///
 /// Tests build it too, with scripted APNs parts, and run a lane's pipeline against a recording
 /// publisher (`pipeline(_:publisher:)`), as hummingbird's tests call `buildApplication`.
@@ -20,12 +21,17 @@ public struct WorkerAssembly: Sendable {
     public let tokenSources: ProviderTokenSources
     public let registry: RegistryResolver?
     public let authorizer: CommandAuthorizer?
+    /// Writes every device's final result to the ledger; nil with `ledger: off` or no store for it.
+    public let ledger: LedgerWriter?
     public let connections: WorkerConnections
+    public let worker: Worker
+    public let registryService: RegistryService?
     public let metrics: WorkerMetrics
     public let health: WorkerHealth
     public let logger: Logger
 
-    /// Builds the parts from the plan and the registry it names, opened (and its schema migrated).
+    /// Builds the parts from the plan, the registry it names (opened, its schema migrated) and
+    /// the ledger it keeps.
     public static func build(
         _ plan: WorkerPlan, apns: APNsParts = .http2, metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> WorkerAssembly {
@@ -33,24 +39,26 @@ public struct WorkerAssembly: Sendable {
         let store = try await plan.configuration.openRegistryStore(file: plan.file, logger: logger)
         let authorizer = try await plan.configuration.registryAuthorizer(file: plan.file)
         if let store { health.watch(registry: store) }
+        let ledger = try await plan.openLedger(registry: store, logger: logger)
         return WorkerAssembly(
-            plan, apns: apns, registry: store.map { RegistryResolver(store: $0, logger: logger) }, authorizer: authorizer,
+            plan, apns: apns, registry: store.map { RegistryResolver(store: $0, logger: logger) }, authorizer: authorizer, ledger: ledger,
             metrics: metrics, health: health, logger: logger)
     }
 
-    /// Builds the parts with a registry already open (or none).
+    /// Builds the parts with a registry and a ledger already open (or none).
     public init(
         _ plan: WorkerPlan, apns: APNsParts = .http2, registry: RegistryResolver? = nil, authorizer: CommandAuthorizer? = nil,
-        metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
+        ledger: (any DeliveryLedger)? = nil, metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
     ) {
         var sources = ProviderTokenSources()
-        apps = plan.apps.map { app in
+        let apps = plan.apps.map { app in
             var client = app.client
             sources.share(&client)
             return AppParts(
                 plan: app, sender: apns.sender(client, logger), admission: DeviceAdmission(maxInFlight: app.maxInFlight, nowReserve: app.nowReserve),
                 channels: apns.channels(client))
         }
+        self.apps = apps
         tokenSources = sources
         self.plan = plan
         self.registry = registry
@@ -58,67 +66,69 @@ public struct WorkerAssembly: Sendable {
         self.metrics = metrics
         self.health = health
         self.logger = logger
+        let writer = ledger.map { LedgerWriter(ledger: $0, retentionDays: plan.settings.ledger.retentionDays, logger: logger) }
+        self.ledger = writer
         let shared = plan.settings.shareProviderTokens && !sources.all.isEmpty
-        connections = WorkerConnections(
+        let connections = WorkerConnections(
             broker: plan.broker, tokens: shared ? .init(sources: sources.all, exchange: plan.settings.queues.tokensExchange) : nil,
             file: plan.file, health: health, logger: logger)
-        health.appsLoaded()
-    }
-
-    /// A lane's pipeline over `publisher`: the worker's, once connected, or a recording one.
-    public func pipeline(_ lane: Lane, publisher: any MessagePublishing) -> JobPipeline {
-        JobPipeline(
-            settings: plan.settings, lane: lane, apps: apps.map(\.pipelineApp), publisher: publisher,
-            resolver: registry ?? ExplicitTokenResolver(), feedback: registry, badges: registry, metrics: metrics, logger: logger)
-    }
-
-    /// What each lane consumes: the now lane `push.jobs`, the bulk lane each app's bulk queue by
-    /// its weight, so one app's broadcast neither waits behind another's nor takes all of the worker.
-    public var lanes: [Worker.LanePlan] {
-        [
-            Worker.LanePlan(lane: .now, queues: [(plan.settings.queues.jobs, UInt16(plan.settings.lanes.nowPrefetch))]) { pipeline(.now, publisher: $0) },
-            Worker.LanePlan(lane: .bulk, queues: apps.map { ($0.plan.bulkQueue, $0.plan.bulkPrefetch) }) { pipeline(.bulk, publisher: $0) },
-        ]
-    }
-
-    /// Each app's channel manager, for the registry service's channel requests; they wait for the
-    /// fleet's provider tokens, so APNs sees the one token per key.
-    public var channelDirectory: ChannelDirectory {
-        ChannelDirectory(
-            managers: Dictionary(uniqueKeysWithValues: apps.map { ($0.plan.name, (manager: $0.channels, bundleID: $0.plan.bundleID)) }),
-            ready: connections.tokensAgreed)
-    }
-
-    public func worker() -> Worker {
+        self.connections = connections
         let settings = plan.settings
+        let pipeline: @Sendable (Lane, any MessagePublishing) -> JobPipeline = { lane, publisher in
+            JobPipeline(
+                settings: settings, lane: lane, apps: apps.map(\.pipelineApp), publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
+                feedback: registry, badges: registry, ledger: writer, metrics: metrics, logger: logger)
+        }
+        self.pipelineMaker = pipeline
+        // What each lane consumes: the now lane `push.jobs`, the bulk lane each app's bulk queue by
+        // its weight, so one app's broadcast neither waits behind another's nor takes all of the worker.
+        let lanes = [
+            Worker.LanePlan(lane: .now, queues: [(settings.queues.jobs, UInt16(settings.lanes.nowPrefetch))]) { pipeline(.now, $0) },
+            Worker.LanePlan(lane: .bulk, queues: apps.map { ($0.plan.bulkQueue, $0.plan.bulkPrefetch) }) { pipeline(.bulk, $0) },
+        ]
+        self.lanes = lanes
         let started: Logger.Metadata = [
             "queue": "\(settings.queues.jobs)", "prefetch": "\(settings.lanes.nowPrefetch)",
             "bulk_queues": "\(settings.queues.bulkJobs).<app>", "bulk_prefetch": "\(settings.amqp.prefetch) × weight",
-            "apps": "\(apps.map(\.plan.name).joined(separator: ","))",
+            "apps": "\(apps.map(\.plan.name).joined(separator: ","))", "ledger": "\(writer == nil ? "off" : "on")",
         ]
-        return Worker(broker: connections, lanes: lanes, senders: apps.map(\.sender), started: started, logger: logger)
+        worker = Worker(broker: connections, lanes: lanes, senders: apps.map(\.sender), started: started, logger: logger)
+        let channels = ChannelDirectory(managers: Dictionary(uniqueKeysWithValues: apps.map { ($0.plan.name, (manager: $0.channels, bundleID: $0.plan.bundleID)) }))
+        self.channelDirectory = channels
+        registryService = registry.map { registry in
+            RegistryService(
+                broker: plan.broker,
+                handler: RegistryCommandHandler(
+                    store: registry.store, authorizer: authorizer, queues: settings.queues, apps: Set(apps.map(\.plan.name)),
+                    channels: channels, metrics: metrics, logger: logger),
+                after: connections.connected, health: health, logger: logger)
+        }
+        Self.sampleGauges(of: apps, into: metrics)
+        health.appsLoaded()
     }
 
-    /// The registry's service, or nil without a registry.
-    public func registryService() -> RegistryService? {
-        guard let registry else { return nil }
-        return RegistryService(
-            broker: plan.broker,
-            handler: RegistryCommandHandler(
-                store: registry.store, authorizer: authorizer, queues: plan.settings.queues, apps: Set(apps.map(\.plan.name)),
-                channels: channelDirectory, metrics: metrics, logger: logger),
-            health: health, logger: logger)
+    private let pipelineMaker: @Sendable (Lane, any MessagePublishing) -> JobPipeline
+    /// What each lane consumes, and its pipeline.
+    public let lanes: [Worker.LanePlan]
+    /// Each app's channel manager, for the registry service's channel requests.
+    public let channelDirectory: ChannelDirectory
+
+    /// A lane's pipeline over `publisher`: the worker's, once connected, or a recording one.
+    public func pipeline(_ lane: Lane, publisher: any MessagePublishing) -> JobPipeline {
+        pipelineMaker(lane, publisher)
     }
 
-    /// The services in the order a service group starts them (it stops them in reverse: the
-    /// registry's first, then the worker's drain).
-    public func services() -> [any Service] {
-        sampleGauges()
-        return [worker()] + (registryService().map { [$0] } ?? [])
+    /// The services in the order a service group starts them; it stops them in reverse: the
+    /// registry's first, then the worker's drain, then the ledger's writer, which writes what the
+    /// drain left. A service that fails shuts the others down gracefully: a worker sending a job
+    /// finishes it rather than be cancelled half-way (and send it again when it comes back).
+    public var services: [ServiceGroupConfiguration.ServiceConfiguration] {
+        let services: [any Service] = (ledger.map { [$0] } ?? []) + [worker] + (registryService.map { [$0] } ?? [])
+        return services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) }
     }
 
     /// Requests in flight and open connections per app, read at each scrape.
-    private func sampleGauges() {
+    private static func sampleGauges(of apps: [AppParts], into metrics: WorkerMetrics) {
         let gauges = apps.map { app in
             let dimensions = [("app", app.plan.name)]
             return (app.sender, CoreMetrics.Gauge(label: "pushworker_apns_requests_in_flight", dimensions: dimensions),

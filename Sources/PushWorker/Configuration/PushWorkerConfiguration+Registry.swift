@@ -28,7 +28,7 @@ extension PushWorkerConfiguration {
         guard let path = settings.sqlite, !path.isEmpty else {
             throw ConfigurationError(file: file, key: "registry", "names no store; expected {sqlite: FILE} or {postgres: URL}")
         }
-        let resolved = path.hasPrefix("/") ? path : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(path).path
+        let resolved = Self.path(path, besides: file)
         do {
             return try SQLiteRegistryStore(path: resolved)
         } catch {
@@ -65,5 +65,10 @@ extension PushWorkerConfiguration {
         } catch {
             throw ConfigurationError(file: file, key: "registry.auth", "cannot use its key: \(error)")
         }
+    }
+
+    /// A path as the configuration names it: relative ones from the configuration file's folder.
+    static func path(_ path: String, besides file: String) -> String {
+        path.hasPrefix("/") ? path : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(path).path
     }
 }

@@ -170,6 +170,45 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         return topology
     }
 
+    /// The delivery ledger: every device's final result kept, for asking later and so that a job
+    /// that comes back after a fault sends no device twice. On by default, in the registry's store;
+    /// `ledger: off` turns it off, `sqlite` names a file of its own (the only place for it without
+    /// a registry).
+    public struct Ledger: Sendable, Decodable, Equatable {
+        public var enabled = true
+        /// Days a record is kept (1–3650).
+        public var retentionDays = 30
+        /// An SQLite file (relative to the configuration file).
+        public var sqlite: String?
+
+        public init() {}
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case retentionDays = "retention_days", sqlite
+        }
+
+        public init(from decoder: Decoder) throws {
+            // `off` (or false): YAML may read the word as a boolean or as a string.
+            if let single = try? decoder.singleValueContainer() {
+                if let flag = try? single.decode(Bool.self) {
+                    enabled = flag
+                    return
+                }
+                if let word = try? single.decode(String.self) {
+                    guard word == "off" || word == "on" else {
+                        throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "'\(word)' is not off, on or a mapping {retention_days, sqlite}"))
+                    }
+                    enabled = word == "on"
+                    return
+                }
+            }
+            try KnownKeys.check(decoder, CodingKeys.self)
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            retentionDays = try container.decodeIfPresent(Int.self, forKey: .retentionDays) ?? retentionDays
+            sqlite = try container.decodeIfPresent(String.self, forKey: .sqlite)
+        }
+    }
+
     /// Where users, devices, groups and preferences are kept; none: only explicit tokens.
     public struct Registry: Sendable, Decodable, Equatable {
         /// An SQLite file, shared by the workers of one host (relative to the configuration file).
@@ -277,6 +316,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     public var retryInitialDelayMilliseconds = 200
     /// Seconds a worker takes to finish what it holds after SIGTERM.
     public var shutdownGraceSeconds = 30
+    public var ledger = Ledger()
     /// Whether the workers agree on one provider token per key over the broker (the tokens
     /// exchange), so APNs sees one token however many replicas run; false: each signs its own.
     public var shareProviderTokens = true
@@ -287,7 +327,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     /// Read from the top level of the configuration file, beside `apps`: the file's unknown keys
     /// are refused there (`PushWorkerConfiguration`), which knows both sets.
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case amqp, queues, registry, lanes
+        case amqp, queues, registry, lanes, ledger
         case chunkSize = "chunk_size"
         case retryMaxAttempts = "retry_max_attempts"
         case retryInProcessAttempts = "retry_in_process_attempts"
@@ -306,6 +346,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         queues = try container.decodeIfPresent(Names.self, forKey: .queues) ?? queues
         registry = try container.decodeIfPresent(Registry.self, forKey: .registry)
         lanes = try container.decodeIfPresent(Lanes.self, forKey: .lanes) ?? lanes
+        ledger = try container.decodeIfPresent(Ledger.self, forKey: .ledger) ?? ledger
         retryMaxAttempts = try container.decodeIfPresent(Int.self, forKey: .retryMaxAttempts) ?? retryMaxAttempts
         retryInProcessAttempts = try container.decodeIfPresent(Int.self, forKey: .retryInProcessAttempts) ?? retryInProcessAttempts
         retryDelaysMilliseconds = try container.decodeIfPresent([Int].self, forKey: .retryDelaysMilliseconds) ?? retryDelaysMilliseconds

@@ -56,7 +56,7 @@ public struct JobPipeline: Sendable {
     public init(
         settings: WorkerSettings, lane: Lane = .now, apps: [App], publisher: any MessagePublishing,
         resolver: any AudienceResolver = ExplicitTokenResolver(), feedback: (any DeviceFeedback)? = nil,
-        badges: (any BadgeCounter)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        badges: (any BadgeCounter)? = nil, ledger: (any DeliveryLedgerWriting)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         let results = ResultPublisher(publisher: publisher)
         self.settings = settings
@@ -70,7 +70,7 @@ public struct JobPipeline: Sendable {
             apps.map { app in
                 (app.name, JobProcessor(
                     client: app.sender, admission: app.admission, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
-                    lane: lane, feedback: feedback, badges: badges, metrics: metrics, logger: logger))
+                    lane: lane, feedback: feedback, badges: badges, ledger: ledger, metrics: metrics, logger: logger))
             },
             uniquingKeysWith: { first, _ in first })
         self.results = results
@@ -125,7 +125,7 @@ public struct JobPipeline: Sendable {
                 return await refusal.refuse(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
             }
             if let channel = job.audience.channel {
-                _ = try await processor.broadcast(job, channel: channel, replyTo: replyTo, chunk: delivery.chunk)
+                _ = try await processor.broadcast(job, channel: channel, replyTo: replyTo, chunk: delivery.chunk, consultLedger: delivery.mayRepeat)
                 metrics.job(.done, lane: lane)
                 return .acknowledge
             }
@@ -159,7 +159,8 @@ public struct JobPipeline: Sendable {
                 for index in recipients.indices { recipients[index].badge = badges[recipients[index].token] }
             }
             let report = try await processor.process(
-                job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved)
+                job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved,
+                consultLedger: delivery.mayRepeat)
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }

@@ -7,11 +7,18 @@ extension JobProcessor {
     /// the channel and APNs' request id, then the summary. Never handed on as a retry job: a
     /// retry job carries devices, and a broadcast has none (APNs alone knows the subscribers).
     /// Nothing is filtered either: preferences belong to users, and a channel names none.
-    func broadcast(_ job: PushJob, channel: String, replyTo: String, chunk: String?) async throws -> Report {
+    func broadcast(_ job: PushJob, channel: String, replyTo: String, chunk: String?, consultLedger: Bool = false) async throws -> Report {
         let start = ContinuousClock.now
+        if consultLedger, let ledger, let held = await ledger.finals(job: job.id, app: appName, tokens: [""])[""] {
+            // Came back after a fault, its one result published already: nothing to send again.
+            let ends = DeviceEnds(batch: nil, chunk: chunk)
+            ends.record([Outcome(rawValue: held.outcome) ?? .failed: 1])
+            logger.notice("broadcast came back: its result is in the ledger, not sent again", metadata: ["job": "\(job.id)", "channel": "\(channel)"])
+            return Report(summary: try await summarize(job, devices: 1, ends: ends, start: start, replyTo: replyTo, chunk: chunk, error: nil), handedOn: [])
+        }
         let slots = await admission.admit(upTo: 1, lane: lane)
         defer { slots.releaseOne() }
-        let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil)
+        let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil, chunk: chunk)
         // Ours, so a job's result names the request even when APNs' answer never came.
         let requestID = UUID()
         let request = APNsRequest(

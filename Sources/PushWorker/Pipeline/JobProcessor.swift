@@ -2,6 +2,7 @@ import AMQP
 import APNs
 import Foundation
 import Logging
+import Registry
 import Synchronization
 
 /// Sends one job to its recipients and publishes one final result per device, then the summary.
@@ -23,14 +24,18 @@ public struct JobProcessor: Sendable {
     public var feedback: (any DeviceFeedback)?
     /// Counts badges for jobs that ask (the registry, when there is one).
     public var badges: (any BadgeCounter)?
+    /// Keeps every device's final result once it is published, and knows the devices of a job
+    /// that comes back which have one already (`ledger:` on).
+    public var ledger: (any DeliveryLedgerWriting)?
     public var metrics: WorkerMetrics
     public var logger: Logger
 
     public init(
         client: any NotificationSending, admission: DeviceAdmission, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
-        lane: Lane = .now, feedback: (any DeviceFeedback)? = nil, badges: (any BadgeCounter)? = nil, metrics: WorkerMetrics = WorkerMetrics(),
-        logger: Logger = Logger(label: "pushworker.job")
+        lane: Lane = .now, feedback: (any DeviceFeedback)? = nil, badges: (any BadgeCounter)? = nil, ledger: (any DeliveryLedgerWriting)? = nil,
+        metrics: WorkerMetrics = WorkerMetrics(), logger: Logger = Logger(label: "pushworker.job")
     ) {
+        self.ledger = ledger
         self.badges = badges
         self.lane = lane
         self.metrics = metrics
@@ -64,10 +69,13 @@ public struct JobProcessor: Sendable {
         let removed = Atomic<Int>(0)
         /// A `results: batched` job's results not yet published.
         let batch: ResultBatch?
+        /// The job's chunk, for the ledger's records.
+        let chunk: String?
 
-        init(batch: ResultBatch?) {
+        init(batch: ResultBatch?, chunk: String?) {
             state = Mutex(([:], []))
             self.batch = batch
+            self.chunk = chunk
         }
 
         func record(_ outcomes: [Outcome: Int]) {
@@ -91,16 +99,32 @@ public struct JobProcessor: Sendable {
     ///   - filtered: devices the job's type excludes by their owners' preferences; they get
     ///     outcome `filtered` and no request.
     ///   - error: what the summary reports besides the outcomes (an audience it could not resolve).
+    ///   - consultLedger: the job may have been here before (redelivered, or a chunk): devices
+    ///     the ledger holds are not sent again.
     public func process(
-        _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil
+        _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil,
+        consultLedger: Bool = false
     ) async throws -> Report {
         let start = ContinuousClock.now
-        let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil)
+        let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil, chunk: chunk)
         let devices = recipients.count + filtered.count
+        var recipients = recipients, filtered = filtered
+        if consultLedger, let ledger {
+            // A job or chunk that came back (a node lost, a worker killed): the devices the ledger
+            // holds had their result published already; count them, send and publish nothing.
+            let held = await ledger.finals(job: job.id, app: appName, tokens: (recipients + filtered).map(\.token))
+            if !held.isEmpty {
+                recipients.removeAll { held[$0.token] != nil }
+                filtered.removeAll { held[$0.token] != nil }
+                ends.record(held.values.reduce(into: [Outcome: Int]()) { counts, record in counts[Outcome(rawValue: record.outcome) ?? .failed, default: 0] += 1 })
+                logger.notice("job came back: devices with a result in the ledger are not sent again", metadata: [
+                    "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "skipped": "\(held.count)", "devices": "\(devices)",
+                ])
+            }
+        }
         if !filtered.isEmpty { ends.record([.filtered: filtered.count]) }
         // A counted badge: each registered device's counter goes up before it is sent; a token the
         // registry does not know has no counter, and gets no made-up number.
-        var recipients = recipients
         var badgeCounts: [String: Int] = [:]
         if let badge = job.badge {
             // A retry round's devices bring the count their first round gave them.
@@ -164,6 +188,8 @@ public struct JobProcessor: Sendable {
         _ job: PushJob, devices: Int, ends: DeviceEnds, start: ContinuousClock.Instant, replyTo: String, chunk: String?, error: JobError?
     ) async throws -> JobSummary {
         if let rest = ends.batch?.drain() { try await publish(rest, of: job, to: replyTo, ends: ends) }
+        // Every result in the ledger before the summary goes (and so before the job is acknowledged).
+        await ledger?.sync()
         var summary = JobSummary(
             jobID: job.id, app: appName, devices: devices, outcomes: ends.outcomes, error: error,
             durationMilliseconds: Int((ContinuousClock.now - start) / .milliseconds(1)))
@@ -309,16 +335,21 @@ public struct JobProcessor: Sendable {
     /// `failures` for a device not delivered), added to the batch (`batched`, published when
     /// full), or only counted (`none`).
     func report(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
+        // Kept in the ledger once published (`batched`: once its message is), never before: a
+        // device the ledger holds is not published again when its job comes back.
+        let record = ledger.map { _ in result.ledgerRecord(chunk: ends.chunk) }
         switch job.results {
         case .all:
             try await publish(result, to: replyTo, ends: ends)
         case .failures where result.outcome.isFailure:
             try await publish(result, to: replyTo, ends: ends)
         case .batched:
-            if let full = ends.batch?.add(result) { try await publish(full, of: job, to: replyTo, ends: ends) }
+            if let full = ends.batch?.add(result, record: record) { try await publish(full, of: job, to: replyTo, ends: ends) }
+            return
         case .failures, .none:
             break
         }
+        if let record { await ledger?.append([record]) }
     }
 
     /// A result the broker returns (its reply queue was deleted after the job's check) is
@@ -337,5 +368,6 @@ public struct JobProcessor: Sendable {
         } catch let error as AMQPError where error.kind == .returned {
             ends.unroutable.add(batch.count, ordering: .relaxed)
         }
+        await ledger?.append(batch.records)
     }
 }

@@ -1,3 +1,4 @@
+import Registry
 import Synchronization
 
 /// The per-device results of a `results: batched` job or chunk, packed into `results` messages:
@@ -13,6 +14,8 @@ final class ResultBatch: Sendable {
     struct Message: Sendable {
         var body: [UInt8]
         var count: Int
+        /// The ledger's records of the results in the message, kept once it is published.
+        var records: [DeliveryRecord] = []
     }
 
     /// A batch goes once its results pass this many bytes: about 900 results of 280 bytes, so the
@@ -22,7 +25,7 @@ final class ResultBatch: Sendable {
 
     private let prefix: [UInt8]
     private let maximumBytes: Int
-    private let state: Mutex<(bytes: [UInt8], count: Int)>
+    private let state: Mutex<(bytes: [UInt8], count: Int, records: [DeliveryRecord])>
 
     init(jobID: String, app: String, chunk: String?, maximumBytes: Int = ResultBatch.defaultMaximumBytes) {
         var prefix = Array(#"{"app":"#.utf8)
@@ -34,16 +37,18 @@ final class ResultBatch: Sendable {
         prefix += #","results":["#.utf8
         self.prefix = prefix
         self.maximumBytes = maximumBytes
-        state = Mutex((prefix, 0))
+        state = Mutex((prefix, 0, []))
     }
 
-    /// Adds a device's result; returns the batch when it is full, for the caller to publish.
-    func add(_ result: PushResult) -> Message? {
+    /// Adds a device's result (and its ledger record, when there is a ledger); returns the batch
+    /// when it is full, for the caller to publish.
+    func add(_ result: PushResult, record: DeliveryRecord? = nil) -> Message? {
         let json = result.json  // written outside the lock: the part that costs
-        let full = state.withLock { state -> (bytes: [UInt8], count: Int)? in
+        let full = state.withLock { state -> (bytes: [UInt8], count: Int, records: [DeliveryRecord])? in
             if state.count > 0 { state.bytes.append(UInt8(ascii: ",")) }
             state.bytes += json
             state.count += 1
+            if let record { state.records.append(record) }
             guard state.bytes.count - prefix.count >= maximumBytes else { return nil }
             return take(&state)
         }
@@ -58,16 +63,19 @@ final class ResultBatch: Sendable {
     /// Swaps the batch out under the lock; it is closed outside it, with no copy (its buffer is
     /// then referenced once). The fresh buffer reserves nothing: the drain at the end of every
     /// job, one-device jobs included, would otherwise allocate a full batch to throw away.
-    private func take(_ state: inout (bytes: [UInt8], count: Int)) -> (bytes: [UInt8], count: Int) {
+    private func take(_ state: inout (bytes: [UInt8], count: Int, records: [DeliveryRecord])) -> (bytes: [UInt8], count: Int, records: [DeliveryRecord]) {
         var fresh = prefix
         swap(&state.bytes, &fresh)
-        defer { state.count = 0 }
-        return (fresh, state.count)
+        defer {
+            state.count = 0
+            state.records = []
+        }
+        return (fresh, state.count, state.records)
     }
 
-    private static func close(_ batch: (bytes: [UInt8], count: Int)) -> Message {
+    private static func close(_ batch: (bytes: [UInt8], count: Int, records: [DeliveryRecord])) -> Message {
         var body = batch.bytes
         body += "]}".utf8
-        return Message(body: body, count: batch.count)
+        return Message(body: body, count: batch.count, records: batch.records)
     }
 }

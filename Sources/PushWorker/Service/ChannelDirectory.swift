@@ -11,13 +11,13 @@ public final class ChannelDirectory: Sendable {
 
     /// - Parameter managers: per app name, built by the assembly with the worker's provider-token
     ///   source for the app's key, so that channel management sends the pushes' token.
-    /// Opened once the worker's provider tokens are agreed on: a request before then would sign
-    /// a token of its own.
-    private let ready: OpenOnce
-
-    public init(managers: [String: (manager: any ChannelManaging, bundleID: String)], ready: OpenOnce = OpenOnce(open: true)) {
+    public init(managers: [String: (manager: any ChannelManaging, bundleID: String)]) {
         self.managers = managers
-        self.ready = ready
+    }
+
+    /// Refuses further requests (those under way finish).
+    public func shutdown() {
+        for entry in managers.values { entry.manager.shutdown() }
     }
 
     /// Carries the request out on APNs; the answer is the reply's JSON object (besides `"ok"`).
@@ -28,7 +28,6 @@ public final class ChannelDirectory: Sendable {
             throw RegistryError(.unknownApp, field: "app",
                 "app '\(request.app)' is not one the workers serve (configured: \(managers.keys.sorted().joined(separator: ", ")))")
         }
-        await ready.wait()
         do {
             switch request {
             case .create(_, let policy):

@@ -36,6 +36,11 @@ public struct RegistryCommandHandler: Sendable {
         self.logger = logger
     }
 
+    /// Closes what the handler holds (the channel managers).
+    func shutdown() {
+        channels?.shutdown()
+    }
+
     /// Whether `registry.auth` is on, for the service's start-up line.
     var auth: (issuer: String, audience: String)? { authorizer.map { ($0.issuer, $0.audience) } }
 

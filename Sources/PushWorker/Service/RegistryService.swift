@@ -6,7 +6,8 @@ import ServiceLifecycle
 /// settling its delivery as the handler says, in order. Built from ready parts; connects in `run()`.
 public final class RegistryService: Service, Sendable {
     private let broker: BrokerPlan
-    private let handler: RegistryCommandHandler
+    /// What it does with each command (public for the assembly's tests).
+    public let handler: RegistryCommandHandler
     /// The connections' settings, observed for `/readyz` from the start (before they connect).
     private let publishing: AMQPConfiguration
     private let consuming: AMQPConfiguration
@@ -14,7 +15,11 @@ public final class RegistryService: Service, Sendable {
     /// Set once connected, so a graceful shutdown can close it.
     private let consumer = OpenOnceValue<AMQPConsumer>()
 
-    public init(broker: BrokerPlan, handler: RegistryCommandHandler, health: WorkerHealth = WorkerHealth(), logger: Logger) {
+    /// Opened once the worker is connected (`WorkerConnections.connected`): this service connects after it.
+    private let after: OpenOnce
+
+    public init(broker: BrokerPlan, handler: RegistryCommandHandler, after: OpenOnce = OpenOnce(open: true), health: WorkerHealth = WorkerHealth(), logger: Logger) {
+        self.after = after
         self.broker = broker
         self.handler = handler
         publishing = health.observed(broker.amqp, name: "pushworker registry replies", as: "registry-replies")
@@ -28,7 +33,9 @@ public final class RegistryService: Service, Sendable {
     /// Connects, then applies commands until a graceful shutdown; the command in hand is finished first.
     public func run() async throws {
         let queue = broker.settings.queues.registry
-        let connected = try await untilGracefulShutdown({ [publishing, consuming, logger] in
+        defer { handler.shutdown() }
+        let connected = try await untilGracefulShutdown({ [after, publishing, consuming, logger] in
+            await after.wait()
             let publisher = try await AMQPPublisher.connect(publishing, logger: logger)
             do {
                 return (publisher, try await AMQPConsumer.connect(consuming, queue: queue, prefetch: Self.prefetch, logger: logger))

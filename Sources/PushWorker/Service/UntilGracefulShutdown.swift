@@ -21,6 +21,7 @@ func untilGracefulShutdown<Value: Sendable>(
         sink.yield(nil)
     }
     guard let first else {
+        working.cancel()  // for whatever in `work` heeds it; the rest is closed once it returns
         Task {
             if case .success(let value) = await working.value { await abandoned(value) }
         }

@@ -36,14 +36,14 @@ public final class Worker: Service, Sendable {
         case stop
     }
 
-    /// - Parameters:
-    ///   - broker: opens the worker's connections and agrees on the provider tokens.
-    ///   - senders: the apps' senders, closed when the worker stops.
-    ///   - started: logged with "worker started" once the connections are up.
     /// Job bodies larger than this are parsed as they arrive (`StreamedJobReader`) and never
     /// held whole; 1 MiB is ~15,000 tokens, well above a chunk job at the default chunk size.
     public static let streamJobsOverBytes = 1 << 20
 
+    /// - Parameters:
+    ///   - broker: opens the worker's connections and agrees on the provider tokens.
+    ///   - senders: the apps' senders, closed when the worker stops.
+    ///   - started: logged with "worker started" once the connections are up.
     public init(broker: WorkerConnections, lanes: [LanePlan], senders: [any OwnedNotificationSender], started: Logger.Metadata, logger: Logger) {
         self.broker = broker
         self.lanes = lanes

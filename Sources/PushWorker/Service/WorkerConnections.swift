@@ -24,15 +24,19 @@ public final class WorkerConnections: Sendable {
     }
 
     private let tokens: Tokens?
-    /// The connections' settings, observed for `/readyz` from the start (before they connect),
-    /// in the order they connect: the publishers, the consumers, the tokens.
+    /// The connections' settings, observed for `/readyz` from the start (before they connect):
+    /// the publishers, the consumers, the tokens (registered in that order, as `/readyz` lists
+    /// them; connected publishers, tokens, consumers).
     private let publishing: [AMQPConfiguration]
     private let consuming: [AMQPConfiguration]
     private let tokensAMQP: AMQPConfiguration?
     private let file: String
     private let logger: Logger
-    /// Opened once the provider tokens are agreed on (or found not to be shared, or the start failed).
-    public let tokensAgreed: OpenOnce
+    /// Opened once the worker is connected and its provider tokens are agreed on: the registry
+    /// service connects after it, as it did when the worker started first, so a queue declared
+    /// otherwise than configured fails the worker's start (with the `queues migrate` hint), and a
+    /// channel request presents the fleet's token.
+    public let connected = OpenOnce()
     private let agreement = Mutex<ProviderTokenAgreement?>(nil)
 
     public init(broker: BrokerPlan, tokens: Tokens?, file: String, health: WorkerHealth, logger: Logger) {
@@ -43,12 +47,10 @@ public final class WorkerConnections: Sendable {
         tokensAMQP = tokens.map { _ in health.observed(amqp, name: "pushworker tokens", as: "tokens") }
         self.file = file
         self.logger = logger
-        tokensAgreed = OpenOnce(open: tokens == nil)
     }
 
     /// Connects every lane (`lanes` in the order now, bulk); a lane without queues is left out.
     func open(_ lanes: [Worker.LanePlan]) async throws -> [Route] {
-        defer { tokensAgreed.open() }
         var publishers: [AMQPPublisher] = []
         var routes: [Route] = []
         do {
@@ -80,6 +82,7 @@ public final class WorkerConnections: Sendable {
             throw error
         }
         for publisher in publishers where !routes.contains(where: { $0.publisher === publisher }) { await publisher.close() }
+        connected.open()
         return routes
     }
 

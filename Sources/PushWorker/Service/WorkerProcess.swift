@@ -23,8 +23,9 @@ public enum WorkerProcess {
         }
         let grace = plan.settings.shutdownGraceSeconds
         let escalation = await ShutdownEscalation(grace: grace, logger: logger)
+        let first: [any Service] = [escalation] + (endpoint.map { [$0] } ?? [])
         var group = ServiceGroupConfiguration(
-            services: ([escalation] + (endpoint.map { [$0] } ?? []) + assembly.services()).map { .init(service: $0) },
+            services: first.map { .init(service: $0) } + assembly.services,
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(grace)
         try await ServiceGroup(configuration: group).run()

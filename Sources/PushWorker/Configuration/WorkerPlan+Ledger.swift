@@ -1,0 +1,37 @@
+import Foundation
+import Logging
+import PostgresRegistry
+import Registry
+
+extension WorkerPlan {
+    /// The ledger the configuration keeps, opened: `ledger.sqlite` when named, else the
+    /// registry's store (its SQLite file, or its PostgreSQL partitioned by day); nil with
+    /// `ledger: off`, or without a registry or a file for it (said in the log).
+    public func openLedger(registry: (any RegistryStore)?, logger: Logger) async throws -> (any DeliveryLedger)? {
+        let settings = self.settings.ledger
+        guard settings.enabled else { return nil }
+        guard (1...3650).contains(settings.retentionDays) else {
+            throw ConfigurationError(file: file, key: "ledger.retention_days", "\(settings.retentionDays) is not between 1 and 3650")
+        }
+        let path: String
+        let key: String
+        if let own = settings.sqlite {
+            (path, key) = (PushWorkerConfiguration.path(own, besides: file), "ledger.sqlite")
+        } else if let sqlite = self.settings.registry?.sqlite, registry != nil {
+            (path, key) = (PushWorkerConfiguration.path(sqlite, besides: file), "registry.sqlite")
+        } else if let postgres = registry as? PostgresRegistryStore {
+            do { try await postgres.prepareLedger() } catch {
+                throw ConfigurationError(file: file, key: "ledger", "cannot make the ledger's table in the PostgreSQL registry: \(error.message)")
+            }
+            return postgres
+        } else {
+            logger.notice("no delivery ledger: without a registry it needs a file of its own (ledger: {sqlite: FILE}); ledger: off says so")
+            return nil
+        }
+        do {
+            return try SQLiteDeliveryLedger(path: path)
+        } catch {
+            throw ConfigurationError(file: file, key: key, "cannot open the ledger there: \(error.message). Name another file with ledger.sqlite, or set ledger: off")
+        }
+    }
+}

@@ -1,0 +1,14 @@
+import Registry
+
+/// What the pipeline needs of the ledger: to hand it final results (written in batches, off the
+/// send path), to wait until what it handed is written (before its job is acknowledged), and to
+/// ask which devices of a job that came back already have their result. `LedgerWriter` is the
+/// real one; the pipeline's tests use it over a real SQLite ledger.
+public protocol DeliveryLedgerWriting: Sendable {
+    func append(_ records: [DeliveryRecord]) async
+    /// Returns once every record appended before the call is written, or given up on (logged).
+    func sync() async
+    /// The records held for these tokens of the job; empty when the ledger cannot be read (the
+    /// devices are then sent: at least once, as without a ledger).
+    func finals(job: String, app: String, tokens: [String]) async -> [String: DeliveryRecord]
+}
