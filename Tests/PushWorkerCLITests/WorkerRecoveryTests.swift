@@ -1,6 +1,7 @@
 import AMQP
 import Foundation
 import MockAPNs
+import PushWorker
 import TestSupport
 import Testing
 
@@ -12,8 +13,8 @@ private struct JobUnderWay {
     let results: AMQPConsumer
 
     /// Starts a worker, publishes the job, and returns once the mock has accepted 300 of its devices.
-    static func start(id: String, count: Int, faults: [MockAPNsFault]) async throws -> JobUnderWay {
-        let setup = try await WorkerProcessTests.setUp(faults: faults, extra: "chunk_size: 500")
+    static func start(id: String, count: Int, faults: [MockAPNsFault], extra: String = "") async throws -> JobUnderWay {
+        let setup = try await WorkerProcessTests.setUp(faults: faults, extra: "chunk_size: 500\n" + extra)
         let prefix = setup.prefix
         let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
@@ -45,6 +46,31 @@ struct WorkerKillTests {
         try await second.waitForLog("worker started")
         let perDevice = try await collectResults(from: job.results, devices: 20_000, chunks: 40).perDevice
         #expect(perDevice.count == 20_000)
+        // At least once, without a ledger: the figure to hold the ledger's test against.
+        let pushedTwice = Dictionary(grouping: job.setup.mock.recorded, by: \.token).values.count { $0.count > 1 }
+        print("SIGKILL mid 20,000-device job without a ledger: \(pushedTwice) devices pushed twice, \(perDevice.values.count { $0 > 1 }) published twice")
+        #expect(try await second.stop() == 0, "\(second.log)")
+        await job.close()
+    }
+}
+
+extension WorkerKillTests {
+    @Test("with the delivery ledger, a worker killed with SIGKILL mid-job: the new worker pushes again at most max_in_flight devices and publishes no result twice beyond them")
+    func sigkillWithLedger() async throws {
+        let ledger = FileManager.default.temporaryDirectory.appendingPathComponent("kill-ledger-\(UUID().uuidString.prefix(8)).db").path
+        defer { try? FileManager.default.removeItem(atPath: ledger) }
+        let job = try await JobUnderWay.start(id: "killed-ledger", count: 20_000, faults: [], extra: "ledger: {sqlite: \(ledger)}")
+        _ = try await job.worker.stop(signal: SIGKILL)
+        let second = try RunningProgram.worker(config: job.setup.config)
+        try await second.waitForLog("worker started")
+        let perDevice = try await collectResults(from: job.results, devices: 20_000, chunks: 40).perDevice
+        #expect(perDevice.count == 20_000)
+        let pushedTwice = Dictionary(grouping: job.setup.mock.recorded, by: \.token).values.count { $0.count > 1 }
+        let publishedTwice = perDevice.values.count { $0 > 1 }
+        #expect(pushedTwice <= AppConfiguration.defaultMaxInFlight, "\(pushedTwice) devices pushed twice")
+        #expect(publishedTwice <= AppConfiguration.defaultMaxInFlight, "\(publishedTwice) devices with two results")
+        #expect(second.log.contains("devices with a result in the ledger are not sent again"), "\(second.log)")
+        print("SIGKILL mid 20,000-device job with the ledger: \(pushedTwice) devices pushed twice, \(publishedTwice) published twice")
         #expect(try await second.stop() == 0, "\(second.log)")
         await job.close()
     }

@@ -286,6 +286,11 @@ public struct JobProcessor: Sendable {
             "status": "\(result.status.map(String.init) ?? "-")", "reason": "\(result.reason ?? "-")", "attempts": "\(result.attempts)",
         ])
         try await report(result, of: job, to: replyTo, ends: ends)
+        // The device keeps its slot until its record is written (one commit shared by the devices
+        // finishing meanwhile): a device sent and not yet in the ledger always holds a slot, so a
+        // worker lost at any moment repeats at most the app's `max_in_flight` devices when its
+        // job comes back. (`batched`: also the results still in the batch, not yet published.)
+        await ledger?.sync()
         // Counted once its result is confirmed (`all`, `failures`), so the counter and the results a
         // producer reads agree; with `batched` once it is in the batch, which is confirmed before the summary.
         metrics.notification(app: appName, outcome: result.outcome, reason: reasonLabel)
