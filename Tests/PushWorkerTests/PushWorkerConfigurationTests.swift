@@ -1,5 +1,6 @@
 import APNsHTTP2
 import Foundation
+import Logging
 import PushWorker
 import TestSupport
 import Testing
@@ -106,6 +107,8 @@ struct PushWorkerConfigurationTests {
             ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    token: {key_id: k}\n", "apps[0].token.team_id: is missing"),
             ("metrics_address: 9090\napps: []\n", "metrics_address: '9090' is not HOST:PORT"),
             ("metrics_address: \"localhost:http\"\napps: []\n", "metrics_address: 'localhost:http' is not HOST:PORT"),
+            ("ledger: {retension_days: 7}\napps: []\n", "ledger.retension_days: unknown key; did you mean retention_days?"),
+            ("ledger: maybe\napps: []\n", "ledger: 'maybe' is not off, on or a mapping"),
         ])
     func invalid(yaml: String, expected: String) throws {
         let file = try temporaryFile(yaml)
@@ -116,6 +119,33 @@ struct PushWorkerConfigurationTests {
             #expect("\(error)".hasPrefix(file + ": "))
             #expect("\(error)".contains(expected), "\(error)")
         }
+    }
+
+    @Test("ledger: on by default for 30 days; off (as a word or false); a retention and a file of its own")
+    func ledger() throws {
+        #expect(try PushWorkerConfiguration.parse("apps: []\n", file: "f").worker.ledger == WorkerSettings.Ledger())
+        #expect(WorkerSettings.Ledger().enabled && WorkerSettings.Ledger().retentionDays == 30)
+        for off in ["off", "false", "\"off\""] {
+            #expect(try PushWorkerConfiguration.parse("ledger: \(off)\napps: []\n", file: "f").worker.ledger.enabled == false, "\(off)")
+        }
+        let kept = try PushWorkerConfiguration.parse("ledger: {retention_days: 7, sqlite: ledger.db}\napps: []\n", file: "f").worker.ledger
+        #expect(kept.enabled && kept.retentionDays == 7 && kept.sqlite == "ledger.db")
+    }
+
+    @Test("a ledger file that cannot be opened fails the start naming ledger.sqlite; no registry and no file: no ledger")
+    func ledgerFile() async throws {
+        let logger = Logger(label: "test.ledger")
+        let yaml = "ledger: {sqlite: /nonexistent-\(UUID().uuidString.prefix(6))/ledger.db}\napps: []\n"
+        let plan = try WorkerPlan(try PushWorkerConfiguration.parse(yaml, file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:])
+        do {
+            _ = try await plan.openLedger(registry: nil, logger: logger)
+            Issue.record("opened a ledger in a folder that does not exist")
+        } catch {
+            #expect("\(error)".contains("/tmp/f.yaml: ledger.sqlite: cannot open the ledger there"), "\(error)")
+            #expect("\(error)".contains("ledger: off"), "\(error)")
+        }
+        let none = try WorkerPlan(try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:])
+        #expect(try await none.openLedger(registry: nil, logger: logger) == nil)
     }
 
     @Test("credentials that cannot be used name the key, and never print a secret")

@@ -86,12 +86,27 @@ public enum EffectiveConfiguration {
                 throw ConfigurationError(file: file, key: "registry", "names no store; expected {sqlite: FILE} or {postgres: URL}")
             }
         }
+        root.append(("ledger", try Self.ledger(settings, file: file)))
         root.append(("apps", .sequence(.init(apps))))
         do {
             return try Yams.serialize(node: mapping(root), sortKeys: false)
         } catch {
             throw ConfigurationError(file: file, key: "", "cannot print the configuration: \(error)")
         }
+    }
+
+    /// The ledger and where it is kept: `off`, or its retention and store.
+    private static func ledger(_ settings: WorkerSettings, file: String) throws(ConfigurationError) -> Node {
+        let ledger = settings.ledger
+        guard ledger.enabled else { return scalar("off") }
+        guard (1...3650).contains(ledger.retentionDays) else {
+            throw ConfigurationError(file: file, key: "ledger.retention_days", "\(ledger.retentionDays) is not between 1 and 3650")
+        }
+        let store: String = if let sqlite = ledger.sqlite { sqlite }
+            else if let sqlite = settings.registry?.sqlite { "\(sqlite)  (the registry's file)" }
+            else if settings.registry?.postgres != nil { "the registry's PostgreSQL, partitioned by day" }
+            else { "none: without a registry, ledger.sqlite names its file" }
+        return mapping([("retention_days", scalar(ledger.retentionDays)), ("store", scalar(store))])
     }
 
     /// `metrics_address` as the worker will use it, checked, and marked when the environment set it.
