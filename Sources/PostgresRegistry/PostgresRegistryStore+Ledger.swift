@@ -23,6 +23,10 @@ extension PostgresRegistryStore: DeliveryLedger {
                 """,
                 "CREATE INDEX IF NOT EXISTS deliveries_user ON deliveries(user_id, at)",
                 "CREATE INDEX IF NOT EXISTS deliveries_token ON deliveries(token, at)",
+                """
+                CREATE TABLE IF NOT EXISTS idempotency(app TEXT NOT NULL, key TEXT NOT NULL, job_id TEXT NOT NULL, taken_at BIGINT NOT NULL,
+                  PRIMARY KEY (app, key))
+                """,
             ] {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
             }
@@ -114,7 +118,31 @@ extension PostgresRegistryStore: DeliveryLedger {
             removed += count
             ledgerDays.withLock { _ = $0.remove(day) }
         }
+        try await transaction { connection in
+            try await connection.query("DELETE FROM idempotency WHERE taken_at < \(before)", logger: self.logger)
+        }
         return removed
+    }
+
+    public func claim(key: String, app: String, job: String, again: Bool, now: Int64, freeBefore: Int64) async throws(RegistryError) -> String? {
+        // One statement takes a free or lapsed key; a worker asking at the same moment waits on
+        // the key's row and finds it taken.
+        try await read { connection in
+            var taken = false
+            for try await _ in try await connection.query("""
+                INSERT INTO idempotency(app, key, job_id, taken_at) VALUES (\(app), \(key), \(job), \(now))
+                ON CONFLICT (app, key) DO UPDATE SET job_id = EXCLUDED.job_id, taken_at = EXCLUDED.taken_at WHERE idempotency.taken_at < \(freeBefore)
+                RETURNING job_id
+                """, logger: self.logger).decode(String.self) {
+                taken = true
+            }
+            if taken { return nil }
+            var holder: String?
+            for try await found in try await connection.query("SELECT job_id FROM idempotency WHERE app = \(app) AND key = \(key)", logger: self.logger).decode(String.self) {
+                holder = found
+            }
+            return holder == job && again ? nil : holder
+        }
     }
 
     static let columns = "job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, channel, request_id"

@@ -81,4 +81,30 @@ struct DeliveryLedgerTests {
         try await ledger.write([Self.record("old", 1, at: Self.now - 40 * Self.day)])
         #expect(try await ledger.deliveries(DeliveryQuery(.job("old"))).count == 1)
     }
+
+    @Test("an idempotency key: taken once; a second job is told the first; a redelivery of the first goes on; a lapsed key is free; workers asking at once take it once", arguments: Kind.allCases)
+    func idempotency(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        let hour: Int64 = 3_600_000
+        func claim(_ job: String, key: String = "k", again: Bool = false, now: Int64 = DeliveryLedgerTests.now) async throws -> String? {
+            try await ledger.claim(key: key, app: "demo", job: job, again: again, now: now, freeBefore: now - 24 * hour)
+        }
+        #expect(try await claim("first") == nil)
+        #expect(try await claim("second") == "first")
+        #expect(try await claim("first", again: true) == nil, "the first job, redelivered")
+        #expect(try await claim("first") == "first", "the first job published again by its producer is a duplicate")
+        #expect(try await ledger.claim(key: "k", app: "other", job: "third", again: false, now: Self.now, freeBefore: 0) == nil, "keys are per app")
+        #expect(try await claim("late", now: Self.now + 25 * hour) == nil, "past the window the key is free")
+        #expect(try await claim("later", now: Self.now + 26 * hour) == "late")
+        // Ten workers at the same moment: the store decides, one takes it.
+        let holders = try await withThrowingTaskGroup(of: String?.self) { group in
+            for index in 0..<10 { group.addTask { try await claim("racer-\(index)", key: "race") } }
+            return try await group.reduce(into: [String?]()) { $0.append($1) }
+        }
+        #expect(holders.count { $0 == nil } == 1, "\(holders)")
+        #expect(Set(holders.compactMap { $0 }).count == 1, "the others all name the one that took it")
+        // Retention forgets keys with the records.
+        _ = try await ledger.expire(before: Self.now + 30 * hour)
+        #expect(try await claim("after", now: Self.now + 27 * hour) == nil)
+    }
 }

@@ -66,7 +66,9 @@ public struct WorkerAssembly: Sendable {
         self.metrics = metrics
         self.health = health
         self.logger = logger
-        let writer = ledger.map { LedgerWriter(ledger: $0, retentionDays: plan.settings.ledger.retentionDays, logger: logger) }
+        let writer = ledger.map {
+            LedgerWriter(ledger: $0, retentionDays: plan.settings.ledger.retentionDays, idempotencyHours: plan.settings.ledger.idempotencyHours, logger: logger)
+        }
         self.ledger = writer
         let shared = plan.settings.shareProviderTokens && !sources.all.isEmpty
         let connections = WorkerConnections(

@@ -106,7 +106,7 @@ public enum EffectiveConfiguration {
             else if let sqlite = settings.registry?.sqlite { "\(sqlite)  (the registry's file)" }
             else if settings.registry?.postgres != nil { "the registry's PostgreSQL, partitioned by day" }
             else { "none: without a registry, ledger.sqlite names its file" }
-        return mapping([("retention_days", scalar(ledger.retentionDays)), ("store", scalar(store))])
+        return mapping([("retention_days", scalar(ledger.retentionDays)), ("idempotency_hours", scalar(ledger.idempotencyHours)), ("store", scalar(store))])
     }
 
     /// `metrics_address` as the worker will use it, checked, and marked when the environment set it.

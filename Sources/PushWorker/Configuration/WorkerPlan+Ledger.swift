@@ -13,6 +13,11 @@ extension WorkerPlan {
         guard (1...3650).contains(settings.retentionDays) else {
             throw ConfigurationError(file: file, key: "ledger.retention_days", "\(settings.retentionDays) is not between 1 and 3650")
         }
+        guard (1...settings.retentionDays * 24).contains(settings.idempotencyHours) else {
+            throw ConfigurationError(
+                file: file, key: "ledger.idempotency_hours",
+                "\(settings.idempotencyHours) is not between 1 and the retention (\(settings.retentionDays * 24) hours): a key is remembered only as long as the ledger")
+        }
         let path: String
         let key: String
         if let own = settings.sqlite {

@@ -180,11 +180,15 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var retentionDays = 30
         /// An SQLite file (relative to the configuration file).
         public var sqlite: String?
+        /// Hours a job's `idempotency_key` keeps later jobs of the same key from being sent
+        /// (1 to the retention).
+        public var idempotencyHours = 24
 
         public init() {}
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case retentionDays = "retention_days", sqlite
+            case idempotencyHours = "idempotency_hours"
         }
 
         public init(from decoder: Decoder) throws {
@@ -206,6 +210,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             retentionDays = try container.decodeIfPresent(Int.self, forKey: .retentionDays) ?? retentionDays
             sqlite = try container.decodeIfPresent(String.self, forKey: .sqlite)
+            idempotencyHours = try container.decodeIfPresent(Int.self, forKey: .idempotencyHours) ?? idempotencyHours
         }
     }
 

@@ -23,7 +23,7 @@ public struct JobDecoder: Sendable {
     /// is an error instead of being silently ignored.
     static let fields: Set<String> = [
         "id", "app", "audience", "type", "subtype", "payload", "push_type", "priority", "expiration",
-        "collapse_id", "topic", "results", "reply_to", "live_activity",
+        "collapse_id", "topic", "results", "reply_to", "live_activity", "idempotency_key",
     ]
     /// Written by pushworker into chunk and retry jobs only: where their tokens live in the registry.
     static let chunkFields: Set<String> = ["token_namespace"]
@@ -179,12 +179,17 @@ public struct JobDecoder: Sendable {
             throw JobError(.invalidField, field: error.field, error.message)
         }
 
+        let idempotencyKey = try fields.string("idempotency_key")
+        if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 255 || idempotencyKey.utf8.contains(0) {
+            throw JobError(.invalidField, field: "idempotency_key", "idempotency_key must be 1 to 255 bytes, without NUL")
+        }
         var job = PushJob(
             id: id, app: app, audience: audience, type: try fields.string("type"), subtype: try fields.string("subtype"),
             payload: payload, pushType: pushType, priority: priority, expiration: expiration, collapseID: collapseID,
             topic: topic, results: results, replyTo: replyTo, badge: badge)
         job.liveActivity = liveActivity?.event
         job.tokenNamespace = tokenNamespace
+        job.idempotencyKey = idempotencyKey
         return job
     }
 

@@ -108,6 +108,9 @@ public struct PushJob: Sendable, Hashable {
     /// reaches push-to-start tokens; an update or end an activity's). Resolution and the 410
     /// feedback both use it, so a dead activity token is removed where it was registered.
     public var tokenNamespace: TokenNamespace = .devices
+    /// The producer's key for "this notification, once": a job whose key the fleet took within
+    /// the window is not sent again (its summary names the first job). Never in chunk jobs.
+    public var idempotencyKey: String?
 
     /// The registry's key for the job's tokens.
     public var registryApp: String { tokenNamespace.registryApp(app) }

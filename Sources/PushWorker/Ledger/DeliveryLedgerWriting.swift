@@ -11,4 +11,17 @@ public protocol DeliveryLedgerWriting: Sendable {
     /// The records held for these tokens of the job; empty when the ledger cannot be read (the
     /// devices are then sent: at least once, as without a ledger).
     func finals(job: String, app: String, tokens: [String]) async -> [String: DeliveryRecord]
+    /// Takes the job's idempotency key for the fleet, or says which job holds it.
+    /// - Parameter again: the job is a redelivery: its own earlier claim is not a duplicate.
+    func claim(key: String, app: String, job: String, again: Bool) async -> IdempotencyClaim
+}
+
+/// What became of a job's claim on its idempotency key.
+public enum IdempotencyClaim: Sendable, Equatable {
+    /// Taken: the job goes on.
+    case taken
+    /// Taken within the window by this earlier job: nothing is sent.
+    case duplicate(of: String)
+    /// The store cannot say now (the job goes back to the queue).
+    case unavailable(String)
 }

@@ -15,6 +15,8 @@ import ServiceLifecycle
 public final class LedgerWriter: DeliveryLedgerWriting, Service {
     private let ledger: any DeliveryLedger
     private let retention: Duration
+    /// How long a job's idempotency key keeps another job of the same key from being sent.
+    private let idempotencyWindow: Duration
     private let buffer = LedgerBuffer()
     private let logger: Logger
 
@@ -23,9 +25,10 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
     static let maximumPending = 50_000
     static let attempts = 5
 
-    public init(ledger: any DeliveryLedger, retentionDays: Int, logger: Logger) {
+    public init(ledger: any DeliveryLedger, retentionDays: Int, idempotencyHours: Int = 24, logger: Logger) {
         self.ledger = ledger
         retention = .seconds(retentionDays * 86_400)
+        idempotencyWindow = .seconds(idempotencyHours * 3600)
         self.logger = logger
     }
 
@@ -44,6 +47,17 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
         } catch {
             logger.error("cannot read the ledger; the job's devices are sent as without one", metadata: ["job": "\(job)", "error": "\(error)"])
             return [:]
+        }
+    }
+
+    public func claim(key: String, app: String, job: String, again: Bool) async -> IdempotencyClaim {
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        do {
+            let holder = try await ledger.claim(
+                key: key, app: app, job: job, again: again, now: now, freeBefore: now - Int64(idempotencyWindow.components.seconds) * 1000)
+            return holder.map { .duplicate(of: $0) } ?? .taken
+        } catch {
+            return .unavailable(error.message)
         }
     }
 

@@ -20,6 +20,8 @@ public final class WorkerMetrics: Sendable {
         case requeued
         /// A split job's chunk that came to the now lane (after a retry round), moved to the bulk lane.
         case movedToBulk = "moved_to_bulk"
+        /// Its idempotency key was taken by an earlier job: nothing sent, a summary naming it.
+        case duplicate
     }
 
     struct NotificationKey: Hashable, Sendable {

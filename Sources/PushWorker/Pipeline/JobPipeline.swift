@@ -48,6 +48,7 @@ public struct JobPipeline: Sendable {
     private let splitter: JobSplitter
     private let retries: RetryHandOff
     private let refusal: JobRefusal
+    private let ledger: (any DeliveryLedgerWriting)?
     private let metrics: WorkerMetrics
     private let logger: Logger
 
@@ -79,6 +80,7 @@ public struct JobPipeline: Sendable {
         self.splitter = JobSplitter(publisher: publisher, queues: settings.queues, chunkSize: settings.chunkSize, logger: logger)
         self.retries = RetryHandOff(
             publisher: publisher, queues: settings.queues, delaysMilliseconds: settings.retryDelaysMilliseconds, metrics: metrics, logger: logger)
+        self.ledger = ledger
         self.refusal = JobRefusal(publisher: publisher, results: results, queues: settings.queues, lane: lane, metrics: metrics, logger: logger)
         self.metrics = metrics
         self.logger = logger
@@ -123,6 +125,28 @@ public struct JobPipeline: Sendable {
             guard let processor = processors[job.app] else {
                 // The decoder only accepts configured apps; this keeps a job from hanging if that ever changes.
                 return await refusal.refuse(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
+            }
+            if let key = job.idempotencyKey, delivery.chunk == nil {
+                // Chunk and retry jobs carry no key: their job took it.
+                guard let ledger else {
+                    return await refusal.refuse(delivery, JobError(.invalidField, field: "idempotency_key",
+                        "idempotency_key needs the delivery ledger, and this worker keeps none (ledger: off, or no registry and no ledger.sqlite)"))
+                }
+                switch await ledger.claim(key: key, app: job.app, job: job.id, again: delivery.redelivered) {
+                case .taken:
+                    break
+                case .duplicate(let first):
+                    var summary = JobSummary(jobID: job.id, app: job.app, devices: 0, outcomes: [:], durationMilliseconds: 0)
+                    summary.duplicateOf = first
+                    try await results.publish(summary, to: replyTo)
+                    logger.info("job not sent: its idempotency key was taken by an earlier job", metadata: ["job": "\(job.id)", "duplicate_of": "\(first)"])
+                    metrics.job(.duplicate, lane: lane)
+                    return .acknowledge
+                case .unavailable(let problem):
+                    logger.error("cannot check the job's idempotency key; returning it to the queue", metadata: ["job": "\(job.id)", "error": "\(problem)"])
+                    metrics.job(.requeued, lane: lane)
+                    return .requeue
+                }
             }
             if let channel = job.audience.channel {
                 _ = try await processor.broadcast(job, channel: channel, replyTo: replyTo, chunk: delivery.chunk, consultLedger: delivery.mayRepeat)

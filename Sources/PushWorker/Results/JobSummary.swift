@@ -15,6 +15,8 @@ public struct JobSummary: Sendable, Hashable, Codable {
     public var retrying = 0
     /// Devices the registry removed or marked invalid because APNs called them dead.
     public var removed = 0
+    /// The job that took this job's `idempotency_key` first: this one sent nothing.
+    public var duplicateOf: String?
 
     public init(jobID: String, app: String?, devices: Int, outcomes: [Outcome: Int], error: JobError? = nil, durationMilliseconds: Int) {
         self.jobID = jobID
@@ -29,6 +31,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         case jobID = "job_id", app, devices, outcomes, error
         case durationMilliseconds = "duration_ms"
         case chunk, retrying, removed
+        case duplicateOf = "duplicate_of"
     }
 
     enum ErrorKeys: String, CodingKey { case code, field, message }
@@ -55,6 +58,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         chunk = try container.decodeIfPresent(String.self, forKey: .chunk)
         retrying = try container.decode(Int.self, forKey: .retrying)
         removed = try container.decodeIfPresent(Int.self, forKey: .removed) ?? 0
+        duplicateOf = try container.decodeIfPresent(String.self, forKey: .duplicateOf)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -77,5 +81,6 @@ public struct JobSummary: Sendable, Hashable, Codable {
         try container.encode(chunk, forKey: .chunk)
         try container.encode(retrying, forKey: .retrying)
         try container.encode(removed, forKey: .removed)
+        try container.encode(duplicateOf, forKey: .duplicateOf)
     }
 }

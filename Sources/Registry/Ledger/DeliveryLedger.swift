@@ -16,4 +16,8 @@ public protocol DeliveryLedger: Sendable {
     /// Drops the records of days wholly before `before` (milliseconds since 1970) in steps that
     /// never hold the writers up for long; returns how many went.
     func expire(before: Int64) async throws(RegistryError) -> Int
+    /// Takes an idempotency key for a job, the store deciding between workers that ask at once:
+    /// nil when it is taken now (the key was free, or last taken before `freeBefore`, or it is
+    /// this same job's again and `again` — a redelivery); else the id of the job that holds it.
+    func claim(key: String, app: String, job: String, again: Bool, now: Int64, freeBefore: Int64) async throws(RegistryError) -> String?
 }

@@ -10,7 +10,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
 
     private final class Connection: @unchecked Sendable {
         let database: SQLiteDatabase
-        let insert, finals, byJob, byUser, byToken, expireSome: SQLiteStatement
+        let insert, finals, byJob, byUser, byToken, expireSome, take, holder, expireKeys: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -23,7 +23,16 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
                 CREATE INDEX IF NOT EXISTS deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL;
                 CREATE INDEX IF NOT EXISTS deliveries_token ON deliveries(token, at);
                 CREATE INDEX IF NOT EXISTS deliveries_day ON deliveries(day);
+                CREATE TABLE IF NOT EXISTS idempotency(app TEXT NOT NULL, key TEXT NOT NULL, job_id TEXT NOT NULL, taken_at INTEGER NOT NULL,
+                  PRIMARY KEY (app, key));
                 """)
+            take = try database.prepare("""
+                INSERT INTO idempotency(app, key, job_id, taken_at) VALUES (?1, ?2, ?3, ?4)
+                ON CONFLICT(app, key) DO UPDATE SET job_id = excluded.job_id, taken_at = excluded.taken_at WHERE idempotency.taken_at < ?5
+                RETURNING job_id
+                """)
+            holder = try database.prepare("SELECT job_id FROM idempotency WHERE app = ?1 AND key = ?2")
+            expireKeys = try database.prepare("DELETE FROM idempotency WHERE taken_at < ?1")
             insert = try database.prepare("""
                 INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, day, channel, request_id)
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO NOTHING
@@ -100,8 +109,24 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
                 return connection.database.changes
             }
             total += removed
-            if removed < Self.expiryStep { return total }
+            if removed < Self.expiryStep {
+                try state.withLock { connection throws(RegistryError) in try connection.expireKeys.run([.integer(before)]) }
+                return total
+            }
             await Task.yield()
+        }
+    }
+
+    public func claim(key: String, app: String, job: String, again: Bool, now: Int64, freeBefore: Int64) async throws(RegistryError) -> String? {
+        try state.withLock { connection throws(RegistryError) -> String? in
+            try connection.database.transaction { () throws(RegistryError) -> String? in
+                var taken = false
+                try connection.take.run([.text(app), .text(key), .text(job), .integer(now), .integer(freeBefore)]) { _ in taken = true }
+                if taken { return nil }
+                var holder: String?
+                try connection.holder.run([.text(app), .text(key)]) { row in holder = row.text(0) }
+                return holder == job && again ? nil : holder
+            }
         }
     }
 

@@ -71,4 +71,42 @@ struct LedgerPipelineTests {
         #expect(await harness.run(Self.job("back", [1])) == .acknowledge)
         #expect(harness.sender.sent.count == 3)
     }
+
+    @Test("a job with an idempotency key is sent once: a second job of the key gets a summary naming the first and nothing is pushed; a redelivery of the first goes on")
+    func idempotencyKey() async throws {
+        let harness = try Harness()
+        defer { harness.writing.cancel() }
+        let first = #"{"id": "promo-1", "idempotency_key": "spring-sale", "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {"alert": "hi"}}}"#
+        #expect(await harness.run(first) == .acknowledge)
+        #expect(await harness.run(first.replacingOccurrences(of: "promo-1", with: "promo-2")) == .acknowledge)
+        #expect(harness.sender.sent.count == 1)
+        let summaries = try harness.publisher.summaries(to: Self.results)
+        #expect(summaries.count == 2)
+        #expect(summaries[1].jobID == "promo-2" && summaries[1].duplicateOf == "promo-1" && summaries[1].devices == 0, "\(summaries[1])")
+        #expect(summaries[0].duplicateOf == nil)
+        // The first job again, redelivered after a fault: not a duplicate (its device, in the ledger, is not sent again).
+        #expect(await harness.run(first, redelivered: true) == .acknowledge)
+        #expect(harness.sender.sent.count == 1)
+        #expect(try harness.publisher.summaries(to: Self.results).last?.duplicateOf == nil)
+    }
+
+    @Test("an idempotency key on a worker without a ledger is refused naming the field; a malformed key too")
+    func idempotencyWithoutLedger() async throws {
+        TestLog.bootstrap()
+        let sender = ScriptedSender()
+        let publisher = RecordingPublisher(queues: [Self.results])
+        let apps = [JobPipeline.App(name: "demo", topic: "com.example.app", sender: sender)]
+        let pipeline = JobPipeline(settings: WorkerSettings(), apps: apps, publisher: publisher, logger: Logger(label: "test.ledger"))
+        let job = #"{"id": "p", "idempotency_key": "k", "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {}}}"#
+        #expect(await pipeline.run(JobDelivery(body: Array(job.utf8), properties: AMQPProperties(replyTo: Self.results, messageID: "m"))) == .acknowledge)
+        #expect(sender.sent.isEmpty)
+        let letter = try #require(publisher.messages.first { $0.exchange == "push.dlx" })
+        #expect(letter.properties.headers?[WireHeader.errorField] == "idempotency_key")
+        let harness = try Harness()
+        defer { harness.writing.cancel() }
+        let long = String(repeating: "k", count: 256)
+        #expect(await harness.run(job.replacingOccurrences(of: #""k""#, with: "\"\(long)\"")) == .acknowledge)
+        #expect(harness.publisher.messages.first { $0.exchange == "push.dlx" }?.properties.headers?[WireHeader.errorField] == "idempotency_key")
+        #expect(harness.sender.sent.isEmpty)
+    }
 }
