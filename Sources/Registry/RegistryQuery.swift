@@ -10,17 +10,22 @@ public enum RegistryQuery: Sendable, Hashable {
     /// The whitelist and blacklist kept at one scope: a user's (for every app, or with `app` for
     /// one), or a device's with no user (`app` and `token`).
     case getPreferences(PreferenceScope)
+    /// What the delivery ledger holds for a job, a user, or a device (`app` and `token`), newest
+    /// first: answered from the ledger, not the registry.
+    case getDeliveries(DeliveryQuery, app: String?)
 
     public var name: String {
         switch self {
         case .status: "status"
         case .getPreferences: "get_preferences"
+        case .getDeliveries: "get_deliveries"
         }
     }
 
     static let fields: [String: Set<String>] = [
         "status": ["app", "token", "type", "subtype"],
         "get_preferences": ["user", "app", "token"],
+        "get_deliveries": ["job", "user", "app", "token", "since", "until", "limit"],
     ]
 
     init(_ object: [String: Any], name: String) throws(RegistryError) {
@@ -28,6 +33,10 @@ public enum RegistryQuery: Sendable, Hashable {
         try reader.allow(Self.fields[name] ?? [], in: name)
         if name == "get_preferences" {
             self = .getPreferences(try reader.scope())
+            return
+        }
+        if name == "get_deliveries" {
+            self = try Self.deliveries(reader)
             return
         }
         let type = try reader.optionalString("type")
@@ -38,6 +47,44 @@ public enum RegistryQuery: Sendable, Hashable {
         self = .status(app: try reader.app(), token: try reader.token(), type: type, subtype: subtype)
     }
 
+    /// `get_deliveries`: exactly one of `job`, `user`, or `token` (with its `app`); `since` and
+    /// `until` as RFC 3339 or Unix seconds; `limit` 1–10000 (default 100).
+    private static func deliveries(_ reader: RegistryFields) throws(RegistryError) -> RegistryQuery {
+        let job = try reader.optionalString("job"), user = try reader.optionalString("user")
+        let token = reader.object["token"] == nil ? nil : try reader.token()
+        guard [job as Any?, user, token].compactMap({ $0 }).count == 1 else {
+            throw RegistryError(.invalidField, field: "job", "get_deliveries names exactly one of job, user and token")
+        }
+        let app = token == nil ? try reader.optionalApp() : try reader.app()
+        func time(_ key: String) throws(RegistryError) -> Int64? {
+            switch reader.object[key] {
+            case nil, is NSNull: return nil
+            case is Bool: break
+            case let seconds as Int: return Int64(seconds) * 1000
+            case let text as String:
+                let formatter = ISO8601DateFormatter()
+                var date = formatter.date(from: text)
+                if date == nil {
+                    formatter.formatOptions.insert(.withFractionalSeconds)
+                    date = formatter.date(from: text)
+                }
+                guard let date else { break }
+                return Int64((date.timeIntervalSince1970 * 1000).rounded())
+            default: break
+            }
+            throw RegistryError(.invalidField, field: key, "\(key) must be an RFC 3339 time (2026-11-24T09:00:00Z) or Unix seconds")
+        }
+        var limit = 100
+        if let value = reader.object["limit"], !(value is NSNull) {
+            guard let number = value as? Int, (1...DeliveryQuery.maximumLimit).contains(number) else {
+                throw RegistryError(.invalidField, field: "limit", "limit must be a whole number from 1 to \(DeliveryQuery.maximumLimit)")
+            }
+            limit = number
+        }
+        let subject: DeliveryQuery.Subject = if let job { .job(job) } else if let user { .user(user) } else { .token(token ?? "") }
+        return .getDeliveries(DeliveryQuery(subject, since: try time("since"), until: try time("until"), limit: limit), app: app)
+    }
+
     /// Runs the query; the answer is the reply's JSON object (besides `"ok": true`).
     public func answer(from store: any RegistryStore) async throws(RegistryError) -> [String: Any] {
         switch self {
@@ -46,6 +93,8 @@ public enum RegistryQuery: Sendable, Hashable {
         case .getPreferences(let scope):
             let preferences = try await store.preferences(scope) ?? .none
             return ["preferences": ["scope": scope.name, "whitelist": preferences.whitelist, "blacklist": preferences.blacklist] as [String: Any]]
+        case .getDeliveries:
+            throw RegistryError(.unknownCommand, field: "command", "get_deliveries is answered from the delivery ledger, which this worker keeps none of")
         }
     }
 }

@@ -53,6 +53,13 @@ public struct CommandAuthorizer: Sendable {
             throw RegistryError(.unauthorized, field: "command",
                 "\(request.name) is refused while registry.auth is on: a channel belongs to the app, not to a user; manage channels with pushworker channels, or from a worker without registry.auth")
         }
+        if case .query(.getDeliveries) = request {
+            // Whatever it names, the answer is limited to the asking user's devices: it needs a token.
+            guard let auth, !auth.isEmpty else {
+                throw RegistryError(.unauthorized, field: "auth", "auth is missing: get_deliveries answers with the asking user's own devices, and registry.auth asks for that user's token")
+            }
+            _ = try await verify(auth)
+        }
         let (users, devices) = Self.concerns(request)
         var owners = users
         for (app, token) in devices {
@@ -85,6 +92,11 @@ public struct CommandAuthorizer: Sendable {
             throw RegistryError(.storeUnavailable, "cannot read the tokens of \(registryApp): \(error)")
         }
         return users
+    }
+
+    /// The user whose token `auth` is, once it holds: what a query answers for under registry.auth.
+    public func user(of auth: String) async throws(RegistryError) -> String {
+        try await verify(auth)
     }
 
     /// The token's subject, once its signature, expiry, issuer and audience hold.
@@ -140,6 +152,13 @@ public struct CommandAuthorizer: Sendable {
             switch query {
             case .status(let app, let token, _, _): return ([], [(app, token)])
             case .getPreferences(let target): return scope(target)
+            case .getDeliveries(let query, let app):
+                switch query.subject {
+                case .user(let user): return ([user], [])
+                case .token(let token): return ([], app.map { [($0, token)] } ?? [])
+                // Answered with the asking user's own devices only (`check` asks for a token).
+                case .job: return ([], [])
+                }
             }
         }
     }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PushWorker
 import Registry
+import RegistryAuth
 import TestSupport
 import Testing
 
@@ -17,11 +18,15 @@ struct RegistryCommandHandlerTests {
         let publisher: RecordingPublisher
         let handler: RegistryCommandHandler
 
-        init(failure: @escaping @Sendable (AMQPMessage) -> AMQPError? = { _ in nil }) throws {
+        init(
+            failure: @escaping @Sendable (AMQPMessage) -> AMQPError? = { _ in nil }, ledger: (any DeliveryLedger)? = nil,
+            authorizer: CommandAuthorizer? = nil
+        ) throws {
             TestLog.bootstrap()
             store = try SQLiteRegistryStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-\(UUID().uuidString.prefix(8)).db").path)
             publisher = RecordingPublisher(queues: ["replies"], failure: failure)
-            handler = RegistryCommandHandler(store: store, queues: WorkerSettings.Names(), apps: ["demo"], logger: Logger(label: "test.registry"))
+            handler = RegistryCommandHandler(
+                store: store, authorizer: authorizer, queues: WorkerSettings.Names(), apps: ["demo"], ledger: ledger, logger: Logger(label: "test.registry"))
         }
 
         func handle(_ json: String, id: String = "c-1") async -> JobSettlement {
@@ -81,5 +86,51 @@ struct RegistryCommandHandlerTests {
         let reply = try #require(try harness.replies().first)
         #expect(reply["ok"] as? Bool == false && (reply["error"] as? [String: Any])?["code"] as? String == "unknown_command", "\(reply)")
         #expect(!harness.publisher.messages.contains { $0.exchange == "push.dlx" })
+    }
+
+    @Test("get_deliveries answers from the ledger, newest first; a bad field is answered naming it; without a ledger it says so")
+    func deliveries() async throws {
+        let ledger = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
+        try await ledger.write([
+            DeliveryRecord(jobID: "j-1", app: "demo", token: Self.token, user: "u-1", outcome: "delivered", status: 200, attempts: 1, at: 1_795_000_000_000),
+            DeliveryRecord(jobID: "j-2", app: "demo", token: Self.token, user: "u-1", outcome: "rejected", status: 410, reason: "Unregistered", attempts: 1, at: 1_795_000_001_000),
+        ])
+        let harness = try Harness(ledger: ledger)
+        #expect(await harness.handle(#"{"command": "get_deliveries", "user": "u-1", "since": "2026-11-18T00:00:00Z"}"#) == .acknowledge)
+        let records = try #require(try harness.replies().first?["deliveries"] as? [[String: Any]])
+        #expect(records.map { $0["job_id"] as? String } == ["j-2", "j-1"])
+        #expect(records.first?["reason"] as? String == "Unregistered" && records.first?["status"] as? Int == 410)
+        #expect(await harness.handle(#"{"command": "get_deliveries", "app": "demo", "token": "\#(Self.token)", "limit": 1}"#, id: "c-2") == .acknowledge)
+        #expect((try harness.replies()[1]["deliveries"] as? [[String: Any]])?.count == 1)
+        #expect(await harness.handle(#"{"command": "get_deliveries", "user": "u-1", "until": "Tuesday"}"#, id: "c-3") == .acknowledge)
+        #expect((try harness.replies()[2]["error"] as? [String: Any])?["field"] as? String == "until")
+        #expect(await harness.handle(#"{"command": "get_deliveries", "user": "u-1", "job": "j-1"}"#, id: "c-4") == .acknowledge)
+        #expect((try harness.replies()[3]["error"] as? [String: Any])?["field"] as? String == "job")
+
+        let without = try Harness()
+        #expect(await without.handle(#"{"command": "get_deliveries", "job": "j-1"}"#) == .acknowledge)
+        let error = try #require(try without.replies().first?["error"] as? [String: Any])
+        #expect(error["code"] as? String == "unknown_command" && (error["message"] as? String)?.contains("ledger") == true, "\(error)")
+    }
+
+    @Test("with registry.auth, get_deliveries needs a user's token and answers with that user's devices only, whatever it names")
+    func deliveriesWithAuth() async throws {
+        let tokens = await TestUserTokens()
+        let authorizer = try await CommandAuthorizer(material: .publicKey(pem: tokens.publicKeyPEM), issuer: TestUserTokens.issuer, audience: TestUserTokens.audience)
+        let ledger = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
+        let other = TestDeviceTokens.hex(2, series: 0x4E61)
+        try await ledger.write([
+            DeliveryRecord(jobID: "j-1", app: "demo", token: Self.token, user: "u-1", outcome: "delivered", attempts: 1, at: 1_795_000_000_000),
+            DeliveryRecord(jobID: "j-1", app: "demo", token: other, user: "u-2", outcome: "delivered", attempts: 1, at: 1_795_000_000_000),
+        ])
+        let harness = try Harness(ledger: ledger, authorizer: authorizer)
+        let mine = try await tokens.token(for: "u-1")
+        #expect(await harness.handle(#"{"command": "get_deliveries", "job": "j-1", "auth": "\#(mine)"}"#) == .acknowledge)
+        let records = try #require(try harness.replies().first?["deliveries"] as? [[String: Any]])
+        #expect(records.map { $0["user"] as? String } == ["u-1"], "another user's device is not shown")
+        #expect(await harness.handle(#"{"command": "get_deliveries", "user": "u-2", "auth": "\#(mine)"}"#, id: "c-2") == .acknowledge)
+        #expect((try harness.replies()[1]["error"] as? [String: Any])?["code"] as? String == "unauthorized")
+        #expect(await harness.handle(#"{"command": "get_deliveries", "job": "j-1"}"#, id: "c-3") == .acknowledge)
+        #expect((try harness.replies()[2]["error"] as? [String: Any])?["field"] as? String == "auth")
     }
 }

@@ -102,7 +102,7 @@ public struct WorkerAssembly: Sendable {
                 broker: plan.broker,
                 handler: RegistryCommandHandler(
                     store: registry.store, authorizer: authorizer, queues: settings.queues, apps: Set(apps.map(\.plan.name)),
-                    channels: channels, metrics: metrics, logger: logger),
+                    channels: channels, ledger: ledger, metrics: metrics, logger: logger),
                 after: connections.connected, health: health, logger: logger)
         }
         Self.sampleGauges(of: apps, into: metrics)

@@ -20,13 +20,16 @@ public struct RegistryCommandHandler: Sendable {
     private let apps: Set<String>
     /// Carries out channel requests on APNs; nil refuses them (no apps' credentials).
     private let channels: ChannelDirectory?
+    /// Answers `get_deliveries`; nil: the worker keeps no ledger.
+    private let ledger: (any DeliveryLedger)?
     private let metrics: WorkerMetrics
     private let logger: Logger
 
     public init(
         store: any RegistryStore, authorizer: CommandAuthorizer? = nil, queues: WorkerSettings.Names, apps: Set<String>,
-        channels: ChannelDirectory? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        channels: ChannelDirectory? = nil, ledger: (any DeliveryLedger)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
+        self.ledger = ledger
         self.store = store
         self.authorizer = authorizer
         self.queues = queues
@@ -65,6 +68,18 @@ public struct RegistryCommandHandler: Sendable {
                 try await store.apply(command)
                 logger.debug("registry command applied", metadata: ["command": "\(name)", "id": "\(id)"])
                 await reply(to: properties, via: publisher, #"{"ok":true}"#)
+            case .query(.getDeliveries(let query, let app)):
+                guard let ledger else {
+                    throw RegistryError(.unknownCommand, field: "command", "get_deliveries needs the delivery ledger, which this worker keeps none of (ledger: off, or no store for it)")
+                }
+                var records = try await ledger.deliveries(query)
+                if let app { records.removeAll { $0.app != app } }
+                if let authorizer, let auth {
+                    // registry.auth: the asking user's own devices, whatever the query named.
+                    let user = try await authorizer.user(of: auth)
+                    records.removeAll { $0.user != user }
+                }
+                await reply(to: properties, via: publisher, Self.answerReply(["deliveries": records.map(\.json)]))
             case .query(let query):
                 let answer = try await query.answer(from: store)
                 if properties.replyTo == nil {

@@ -49,6 +49,17 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
             channel, requestID = "request_id"
     }
 
+    /// The record as a reply's JSON object: every key present, null when unknown; `at` in
+    /// milliseconds since 1970.
+    public var json: [String: Any] {
+        func value(_ optional: Any?) -> Any { optional ?? NSNull() }
+        return [
+            "job_id": jobID, "chunk": value(chunk), "app": app, "token": token.isEmpty ? NSNull() : token, "user": value(user), "outcome": outcome,
+            "status": value(status), "reason": value(reason), "apns_id": value(apnsID), "apns_unique_id": value(apnsUniqueID), "attempts": attempts,
+            "at": at, "channel": value(channel), "request_id": value(requestID),
+        ]
+    }
+
     /// The day a record belongs to (UTC), which retention drops whole.
     public static func day(ofMilliseconds at: Int64) -> Int64 { at / 86_400_000 }
 }
