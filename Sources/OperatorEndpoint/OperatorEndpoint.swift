@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -14,6 +15,35 @@ import ServiceLifecycle
 /// worker waits for its broker, before its service group exists.
 public final class OperatorEndpoint: Service, Sendable {
     public typealias Readiness = @Sendable () async -> ReadinessReport
+    /// A page the worker adds (`/deliveries`): answered off the event loop, from the request's
+    /// query and `authorization` header.
+    public typealias Page = @Sendable (PageRequest) async -> PageResponse
+
+    public struct PageRequest: Sendable {
+        /// The path below the page's own (`""`, or `/search`).
+        public var subpath: String
+        public var query: [String: String]
+        public var authorization: String?
+    }
+
+    public struct PageResponse: Sendable {
+        public var status: HTTPResponseStatus
+        public var contentType: String
+        public var body: [UInt8]
+        public var headers: [(String, String)]
+
+        /// - Parameter statusCode: 200, 401, …
+        public init(statusCode: Int, contentType: String, body: [UInt8], headers: [(String, String)] = []) {
+            self.init(status: HTTPResponseStatus(statusCode: statusCode), contentType: contentType, body: body, headers: headers)
+        }
+
+        init(status: HTTPResponseStatus, contentType: String, body: [UInt8], headers: [(String, String)] = []) {
+            self.status = status
+            self.contentType = contentType
+            self.body = body
+            self.headers = headers
+        }
+    }
 
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
@@ -34,10 +64,10 @@ public final class OperatorEndpoint: Service, Sendable {
     ///     open connections), so the hot path pays nothing for them.
     public static func start(
         host: String, port: Int, registry: PrometheusCollectorRegistry,
-        beforeScrape: @escaping @Sendable () -> Void = {}, readiness: @escaping Readiness
+        beforeScrape: @escaping @Sendable () -> Void = {}, readiness: @escaping Readiness, pages: [String: Page] = [:]
     ) async throws -> OperatorEndpoint {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let routes = Routes(registry: registry, beforeScrape: beforeScrape, readiness: readiness)
+        let routes = Routes(registry: registry, beforeScrape: beforeScrape, readiness: readiness, pages: pages)
         do {
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -74,14 +104,20 @@ struct Routes: Sendable {
     let registry: PrometheusCollectorRegistry
     let beforeScrape: @Sendable () -> Void
     let readiness: OperatorEndpoint.Readiness
+    /// By path prefix (`/deliveries` answers `/deliveries` and `/deliveries/…`).
+    let pages: [String: OperatorEndpoint.Page]
 
-    struct Response: Sendable {
-        var status: HTTPResponseStatus
-        var contentType: String
-        var body: [UInt8]
+    typealias Response = OperatorEndpoint.PageResponse
+
+    /// The page a path belongs to, and the rest of the path.
+    func page(for path: String) -> (OperatorEndpoint.Page, subpath: String)? {
+        for (prefix, page) in pages where path == prefix || path.hasPrefix(prefix + "/") {
+            return (page, String(path.dropFirst(prefix.count)))
+        }
+        return nil
     }
 
-    /// nil: answered later, by `readiness`.
+    /// nil: answered later, by `readiness` or a page.
     func answer(method: HTTPMethod, path: String) -> Response? {
         guard method == .GET || method == .HEAD else {
             return Response(status: .methodNotAllowed, contentType: "text/plain", body: Array("GET only\n".utf8))
@@ -95,6 +131,8 @@ struct Routes: Sendable {
         case "/healthz":
             return Response(status: .ok, contentType: "text/plain", body: Array("ok\n".utf8))
         case "/readyz":
+            return nil
+        case _ where page(for: path) != nil:
             return nil
         default:
             return Response(status: .notFound, contentType: "text/plain", body: Array("not found: /metrics, /healthz, /readyz\n".utf8))
@@ -134,15 +172,35 @@ final class RequestHandler: ChannelInboundHandler {
             }
             let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
             let routes = routes
-            context.eventLoop.makeFutureWithTask { await routes.ready() }.whenSuccess { response in
+            let request = OperatorEndpoint.PageRequest(
+                subpath: "", query: Self.query(of: head.uri), authorization: head.headers.first(name: "authorization"))
+            context.eventLoop.makeFutureWithTask { () async -> Routes.Response in
+                guard let (page, subpath) = routes.page(for: path) else { return await routes.ready() }
+                var request = request
+                request.subpath = subpath
+                return await page(request)
+            }.whenSuccess { response in
                 bound.value.handler.respond(context: bound.value.context, head: head, response)
             }
         }
     }
 
+    /// `?a=1&b=x%20y` as a map (the last of a repeated name wins).
+    static func query(of uri: String) -> [String: String] {
+        guard let mark = uri.firstIndex(of: "?") else { return [:] }
+        var query: [String: String] = [:]
+        for pair in uri[uri.index(after: mark)...].split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0) }
+            guard let name = parts.first, !name.isEmpty else { continue }
+            query[name] = parts.count > 1 ? parts[1] : ""
+        }
+        return query
+    }
+
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, _ response: Routes.Response) {
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: response.contentType)
+        for (name, value) in response.headers { headers.add(name: name, value: value) }
         headers.add(name: "content-length", value: "\(response.body.count)")
         let keepAlive = head.isKeepAlive
         if !keepAlive { headers.add(name: "connection", value: "close") }

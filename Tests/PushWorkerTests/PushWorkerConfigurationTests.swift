@@ -148,6 +148,32 @@ struct PushWorkerConfigurationTests {
         #expect(try await none.openLedger(registry: nil, logger: logger) == nil)
     }
 
+    @Test("the /deliveries page: its token variable must be set and long, on an endpoint that serves, with a ledger; never printed")
+    func deliveriesPage() throws {
+        func plan(_ yaml: String, _ environment: [String: String]) throws -> WorkerPlan {
+            try WorkerPlan(try PushWorkerConfiguration.parse(yaml + "apps: []\n", file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: environment)
+        }
+        let page = "ledger: {page_token_env: PAGE_TOKEN}\n"
+        #expect(try plan("", [:]).deliveriesPageToken == nil, "off by default")
+        #expect(try plan(page, ["PAGE_TOKEN": "0123456789abcdefXYZ"]).deliveriesPageToken == "0123456789abcdefXYZ")
+        for (yaml, environment, expected) in [
+            (page, [:], "ledger.page_token_env: environment variable PAGE_TOKEN is not set"),
+            (page, ["PAGE_TOKEN": "short-secret"], "PAGE_TOKEN holds 12 characters; the page's bearer token needs at least 16"),
+            ("metrics_address: null\n" + page, ["PAGE_TOKEN": "0123456789abcdefXYZ"], "served on metrics_address, which is null"),
+        ] as [(String, [String: String], String)] {
+            do {
+                _ = try plan(yaml, environment)
+                Issue.record("accepted: \(yaml)")
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+                #expect(!"\(error)".contains("short-secret"), "the token is printed")
+            }
+        }
+        let checked = try EffectiveConfiguration.check(try PushWorkerConfiguration.parse(page + "apps: []\n", file: "/tmp/f.yaml"), file: "/tmp/f.yaml",
+            environment: ["PAGE_TOKEN": "0123456789abcdefXYZ"])
+        #expect(checked.contains("page_token_env: PAGE_TOKEN") && !checked.contains("0123456789abcdefXYZ"), "\(checked)")
+    }
+
     @Test("credentials that cannot be used name the key, and never print a secret")
     func credentials() throws {
         let yaml = """

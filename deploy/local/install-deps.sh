@@ -5,7 +5,9 @@ source "$(dirname "$0")/swift-path.sh"
 
 packages=(librabbitmq-dev libcurl4-openssl-dev libnghttp2-dev libssl-dev libsqlite3-dev libyajl-dev rabbitmq-server postgresql-15 postgresql-client-15 openssl curl python3-jsonschema
   # the producer examples in docs/clients, run by the tests
-  python3-pika golang-go golang-github-rabbitmq-amqp091-go-dev ruby-bunny php-cli php-amqplib nodejs)
+  python3-pika golang-go golang-github-rabbitmq-amqp091-go-dev ruby-bunny php-cli php-amqplib nodejs
+  # the /deliveries page, driven in a real browser by its test
+  chromium chromium-driver python3-selenium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")

@@ -106,7 +106,9 @@ public enum EffectiveConfiguration {
             else if let sqlite = settings.registry?.sqlite { "\(sqlite)  (the registry's file)" }
             else if settings.registry?.postgres != nil { "the registry's PostgreSQL, partitioned by day" }
             else { "none: without a registry, ledger.sqlite names its file" }
-        return mapping([("retention_days", scalar(ledger.retentionDays)), ("idempotency_hours", scalar(ledger.idempotencyHours)), ("store", scalar(store))])
+        var fields: [(String, Node)] = [("retention_days", scalar(ledger.retentionDays)), ("idempotency_hours", scalar(ledger.idempotencyHours)), ("store", scalar(store))]
+        if let variable = ledger.pageTokenEnv { fields.append(("page_token_env", scalar(variable))) }
+        return mapping(fields)
     }
 
     /// `metrics_address` as the worker will use it, checked, and marked when the environment set it.

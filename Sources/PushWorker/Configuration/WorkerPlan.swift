@@ -41,6 +41,9 @@ public struct WorkerPlan: Sendable {
     public let broker: BrokerPlan
     public let apps: [App]
     public let endpoint: Endpoint?
+    /// The `/deliveries` page's bearer token, read from `ledger.page_token_env`; nil: no page.
+    /// Held for comparing only: never printed.
+    public let deliveriesPageToken: String?
 
     public var settings: WorkerSettings { configuration.worker }
 
@@ -63,6 +66,24 @@ public struct WorkerPlan: Sendable {
         }
         self.apps = apps
         endpoint = try settings.metricsEndpoint(file: file, environment: environment).map { Endpoint(host: $0.host, port: $0.port, key: $0.key) }
+        deliveriesPageToken = try Self.pageToken(settings, endpoint: endpoint, file: file, environment: environment)
+    }
+
+    /// The page's token: a variable that is set, long enough to resist guessing, on an endpoint
+    /// that serves, with a ledger to show.
+    private static func pageToken(
+        _ settings: WorkerSettings, endpoint: Endpoint?, file: String, environment: [String: String]
+    ) throws(ConfigurationError) -> String? {
+        guard let variable = settings.ledger.pageTokenEnv else { return nil }
+        let key = "ledger.page_token_env"
+        guard endpoint != nil else { throw ConfigurationError(file: file, key: key, "the /deliveries page is served on metrics_address, which is null") }
+        guard let token = environment[variable], !token.isEmpty else {
+            throw ConfigurationError(file: file, key: key, "environment variable \(variable) is not set")
+        }
+        guard token.utf8.count >= 16 else {
+            throw ConfigurationError(file: file, key: key, "\(variable) holds \(token.utf8.count) characters; the page's bearer token needs at least 16")
+        }
+        return token
     }
 
     /// Loads and checks the file.

@@ -183,12 +183,16 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// Hours a job's `idempotency_key` keeps later jobs of the same key from being sent
         /// (1 to the retention).
         public var idempotencyHours = 24
+        /// The environment variable holding the bearer token of the `/deliveries` search page on
+        /// the operator endpoint; nil: no page (it shows tokens and user ids).
+        public var pageTokenEnv: String?
 
         public init() {}
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case retentionDays = "retention_days", sqlite
             case idempotencyHours = "idempotency_hours"
+            case pageTokenEnv = "page_token_env"
         }
 
         public init(from decoder: Decoder) throws {
@@ -211,6 +215,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             retentionDays = try container.decodeIfPresent(Int.self, forKey: .retentionDays) ?? retentionDays
             sqlite = try container.decodeIfPresent(String.self, forKey: .sqlite)
             idempotencyHours = try container.decodeIfPresent(Int.self, forKey: .idempotencyHours) ?? idempotencyHours
+            pageTokenEnv = try container.decodeIfPresent(String.self, forKey: .pageTokenEnv)
         }
     }
 

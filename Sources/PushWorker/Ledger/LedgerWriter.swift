@@ -13,7 +13,8 @@ import ServiceLifecycle
 /// error in the log, and the jobs go on: their results were published already.
 /// Once a day (and at start) it drops what is older than the retention.
 public final class LedgerWriter: DeliveryLedgerWriting, Service {
-    private let ledger: any DeliveryLedger
+    /// The store it writes to.
+    public let ledger: any DeliveryLedger
     private let retention: Duration
     /// How long a job's idempotency key keeps another job of the same key from being sent.
     private let idempotencyWindow: Duration

@@ -13,13 +13,19 @@ public enum WorkerProcess {
     public static func run(_ plan: WorkerPlan, logger: Logger) async throws {
         let metrics = WorkerMetrics()
         let health = WorkerHealth(metrics: metrics)
-        let endpoint = try await startEndpoint(plan, metrics: metrics, health: health, logger: logger)
+        let page = plan.deliveriesPageToken.map { DeliveriesPage(token: $0) }
+        let endpoint = try await startEndpoint(plan, metrics: metrics, health: health, page: page, logger: logger)
         let assembly: WorkerAssembly
         do {
             assembly = try await WorkerAssembly.build(plan, metrics: metrics, health: health, logger: logger)
         } catch {
             await endpoint?.shutdown()
             throw error
+        }
+        if let page, let ledger = assembly.ledger?.ledger {
+            page.serve(ledger)
+        } else if page != nil {
+            logger.warning("/deliveries answers 503: this worker keeps no ledger (no registry and no ledger.sqlite)")
         }
         let grace = plan.settings.shutdownGraceSeconds
         let escalation = await ShutdownEscalation(grace: grace, logger: logger)
@@ -33,19 +39,22 @@ public enum WorkerProcess {
 
     /// `/metrics`, `/healthz` and `/readyz` on `metrics_address`, with Prometheus as the
     /// process's metrics backend; nil when the address is `null`.
-    private static func startEndpoint(_ plan: WorkerPlan, metrics: WorkerMetrics, health: WorkerHealth, logger: Logger) async throws -> OperatorEndpoint? {
+    private static func startEndpoint(
+        _ plan: WorkerPlan, metrics: WorkerMetrics, health: WorkerHealth, page: DeliveriesPage?, logger: Logger
+    ) async throws -> OperatorEndpoint? {
         guard let address = plan.endpoint else { return nil }
         let registry = PrometheusExport.bootstrap()
         let endpoint: OperatorEndpoint
         do {
             endpoint = try await OperatorEndpoint.start(
-                host: address.host, port: address.port, registry: registry, beforeScrape: { metrics.sampleGauges() }, readiness: { await health.report() })
+                host: address.host, port: address.port, registry: registry, beforeScrape: { metrics.sampleGauges() }, readiness: { await health.report() },
+                pages: page.map { page in ["/deliveries": { await page.answer($0) }] } ?? [:])
         } catch {
             throw ConfigurationError(
                 file: plan.file, key: address.key,
                 "cannot listen on \(address.host):\(address.port): \(error). Another process (another worker on this host?) may hold the port: give each worker its own with PUSHWORKER_METRICS_ADDRESS, or null for none")
         }
-        logger.info("serving /metrics, /healthz and /readyz", metadata: ["address": "\(address.host):\(endpoint.port)"])
+        logger.info("serving /metrics, /healthz and /readyz", metadata: ["address": "\(address.host):\(endpoint.port)", "deliveries_page": "\(page == nil ? "off" : "on")"])
         return endpoint
     }
 }
