@@ -46,6 +46,9 @@ struct E2EBenchCommand: AsyncParsableCommand {
     var resultsMode: PushJob.ResultsMode = .all
     @Option(name: .customLong("broker-pid"), help: "The broker's process ids (comma-separated: a cluster's Erlang VMs), to print its CPU per device.")
     var brokerPIDs: String?
+    @Option(help: "The delivery ledger: off (no registry), sqlite (a file of its own), postgres (the --postgres-url registry's, partitioned by day) or postgres-off (that registry, ledger off).")
+    var ledger: LedgerChoice = .off
+    @Option(name: .customLong("postgres-url"), help: "With --ledger postgres or postgres-off: an empty database for the registry.") var postgresURL: String?
     @Option(name: .customLong("compare-metrics"), help: "Instead: time the job this many times with metrics off and as many with metrics on (a new worker each, in the order off, on, on, off, …), and compare.")
     var compareMetrics: Int?
 
@@ -55,6 +58,13 @@ struct E2EBenchCommand: AsyncParsableCommand {
         let rawURL = amqp.resolvedURL
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).yaml")
         var registryLine = ""
+        switch ledger {
+        case .off: registryLine = "ledger: off"
+        case .sqlite: registryLine = "ledger: {sqlite: \(FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-ledger.db").path)}"
+        case .postgres, .postgresOff:
+            guard let postgresURL else { throw ValidationError("--ledger \(ledger.rawValue) needs --postgres-url") }
+            registryLine = "registry: {postgres: \"\(postgresURL)\"}" + (ledger == .postgresOff ? "\nledger: off" : "")
+        }
         if group {
             let database = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).db").path
             try await SyntheticRegistry(members: count, small: 0, groups: 10, filteredPercent: 0).load(into: try SQLiteRegistryStore(path: database))
@@ -63,6 +73,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
         defer {
             for suffix in ["db", "db-wal", "db-shm"] {
                 try? FileManager.default.removeItem(at: FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).\(suffix)"))
+                try? FileManager.default.removeItem(at: FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-ledger.\(suffix)"))
             }
         }
         let metricsPort = 19_000 + Int.random(in: 0..<1000)
@@ -229,6 +240,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
             let cpu = workersCPU() - cpuBefore, broker = brokerCPU() - brokerBefore
             print(String(format: "pushworker-bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks; %d worker(s), worker CPU %.1f µs per device)",
                 count, explicit.seconds, Double(count) / explicit.seconds, explicit.delivered, chunks, max(workers, 1), cpu / Double(count) * 1e6))
+            print("   ledger: \(ledger.rawValue)")
             print(String(format: "   results: %@, %d per-device results read%@", resultsMode.rawValue, explicit.reported,
                 brokers.isEmpty ? "" : String(format: "; broker CPU %.1f µs per device", broker / Double(count) * 1e6)))
             return explicit.seconds
@@ -301,4 +313,10 @@ struct E2EBenchCommand: AsyncParsableCommand {
     static func oneDeviceJob(id: String, index: Int) -> String {
         #"{"id": "\#(id)", "audience": {"tokens": ["\#(String(format: "%064x", index + 1))"]}, "payload": {"aps": {}}, "results": "none"}"#
     }
+}
+
+/// Where the e2e benchmark's worker keeps its delivery ledger.
+enum LedgerChoice: String, ExpressibleByArgument, CaseIterable {
+    case off, sqlite, postgres
+    case postgresOff = "postgres-off"
 }

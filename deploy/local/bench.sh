@@ -18,6 +18,10 @@
 #                                   failures) alone, then with one-device jobs published every
 #                                   INTERVAL_MS (250) while it runs, then alone again: their latency
 #                                   and the broadcast's rate with them
+#   deploy/local/bench.sh ledger [COUNT]   e2e of a COUNT-device (default 200000) results: batched job
+#                                   with the delivery ledger off, on SQLite, and on PostgreSQL (its
+#                                   registry with the ledger off, then on): devices/s, worker and
+#                                   store CPU per device, worker peak memory, and the ratios
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -37,7 +41,7 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|e2e|modes|resolve|cluster|lanes) ;; *) echo "usage: $0 apns|e2e|modes|resolve|cluster|lanes [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|e2e|modes|resolve|cluster|lanes|ledger) ;; *) echo "usage: $0 apns|e2e|modes|resolve|cluster|lanes|ledger [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 
 deploy/local/install-deps.sh
 if [ "$mode" = resolve ]; then
@@ -156,6 +160,45 @@ if [ "$mode" = cluster ]; then
   rate() { grep -o '= [0-9]* devices/s' "$work/$1.txt" | grep -o '[0-9]*'; }
   echo "== devices/s, single node, classic/quorum results queue: $(python3 -c "print(f'{$(rate single-node-classic)/$(rate single-node):.2f}')")"
   echo "== devices/s, cluster/single node: one worker $(python3 -c "print(f'{$(rate cluster-1-worker)/$(rate single-node):.2f}')"), two workers $(python3 -c "print(f'{$(rate cluster-2-workers)/$(rate single-node):.2f}')")"
+  exit 0
+fi
+
+if [ "$mode" = ledger ]; then
+  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  postgres_started_here=false
+  if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
+  trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
+  base="$(deploy/local/postgres.sh url)"
+  broker_pid="$(deploy/local/rabbitmq.sh pid)"
+  # CPU seconds of every PostgreSQL process (the server and its backends) so far.
+  postgres_cpu() { ps -u postgres -o times= | awk '{ total += $1 } END { printf "%.2f", total }'; }
+  for ledger in off sqlite postgres-off postgres; do
+    extra=()
+    if [[ "$ledger" == postgres* ]]; then
+      database="bench_ledger_$(date +%s%N)"
+      psql -q "$base" -c "CREATE DATABASE $database"
+      extra=(--postgres-url "${base%/*}/$database")
+    fi
+    echo "== pushworker-bench e2e --results batched --ledger $ledger --count $count"
+    before=$(postgres_cpu); server_cpu=$(cpu_of $mock_pid); wall=$(now)
+    "$bin/pushworker-bench" e2e --results batched --ledger "$ledger" "${extra[@]}" --broker-pid "$broker_pid" --transport "$transport" \
+      --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs 0 \
+      --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app \
+      ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} | tee "$work/ledger-$ledger.txt"
+    after=$(postgres_cpu)
+    python3 -c "print(f'   PostgreSQL CPU (server and backends): {$after - $before:.2f} s = {($after - $before) / $count * 1e6:.1f} µs per device')"
+    mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
+    if [[ "$ledger" == postgres* ]]; then psql -q "$base" -c "DROP DATABASE IF EXISTS $database" || true; fi
+  done
+  rate() { grep -o '= [0-9]* devices/s' "$work/ledger-$1.txt" | grep -o '[0-9]*'; }
+  cpu() { grep -o 'worker CPU [0-9.]* µs' "$work/ledger-$1.txt" | grep -o '[0-9.]*'; }
+  peak() { grep -o 'VmHWM of the pushworker run process) [0-9.]*' "$work/ledger-$1.txt" | grep -o '[0-9.]*$'; }
+  python3 - <<PY
+off, sqlite, pgoff, pg = $(rate off), $(rate sqlite), $(rate postgres-off), $(rate postgres)
+print(f"== devices/s with the ledger / without, same run: SQLite {sqlite / off:.3f} (off {off}, on {sqlite}); PostgreSQL {pg / pgoff:.3f} (registry, ledger off {pgoff}, on {pg}); target >= 0.90")
+print(f"== worker CPU per device: off $(cpu off) µs, SQLite $(cpu sqlite) µs, PostgreSQL registry off $(cpu postgres-off) µs, on $(cpu postgres) µs")
+print(f"== worker peak memory: off $(peak off) MiB, SQLite $(peak sqlite) MiB (+{$(peak sqlite) - $(peak off):.1f}), PostgreSQL off $(peak postgres-off) MiB, on $(peak postgres) MiB (+{$(peak postgres) - $(peak postgres-off):.1f}); target +10 MiB at most")
+PY
   exit 0
 fi
 
