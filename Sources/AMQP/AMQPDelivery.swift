@@ -33,6 +33,11 @@ public struct AMQPDelivery: Sendable {
         try await settle(.reject(requeue: requeue))
     }
 
+    /// Whether the connection it came on is still the consumer's: false once that connection is
+    /// gone (the broker then delivers the message again, perhaps to another worker), so whoever
+    /// works on it can stop early.
+    public var isCurrent: Bool { driver.currentGeneration == generation }
+
     /// Hands the settlement to the connection's thread and returns. Throws when the delivery's
     /// connection is gone (the broker redelivers the message) or the consumer is closed.
     private func settle(_ settlement: DriverCommand.Settlement) async throws {

@@ -18,6 +18,9 @@ public enum WireHeader {
     public static let firstErrorMessage = "x-pushworker-first-error-message"
     /// On a chunk job: `"2/5"`; on a retry job of a job sent whole: `"retry"`. Never split again.
     public static let chunk = "x-pushworker-chunk"
+    /// On a chunk, retry or moved job made from a delivery the broker delivered before: some of
+    /// its devices may have their result already, so the worker asks the ledger first.
+    public static let mayRepeat = "x-pushworker-may-repeat"
     /// On a retry job: the sends made so far to each device, in token order.
     public static let attempts = "x-pushworker-attempts"
     /// On a retry job of a job that counts badges: the count each device got, in token order,

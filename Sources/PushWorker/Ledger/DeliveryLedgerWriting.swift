@@ -6,6 +6,8 @@ import Registry
 /// real one; the pipeline's tests use it over a real SQLite ledger.
 public protocol DeliveryLedgerWriting: Sendable {
     func append(_ records: [DeliveryRecord]) async
+    /// Hands one record over and returns; `whenWritten` runs once it is written (or given up on).
+    func append(_ record: DeliveryRecord, whenWritten: @escaping @Sendable () -> Void) async
     /// Returns once every record appended before the call is written, or given up on (logged).
     func sync() async
     /// The records held for these tokens of the job; empty when the ledger cannot be read (the

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Registry
 import ServiceLifecycle
+import Synchronization
 
 /// Writes final results to the ledger in batches, off the send path: devices hand their record
 /// over and go on; one task writes whatever has gathered, in one transaction, so the jobs of a
@@ -38,6 +39,10 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
         await buffer.append(records, maximumPending: Self.maximumPending)
     }
 
+    public func append(_ record: DeliveryRecord, whenWritten written: @escaping @Sendable () -> Void) async {
+        await buffer.append([record], maximumPending: Self.maximumPending, written: written)
+    }
+
     public func sync() async {
         await buffer.sync()
     }
@@ -67,12 +72,13 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
         let expiry = Task { await expireDaily() }
         defer { expiry.cancel() }
         await withGracefulShutdownHandler {
-            while let batch = await buffer.take(upTo: Self.batchSize) {
+            while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize) {
                 await write(batch)
+                buffer.written(batch.count, callbacks: callbacks)
             }
-            await buffer.finish()
+            buffer.finish()
         } onGracefulShutdown: {
-            Task { await self.buffer.close() }
+            self.buffer.close()
         }
     }
 
@@ -80,7 +86,6 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
         for attempt in 1...Self.attempts {
             do {
                 try await ledger.write(batch)
-                await buffer.written(batch.count)
                 return
             } catch {
                 if attempt == Self.attempts {
@@ -92,7 +97,6 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
                 }
             }
         }
-        await buffer.written(batch.count)
     }
 
     private func expireDaily() async {
@@ -111,72 +115,134 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
     }
 }
 
-/// The records waiting for the writer, and the jobs waiting for theirs to be written.
-actor LedgerBuffer {
-    private var pending: [DeliveryRecord] = []
-    /// Records appended and written so far: a sync waits until `written` reaches the count
-    /// appended when it asked.
-    private var appended = 0
-    private var written = 0
-    private var closed = false
-    /// The writer has stopped: nothing appended now is written, and nobody waits for it.
-    private var finished = false
-    private var syncs: [(upTo: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    private var taker: CheckedContinuation<Void, Never>?
-    private var roomWaiters: [CheckedContinuation<Void, Never>] = []
+/// The records waiting for the writer, what to do once each is written, and the jobs waiting for
+/// theirs. A lock, not an actor: a device hands its record over without a suspension of its own.
+final class LedgerBuffer: Sendable {
+    private struct State {
+        var pending: [DeliveryRecord] = []
+        /// Called once the record at the same place in `pending` is written (a device's slot given back).
+        var callbacks: [(@Sendable () -> Void)?] = []
+        /// Records appended and written so far: a sync waits until `written` reaches the count
+        /// appended when it asked.
+        var appended = 0
+        var written = 0
+        var closed = false
+        /// The writer has stopped: nothing appended now is written, and nobody waits for it.
+        var finished = false
+        var syncs: [(upTo: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var taker: CheckedContinuation<Void, Never>?
+        var roomWaiters: [CheckedContinuation<Void, Never>] = []
+    }
 
-    func append(_ records: [DeliveryRecord], maximumPending: Int) async {
-        guard !finished else { return }
-        while pending.count >= maximumPending && !closed {
-            await withCheckedContinuation { roomWaiters.append($0) }
+    private let state = Mutex(State())
+
+    /// Adds the records; `written` runs once they are written (or given up on). Waits only while
+    /// `maximumPending` records are waiting already.
+    func append(_ records: [DeliveryRecord], maximumPending: Int, written: (@Sendable () -> Void)? = nil) async {
+        guard !records.isEmpty else {
+            written?()
+            return
         }
-        pending += records
-        appended += records.count
-        taker?.resume()
-        taker = nil
+        while true {
+            let outcome = state.withLock { state -> (done: Bool, taker: CheckedContinuation<Void, Never>?, runNow: Bool) in
+                if state.finished { return (true, nil, true) }
+                guard state.pending.count < maximumPending || state.closed else { return (false, nil, false) }
+                state.pending += records
+                state.callbacks += Array(repeating: nil, count: max(records.count - 1, 0)) + [written]
+                state.appended += records.count
+                defer { state.taker = nil }
+                return (true, state.taker, false)
+            }
+            if outcome.done {
+                outcome.taker?.resume()
+                if outcome.runNow { written?() }
+                return
+            }
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state -> Bool in
+                    guard state.pending.count >= maximumPending, !state.closed, !state.finished else { return true }
+                    state.roomWaiters.append(continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
     }
 
     func sync() async {
-        let target = appended
-        guard written < target, !finished else { return }
-        await withCheckedContinuation { syncs.append((target, $0)) }
-    }
-
-    /// The next records to write; nil once closed and empty.
-    func take(upTo count: Int) async -> [DeliveryRecord]? {
-        while pending.isEmpty {
-            if closed { return nil }
-            await withCheckedContinuation { taker = $0 }
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state -> Bool in
+                guard state.written < state.appended, !state.finished else { return true }
+                state.syncs.append((state.appended, continuation))
+                return false
+            }
+            if resumeNow { continuation.resume() }
         }
-        let batch = Array(pending.prefix(count))
-        pending.removeFirst(batch.count)
-        let waiting = roomWaiters
-        roomWaiters = []
-        for waiter in waiting { waiter.resume() }
-        return batch
     }
 
-    func written(_ count: Int) {
-        written += count
-        let done = syncs.filter { $0.upTo <= written }
-        syncs.removeAll { $0.upTo <= written }
-        for sync in done { sync.continuation.resume() }
+    /// The next records to write and their callbacks; nil once closed and empty.
+    func take(upTo count: Int) async -> (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])? {
+        while true {
+            let taken = state.withLock { state -> (batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])?, end: Bool, room: [CheckedContinuation<Void, Never>]) in
+                guard !state.pending.isEmpty else { return (nil, state.closed, []) }
+                let n = min(count, state.pending.count)
+                let batch = (Array(state.pending.prefix(n)), Array(state.callbacks.prefix(n)))
+                state.pending.removeFirst(n)
+                state.callbacks.removeFirst(n)
+                defer { state.roomWaiters = [] }
+                return (batch, false, state.roomWaiters)
+            }
+            for waiter in taken.room { waiter.resume() }
+            if let batch = taken.batch { return batch }
+            if taken.end { return nil }
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state -> Bool in
+                    guard state.pending.isEmpty, !state.closed else { return true }
+                    state.taker = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
+    }
+
+    func written(_ count: Int, callbacks: [(@Sendable () -> Void)?]) {
+        for callback in callbacks { callback?() }
+        let done = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.written += count
+            let written = state.written
+            let done = state.syncs.filter { $0.upTo <= written }.map(\.continuation)
+            state.syncs.removeAll { $0.upTo <= written }
+            return done
+        }
+        for continuation in done { continuation.resume() }
     }
 
     func finish() {
-        finished = true
-        let waiting = syncs
-        syncs = []
-        for sync in waiting { sync.continuation.resume() }
+        let (syncs, callbacks) = state.withLock { state -> ([CheckedContinuation<Void, Never>], [(@Sendable () -> Void)?]) in
+            state.finished = true
+            defer {
+                state.syncs = []
+                state.callbacks = []
+                state.pending = []
+            }
+            return (state.syncs.map(\.continuation), state.callbacks)
+        }
+        for callback in callbacks { callback?() }
+        for continuation in syncs { continuation.resume() }
     }
 
     /// No more takes wait: the writer writes what is left and stops.
     func close() {
-        closed = true
+        let (taker, room) = state.withLock { state -> (CheckedContinuation<Void, Never>?, [CheckedContinuation<Void, Never>]) in
+            state.closed = true
+            defer {
+                state.taker = nil
+                state.roomWaiters = []
+            }
+            return (state.taker, state.roomWaiters)
+        }
         taker?.resume()
-        taker = nil
-        let waiting = roomWaiters
-        roomWaiters = []
-        for waiter in waiting { waiter.resume() }
+        for waiter in room { waiter.resume() }
     }
 }

@@ -12,6 +12,9 @@ public struct JobDelivery: Sendable {
     public var queue: String?
     /// The broker delivered it before (to this worker or another, which may have sent some of it).
     public var redelivered: Bool
+    /// False once the connection it came on is gone: the broker delivers it again, so sending
+    /// more of it here would only send it twice.
+    public var isCurrent: @Sendable () -> Bool = { true }
 
     public init(body: [UInt8], streamed: StreamedJobReader? = nil, properties: AMQPProperties, queue: String? = nil, redelivered: Bool = false) {
         self.redelivered = redelivered
@@ -25,11 +28,18 @@ public struct JobDelivery: Sendable {
         self.init(
             body: delivery.body, streamed: delivery.streamedBody as? StreamedJobReader, properties: delivery.properties,
             queue: delivery.exchange.isEmpty ? delivery.routingKey : nil, redelivered: delivery.redelivered)
+        isCurrent = { delivery.isCurrent }
     }
 
-    /// Whether some of its devices may have their result already: a redelivery, or a chunk or
-    /// retry job (the job it came from may have been split again after a fault, making it anew).
-    var mayRepeat: Bool { redelivered || chunk != nil }
+    /// Whether some of its devices may have their result already: a redelivery, or a job made
+    /// from one (a chunk of a job split again after a fault is a new message, but not new work).
+    var mayRepeat: Bool { redelivered || properties.headers?[WireHeader.mayRepeat] != nil }
+
+    /// Marks a job made from this one (a chunk, a retry job, one moved to the bulk lane) when this
+    /// one may repeat, so it asks the ledger too.
+    func markRepeat(_ headers: inout AMQPTable) {
+        if mayRepeat { headers[WireHeader.mayRepeat] = .int64(1) }
+    }
 
     /// The `x-pushworker-chunk` header: set on chunk and retry jobs, which are never split again.
     var chunk: String? { properties.headers?[WireHeader.chunk]?.stringValue }

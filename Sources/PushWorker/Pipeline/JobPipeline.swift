@@ -184,12 +184,16 @@ public struct JobPipeline: Sendable {
             }
             let report = try await processor.process(
                 job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved,
-                consultLedger: delivery.mayRepeat)
+                consultLedger: delivery.mayRepeat, isCurrent: delivery.isCurrent)
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }
             metrics.job(.done, code: unresolved?.code.rawValue, lane: lane)
             return .acknowledge
+        } catch is JobProcessor.DeliveryLost {
+            logger.notice("the job's connection went: stopped sending it; the broker delivers it again", metadata: ["job": "\(job.id)", "chunk": "\(delivery.chunk ?? "-")"])
+            metrics.job(.requeued, lane: lane)
+            return .requeue
         } catch {
             logger.error("job failed; returning it to the queue", metadata: ["job": "\(job.id)", "error": "\(error)"])
             metrics.job(.requeued, lane: lane)
@@ -237,7 +241,10 @@ public struct JobPipeline: Sendable {
 
     /// Republishes a chunk as it is to the bulk lane, confirmed, and acknowledges it here.
     private func handToBulkLane(_ delivery: JobDelivery, app: String, chunk: String) async -> JobSettlement {
-        let properties = delivery.properties.republished { headers in headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds()) }
+        let properties = delivery.properties.republished { headers in
+            headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds())
+            delivery.markRepeat(&headers)
+        }
         do {
             try await publisher.publish(.toQueue(settings.queues.bulkJobs(app: app), body: delivery.body, properties: properties))
             metrics.job(.movedToBulk, lane: lane)

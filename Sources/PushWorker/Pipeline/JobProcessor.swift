@@ -49,6 +49,10 @@ public struct JobProcessor: Sendable {
         self.logger = logger
     }
 
+    /// The job's delivery went with its connection (a node lost): the broker delivers it again,
+    /// so nothing more of it is sent here.
+    public struct DeliveryLost: Error {}
+
     /// What became of a job: its summary, and the devices to try again later (in a retry job).
     public struct Report: Sendable {
         public var summary: JobSummary
@@ -103,7 +107,7 @@ public struct JobProcessor: Sendable {
     ///     the ledger holds are not sent again.
     public func process(
         _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil,
-        consultLedger: Bool = false
+        consultLedger: Bool = false, isCurrent: @Sendable () -> Bool = { true }
     ) async throws -> Report {
         let start = ContinuousClock.now
         let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil, chunk: chunk)
@@ -165,6 +169,9 @@ public struct JobProcessor: Sendable {
                 // A device whose result could not be published failed the group: send no more of
                 // a job that goes back to the queue (the slots go back with `slots`).
                 guard !group.isCancelled else { break }
+                // Its connection gone, the job comes again (here or to another worker): the
+                // devices in flight finish, no more are sent.
+                guard isCurrent() else { throw DeliveryLost() }
                 let batch = recipients[next..<(next + slots.count)]
                 next += slots.count
                 group.addTask { [badgeCounts] in
@@ -230,10 +237,11 @@ public struct JobProcessor: Sendable {
             func goOn(_ offset: Int, firstAnswer: Result<APNsResponse, APNsClientError>?) {
                 let recipient = batch[batch.startIndex + offset]
                 group.addTask {
-                    defer { slots.releaseOne() }
+                    let slot = SlotRelease(slots)
+                    defer { slot.releaseUnlessHandedOver() }
                     let end = try await self.deliver(
                         job, to: recipient, request: requests[offset], badge: badges[recipient.token], firstAnswer: firstAnswer, replyTo: replyTo,
-                        ends: ends)
+                        ends: ends, slot: slot)
                     ends.record(end)
                 }
             }
@@ -261,7 +269,7 @@ public struct JobProcessor: Sendable {
     /// the batch was not sent (past the expiration).
     private func deliver(
         _ job: PushJob, to recipient: Recipient, request: APNsRequest, badge: Int?, firstAnswer: Result<APNsResponse, APNsClientError>?,
-        replyTo: String, ends: DeviceEnds
+        replyTo: String, ends: DeviceEnds, slot: SlotRelease
     ) async throws -> DeviceEnd {
         var result = PushResult(
             jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
@@ -285,12 +293,7 @@ public struct JobProcessor: Sendable {
             "job": "\(job.id)", "token": "\(recipient.token.prefix(8))…", "outcome": "\(result.outcome.rawValue)",
             "status": "\(result.status.map(String.init) ?? "-")", "reason": "\(result.reason ?? "-")", "attempts": "\(result.attempts)",
         ])
-        try await report(result, of: job, to: replyTo, ends: ends)
-        // The device keeps its slot until its record is written (one commit shared by the devices
-        // finishing meanwhile): a device sent and not yet in the ledger always holds a slot, so a
-        // worker lost at any moment repeats at most the app's `max_in_flight` devices when its
-        // job comes back. (`batched`: also the results still in the batch, not yet published.)
-        await ledger?.sync()
+        try await report(result, of: job, to: replyTo, ends: ends, slot: slot)
         // Counted once its result is confirmed (`all`, `failures`), so the counter and the results a
         // producer reads agree; with `batched` once it is in the batch, which is confirmed before the summary.
         metrics.notification(app: appName, outcome: result.outcome, reason: reasonLabel)
@@ -339,7 +342,12 @@ public struct JobProcessor: Sendable {
     /// A device's final result, as the job's `results` asks: published alone (`all`, and
     /// `failures` for a device not delivered), added to the batch (`batched`, published when
     /// full), or only counted (`none`).
-    func report(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
+    /// - Parameter slot: the device's admission slot. With a ledger, it is given back once the
+    ///   device's record is written (one commit shared by the devices finishing meanwhile), not
+    ///   when the device's task ends: a device sent and not yet in the ledger always holds a slot,
+    ///   so a worker lost at any moment repeats at most the app's `max_in_flight` devices when its
+    ///   job comes back (`batched`: also the results still in the batch, not yet published).
+    func report(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds, slot: SlotRelease? = nil) async throws {
         // Kept in the ledger once published (`batched`: once its message is), never before: a
         // device the ledger holds is not published again when its job comes back.
         let record = ledger.map { _ in result.ledgerRecord(chunk: ends.chunk) }
@@ -354,7 +362,13 @@ public struct JobProcessor: Sendable {
         case .failures, .none:
             break
         }
-        if let record { await ledger?.append([record]) }
+        guard let record, let ledger else { return }
+        if let slot {
+            slot.handOver()
+            await ledger.append(record, whenWritten: { slot.release() })
+        } else {
+            await ledger.append([record])
+        }
     }
 
     /// A result the broker returns (its reply queue was deleted after the job's check) is

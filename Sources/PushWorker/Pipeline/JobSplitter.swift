@@ -28,6 +28,7 @@ struct JobSplitter: Sendable {
             func publish(_ chunk: AudiencePage) throws {
                 let properties = delivery.properties.republished(messageID: "\(job.id)#\(published + 1)") { headers in
                     headers[WireHeader.chunk] = .string("\(published + 1)/\(count)")
+                    delivery.markRepeat(&headers)
                     headers[WireHeader.enqueuedAt] = .int64(WireHeader.nowMilliseconds())
                 }
                 let message = AMQPMessage.toQueue(chunksQueue, body: try job.chunkBody(devices: chunk.recipients, filtered: chunk.filtered), properties: properties)

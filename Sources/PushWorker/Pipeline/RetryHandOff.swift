@@ -21,6 +21,7 @@ struct RetryHandOff: Sendable {
         let delay = delaysMilliseconds[min(round, delaysMilliseconds.count - 1)]
         let properties = delivery.properties.republished(messageID: "\(job.id)#retry\(round + 1)") { headers in
             headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string(Self.wholeJobChunk)
+            delivery.markRepeat(&headers)
             headers[WireHeader.enqueuedAt] = nil  // its pause is no queue wait; moved to the bulk lane, it gets a new one
             headers[WireHeader.attempts] = .array(recipients.map { .int64(Int64($0.previousAttempts)) })
             headers[WireHeader.badges] = job.badge == nil ? nil : .array(recipients.map { .int64(Int64($0.badge ?? -1)) })
