@@ -170,8 +170,14 @@ if [ "$mode" = ledger ]; then
   trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
   base="$(deploy/local/postgres.sh url)"
   broker_pid="$(deploy/local/rabbitmq.sh pid)"
-  # CPU seconds of every PostgreSQL process (the server and its backends) so far.
-  postgres_cpu() { ps -u postgres -o times= | awk '{ total += $1 } END { printf "%.2f", total }'; }
+  # CPU seconds of the PostgreSQL server so far: the postmaster, the backends it has reaped (its
+  # cutime and cstime: a benchmark's worker exits, and its backends with it, before the reading)
+  # and those still running.
+  postmaster="$(head -1 "${PUSHWORKER_POSTGRES_DIR:-/tmp/pushworker-postgres-15432}/data/postmaster.pid")"
+  postgres_cpu() {
+    { awk -v t="$ticks" '{ printf "%.3f\n", ($14 + $15 + $16 + $17) / t }' "/proc/$postmaster/stat"
+      for child in $(pgrep -P "$postmaster"); do cpu_of "$child" 2>/dev/null && echo; done; } | awk '{ total += $1 } END { printf "%.2f", total }'
+  }
   for ledger in off sqlite postgres-off postgres; do
     extra=()
     if [[ "$ledger" == postgres* ]]; then
