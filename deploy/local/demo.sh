@@ -123,6 +123,14 @@ echo "== APNs answered 410 for ada's dead device, so the registry dropped it:"
 echo "== what an operator sees: pushworker registry show user ada, show group class-b"
 "$bin/pushworker" registry show user --config "$work/pushworker.yaml" ada | sed 's/^/   /'
 "$bin/pushworker" registry show group --config "$work/pushworker.yaml" class-b | sed 's/^/   /'
+echo "== the delivery ledger kept every device's result: pushworker deliveries --job grades-1, then --user cy"
+"$bin/pushworker" deliveries --config "$work/pushworker.yaml" --job grades-1 | sed 's/^/   /'
+"$bin/pushworker" deliveries --config "$work/pushworker.yaml" --user cy | sed 's/^/   /'
+echo "== two jobs with one idempotency_key: the first is sent, the second sends nothing and its summary names the first (duplicate_of)"
+publish jobs '{"id": "sale-1", "app": "demo", "idempotency_key": "spring-sale", "audience": {"users": ["cy"]}, "payload": {"aps": {"alert": "Sale"}}}'
+results 2
+publish jobs '{"id": "sale-2", "app": "demo", "idempotency_key": "spring-sale", "audience": {"users": ["cy"]}, "payload": {"aps": {"alert": "Sale"}}}'
+results 1
 
 echo "== Live Activities: the app reports push-to-start tokens for ada and cy (iOS 17.2), registered like devices"
 start_a=5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a
