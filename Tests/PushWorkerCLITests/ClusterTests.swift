@@ -93,18 +93,23 @@ struct ClusterTests {
         }
     }
 
+    /// A 50,000-device job under way when node 1, the one the worker consumes from, is killed:
+    /// when it was killed, how many devices APNs saw again, how many results came twice.
+    static func killConsumerNode(_ run: Run, id: String) async throws -> (killedAt: Int, sentAgain: Int, repeats: Int) {
+        let devices = 50_000
+        try await run.publish(id, devices: devices)
+        try await waitForRequests(run.setup.mock, atLeast: 10_000)
+        try TestCluster.kill(1)
+        let killedAt = run.setup.mock.requestCount
+        let repeats = repeats(try await run.collect(devices: devices, stall: .seconds(120)), devices: devices)
+        return (killedAt, run.setup.mock.requestCount - devices, repeats)
+    }
+
     @Test("SIGKILL of the node a worker consumes from, mid 50,000-device job published on another node: every device gets its result, repeats stay within what was in flight, the worker goes on via another node")
     func consumerNodeKilled() async throws {
         let run = try await Run.start()
-        let devices = 50_000
-        try await run.publish("big", devices: devices)
-        try await Self.waitForRequests(run.setup.mock, atLeast: 10_000)
-        try TestCluster.kill(1)
-        let killedAt = run.setup.mock.requestCount
-
-        let repeats = Self.repeats(try await run.collect(devices: devices, stall: .seconds(120)), devices: devices)
-        let sentAgain = run.setup.mock.requestCount - devices
-        print("cluster: node 1 killed after \(killedAt) of \(devices) requests; APNs saw \(sentAgain) device(s) again (in flight at most \(Self.prefetch * Self.chunk)); \(repeats) result(s) repeated")
+        let (killedAt, sentAgain, repeats) = try await Self.killConsumerNode(run, id: "big")
+        print("cluster: node 1 killed after \(killedAt) of 50000 requests; APNs saw \(sentAgain) device(s) again (in flight at most \(Self.prefetch * Self.chunk)); \(repeats) result(s) repeated")
         #expect(sentAgain <= Self.prefetch * Self.chunk)
         #expect(repeats <= sentAgain + Self.unconfirmed)
         #expect(run.worker.log.contains("failed over to another node"), "\(run.worker.log)")
@@ -117,15 +122,8 @@ struct ClusterTests {
         let ledger = FileManager.default.temporaryDirectory.appendingPathComponent("cluster-ledger-\(UUID().uuidString.prefix(8)).db").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: ledger + suffix) } }
         let run = try await Run.start(extra: "ledger: {sqlite: \(ledger)}")
-        let devices = 50_000
-        try await run.publish("big-ledger", devices: devices)
-        try await Self.waitForRequests(run.setup.mock, atLeast: 10_000)
-        try TestCluster.kill(1)
-        let killedAt = run.setup.mock.requestCount
-
-        let repeats = Self.repeats(try await run.collect(devices: devices, stall: .seconds(120)), devices: devices)
-        let sentAgain = run.setup.mock.requestCount - devices
-        print("cluster with the ledger: node 1 killed after \(killedAt) of \(devices) requests; APNs saw \(sentAgain) device(s) again (max_in_flight \(AppConfiguration.defaultMaxInFlight)); \(repeats) result(s) repeated")
+        let (killedAt, sentAgain, repeats) = try await Self.killConsumerNode(run, id: "big-ledger")
+        print("cluster with the ledger: node 1 killed after \(killedAt) of 50000 requests; APNs saw \(sentAgain) device(s) again (max_in_flight \(AppConfiguration.defaultMaxInFlight)); \(repeats) result(s) repeated")
         #expect(sentAgain <= AppConfiguration.defaultMaxInFlight)
         #expect(repeats <= sentAgain + Self.unconfirmed)
         try await run.finish()
