@@ -144,6 +144,19 @@ struct PushWorkerConfigurationTests {
             #expect("\(error)".contains("/tmp/f.yaml: ledger.sqlite: cannot open the ledger there"), "\(error)")
             #expect("\(error)".contains("ledger: off"), "\(error)")
         }
+        // The ranges are the plan's: `run` and `config check` refuse them alike, naming the key.
+        for (yaml, expected) in [
+            ("ledger: {retention_days: 0}\n", "ledger.retention_days: 0 is not between 1 and 3650"),
+            ("ledger: {retention_days: 1, idempotency_hours: 48}\n", "ledger.idempotency_hours: 48 is not between 1 and the retention (24 hours)"),
+        ] {
+            #expect(throws: ConfigurationError.self) { try WorkerPlan(try PushWorkerConfiguration.parse(yaml + "apps: []\n", file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:]) }
+            do {
+                _ = try EffectiveConfiguration.check(try PushWorkerConfiguration.parse(yaml + "apps: []\n", file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:])
+                Issue.record("config check accepted \(yaml)")
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+            }
+        }
         let none = try WorkerPlan(try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:])
         #expect(try await none.openLedger(registry: nil, logger: logger) == nil)
     }

@@ -99,9 +99,6 @@ public enum EffectiveConfiguration {
     private static func ledger(_ settings: WorkerSettings, file: String) throws(ConfigurationError) -> Node {
         let ledger = settings.ledger
         guard ledger.enabled else { return scalar("off") }
-        guard (1...3650).contains(ledger.retentionDays) else {
-            throw ConfigurationError(file: file, key: "ledger.retention_days", "\(ledger.retentionDays) is not between 1 and 3650")
-        }
         let store: String = if let sqlite = ledger.sqlite { sqlite }
             else if let sqlite = settings.registry?.sqlite { "\(sqlite)  (the registry's file)" }
             else if settings.registry?.postgres != nil { "the registry's PostgreSQL, partitioned by day" }

@@ -7,9 +7,9 @@ extension WorkerPlan {
     /// The ledger the configuration keeps, opened: `ledger.sqlite` when named, else the
     /// registry's store (its SQLite file, or its PostgreSQL partitioned by day); nil with
     /// `ledger: off`, or without a registry or a file for it (said in the log).
-    public func openLedger(registry: (any RegistryStore)?, logger: Logger) async throws -> (any DeliveryLedger)? {
-        let settings = self.settings.ledger
-        guard settings.enabled else { return nil }
+    /// The ledger's ranges, checked with the rest of the plan (so `config check` sees them too).
+    static func checkLedger(_ settings: WorkerSettings.Ledger, file: String) throws(ConfigurationError) {
+        guard settings.enabled else { return }
         guard (1...3650).contains(settings.retentionDays) else {
             throw ConfigurationError(file: file, key: "ledger.retention_days", "\(settings.retentionDays) is not between 1 and 3650")
         }
@@ -18,6 +18,11 @@ extension WorkerPlan {
                 file: file, key: "ledger.idempotency_hours",
                 "\(settings.idempotencyHours) is not between 1 and the retention (\(settings.retentionDays * 24) hours): a key is remembered only as long as the ledger")
         }
+    }
+
+    public func openLedger(registry: (any RegistryStore)?, logger: Logger) async throws -> (any DeliveryLedger)? {
+        let settings = self.settings.ledger
+        guard settings.enabled else { return nil }
         let path: String
         let key: String
         if let own = settings.sqlite {

@@ -66,6 +66,7 @@ public struct WorkerPlan: Sendable {
         }
         self.apps = apps
         endpoint = try settings.metricsEndpoint(file: file, environment: environment).map { Endpoint(host: $0.host, port: $0.port, key: $0.key) }
+        try Self.checkLedger(settings.ledger, file: file)
         deliveriesPageToken = try Self.pageToken(settings, endpoint: endpoint, file: file, environment: environment)
     }
 

@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 import OperatorEndpoint
 import Registry
@@ -58,7 +59,7 @@ public final class DeliveriesPage: Sendable {
         guard let ledger = ledger.withLock({ $0 }) else { return Self.json(503, ["error": "the ledger is not open yet"]) }
         let subject: DeliveryQuery.Subject = switch field {
         case "user": .user(value)
-        case "token": .token(value.lowercased().filter { $0 != " " && $0 != "<" && $0 != ">" })
+        case "token": .token(APNsDeviceToken.normalized(value))
         default: .job(value)
         }
         do {

@@ -31,13 +31,3 @@ public final class OpenOnce: Sendable {
     }
 }
 
-/// A value set once, read by whoever comes after (nil before).
-final class OpenOnceValue<Value: Sendable>: Sendable {
-    private let state = Mutex<Value?>(nil)
-
-    init() {}
-
-    func set(_ value: Value) { state.withLock { $0 = value } }
-
-    var value: Value? { state.withLock { $0 } }
-}

@@ -12,8 +12,6 @@ public final class RegistryService: Service, Sendable {
     private let publishing: AMQPConfiguration
     private let consuming: AMQPConfiguration
     private let logger: Logger
-    /// Set once connected, so a graceful shutdown can close it.
-    private let consumer = OpenOnceValue<AMQPConsumer>()
 
     /// Opened once the worker is connected (`WorkerConnections.connected`): this service connects after it.
     private let after: OpenOnce
@@ -48,7 +46,6 @@ public final class RegistryService: Service, Sendable {
             await publisher.close()
         })
         guard let (publisher, consumer) = connected else { return }
-        self.consumer.set(consumer)
         logger.info("registry commands consumed", metadata: ["queue": "\(queue)"])
         if let auth = handler.auth {
             logger.info("registry commands need the user's token", metadata: ["issuer": "\(auth.issuer)", "audience": "\(auth.audience)"])
@@ -65,7 +62,7 @@ public final class RegistryService: Service, Sendable {
                 logger.error("the registry command consumer stopped", metadata: ["error": "\(error)"])
             }
         } onGracefulShutdown: {
-            Task { await self.consumer.value?.close() }
+            Task { await consumer.close() }
         }
         await publisher.close()
     }
