@@ -94,6 +94,7 @@ let package = Package(
                 "Registry",
                 "APNs",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
