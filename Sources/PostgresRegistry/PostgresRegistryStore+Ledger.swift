@@ -33,6 +33,7 @@ extension PostgresRegistryStore: DeliveryLedger {
             ] {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
             }
+            try await self.prepareSchedule(on: connection)
         }
     }
 

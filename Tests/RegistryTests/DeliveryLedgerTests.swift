@@ -52,6 +52,22 @@ struct DeliveryLedgerTests {
         #expect(try await ledger.finals(job: "b-1", app: "demo", tokens: [""])[""] == broadcast)
     }
 
+    @Test("text with tabs, newlines, backslashes, \\N and non-ASCII comes back as written; a batch with a record held already keeps the others", arguments: Kind.allCases)
+    func awkwardText(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        var odd = Self.record("j\t1\\N", 1, user: "u\n1 \\ ü", outcome: "rejected")
+        odd.reason = "Bad\r\nReason\t\\N"
+        odd.chunk = nil
+        try await ledger.write([Self.record("j-3", 1)])
+        try await ledger.write([Self.record("j-3", 1, outcome: "failed"), Self.record("j-3", 2), odd])
+        let token = TestDeviceTokens.hex(1, series: 0x1ED6)
+        #expect(try await ledger.finals(job: "j\t1\\N", app: "demo", tokens: [token])[token] == odd)
+        let kept = try await ledger.finals(job: "j-3", app: "demo", tokens: [1, 2].map { TestDeviceTokens.hex($0, series: 0x1ED6) })
+        #expect(kept.count == 2)
+        #expect(kept[token]?.outcome == "delivered", "the first result stays")
+        #expect(try await ledger.deliveries(DeliveryQuery(.user("u\n1 \\ ü"))).map(\.jobID) == ["j\t1\\N"])
+    }
+
     @Test("by job, user or token: newest first, within since and until, at most limit", arguments: Kind.allCases)
     func queries(_ kind: Kind) async throws {
         let ledger = try await kind.make()

@@ -1,0 +1,131 @@
+import PostgresNIO
+import Registry
+
+/// The schedule in the registry's PostgreSQL, beside the ledger, for a fleet on many hosts. A
+/// release takes its jobs with `FOR UPDATE SKIP LOCKED`: workers asking at once take different
+/// jobs and never wait for each other.
+extension PostgresRegistryStore: JobSchedule {
+    /// Creates the table when missing; called with `prepareLedger`.
+    func prepareSchedule(on connection: PostgresConnection) async throws {
+        for statement in [
+            """
+            CREATE TABLE IF NOT EXISTS scheduled_jobs(
+              app TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL, idempotency_key TEXT COLLATE "C", release_at BIGINT NOT NULL,
+              body TEXT NOT NULL, reply_to TEXT, held_at BIGINT NOT NULL, state TEXT NOT NULL, ended_at BIGINT, lease_until BIGINT,
+              releases INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (app, job_id))
+            """,
+            "CREATE INDEX IF NOT EXISTS scheduled_jobs_due ON scheduled_jobs(release_at) WHERE state = 'waiting'",
+            "CREATE INDEX IF NOT EXISTS scheduled_jobs_key ON scheduled_jobs(idempotency_key) WHERE idempotency_key IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS scheduled_jobs_id ON scheduled_jobs(job_id)",
+        ] {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
+    }
+
+    public func hold(_ job: ScheduledJob) async throws(RegistryError) {
+        try await transaction { connection in
+            try await connection.query("""
+                INSERT INTO scheduled_jobs(app, job_id, idempotency_key, release_at, body, reply_to, held_at, state)
+                VALUES (\(job.app), \(job.jobID), \(job.idempotencyKey), \(job.releaseAt), \(job.body), \(job.replyTo), \(job.heldAt), 'waiting')
+                ON CONFLICT DO NOTHING
+                """, logger: self.logger)
+        }
+    }
+
+    public func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [ScheduledJob] {
+        try await read { connection in
+            try await Self.jobs(connection.query("""
+                UPDATE scheduled_jobs SET lease_until = \(leaseUntil), releases = releases + 1
+                WHERE (app, job_id) IN (SELECT app, job_id FROM scheduled_jobs
+                  WHERE state = 'waiting' AND release_at <= \(now) AND (lease_until IS NULL OR lease_until < \(now))
+                  ORDER BY release_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING \(unescaped: Self.scheduleColumns)
+                """, logger: self.logger))
+        }.sorted { ($0.releaseAt, $0.app, $0.jobID) < ($1.releaseAt, $1.app, $1.jobID) }
+    }
+
+    public func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError) {
+        guard !jobs.isEmpty else { return }
+        try await transaction { connection in
+            try await connection.query("""
+                UPDATE scheduled_jobs SET state = 'released', ended_at = \(at), lease_until = NULL
+                WHERE state = 'waiting' AND (app, job_id) IN (SELECT * FROM UNNEST(\(jobs.map(\.app))::TEXT[], \(jobs.map(\.jobID))::TEXT[]))
+                """, logger: self.logger)
+        }
+    }
+
+    public func cancel(_ name: ScheduledJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation {
+        var outcome = ScheduleCancellation.unknown
+        try await transaction { connection in
+            guard var job = try await self.one(name, on: connection, locking: true) else {
+                outcome = .unknown
+                return
+            }
+            guard job.state == .waiting else {
+                outcome = .ended(job)
+                return
+            }
+            try await connection.query(
+                "UPDATE scheduled_jobs SET state = 'cancelled', ended_at = \(at) WHERE app = \(job.app) AND job_id = \(job.jobID)", logger: self.logger)
+            job.state = .cancelled
+            job.endedAt = at
+            outcome = .cancelled(job)
+        }
+        return outcome
+    }
+
+    public func scheduled(app: String?, state: ScheduledJob.State?, limit: Int) async throws(RegistryError) -> [ScheduledJob] {
+        try await read { connection in
+            try await Self.jobs(connection.query("""
+                SELECT \(unescaped: Self.scheduleColumns) FROM scheduled_jobs WHERE (\(app)::TEXT IS NULL OR app = \(app))
+                AND (\(state?.rawValue)::TEXT IS NULL OR state = \(state?.rawValue)) ORDER BY release_at, app, job_id LIMIT \(limit)
+                """, logger: self.logger))
+        }
+    }
+
+    public func scheduledJob(_ name: ScheduledJobName) async throws(RegistryError) -> ScheduledJob? {
+        try await read { connection in try await self.one(name, on: connection, locking: false) }
+    }
+
+    public func expireSchedule(before: Int64) async throws(RegistryError) -> Int {
+        try await read { connection in
+            var count = 0
+            for try await _ in try await connection.query(
+                "DELETE FROM scheduled_jobs WHERE state <> 'waiting' AND ended_at < \(before) RETURNING 1", logger: self.logger) {
+                count += 1
+            }
+            return count
+        }
+    }
+
+    private func one(_ name: ScheduledJobName, on connection: PostgresConnection, locking: Bool) async throws -> ScheduledJob? {
+        let lock = locking ? " FOR UPDATE" : ""
+        let found: [ScheduledJob]
+        switch name.key {
+        case .job(let id):
+            found = try await Self.jobs(connection.query("""
+                SELECT \(unescaped: Self.scheduleColumns) FROM scheduled_jobs WHERE job_id = \(id) AND (\(name.app)::TEXT IS NULL OR app = \(name.app))
+                ORDER BY app\(unescaped: lock)
+                """, logger: logger))
+        case .idempotencyKey(let key):
+            found = try await Self.jobs(connection.query("""
+                SELECT \(unescaped: Self.scheduleColumns) FROM scheduled_jobs WHERE idempotency_key = \(key) AND (\(name.app)::TEXT IS NULL OR app = \(name.app))
+                ORDER BY held_at DESC, app LIMIT 1\(unescaped: lock)
+                """, logger: logger))
+        }
+        return try ScheduledJobName.single(found, for: name)
+    }
+
+    static let scheduleColumns = "app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, ended_at, releases"
+
+    private static func jobs(_ rows: PostgresRowSequence) async throws -> [ScheduledJob] {
+        var jobs: [ScheduledJob] = []
+        for try await row in rows {
+            let c = try row.decode((String, String, String?, Int64, String, String?, Int64, String, Int64?, Int).self)
+            jobs.append(ScheduledJob(
+                jobID: c.1, app: c.0, idempotencyKey: c.2, releaseAt: c.3, body: c.4, replyTo: c.5, heldAt: c.6,
+                state: ScheduledJob.State(rawValue: c.7) ?? .waiting, endedAt: c.8, releases: c.9))
+        }
+        return jobs
+    }
+}

@@ -1,0 +1,67 @@
+/// Where jobs with a `send_at` wait: in the same store as the delivery ledger (the registry's
+/// SQLite file or PostgreSQL, or the ledger's own file), so every worker of the fleet sees them
+/// and any of them releases them. One conformance suite runs on both stores.
+public protocol JobSchedule: Sendable {
+    /// Holds a job. The same job (app, id) held again — its message delivered twice — stays as
+    /// first held.
+    func hold(_ job: ScheduledJob) async throws(RegistryError)
+    /// Takes the waiting jobs due at `now`, at most `limit`, earliest first, for this worker to
+    /// release until `leaseUntil`: a job whose worker died mid-release is taken again once that
+    /// time passes. Two workers asking at once never take the same job.
+    func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [ScheduledJob]
+    /// Marks jobs released (their messages are confirmed on the jobs queue).
+    func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError)
+    /// Cancels a waiting job, named by its id or its idempotency key (within `app` when named).
+    /// Throws `invalidField` (`app`) when the name matches jobs of several apps.
+    func cancel(_ name: ScheduledJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation
+    /// Held jobs, soonest first; only those in `state` when named.
+    func scheduled(app: String?, state: ScheduledJob.State?, limit: Int) async throws(RegistryError) -> [ScheduledJob]
+    /// One job by name, whatever its state.
+    func scheduledJob(_ name: ScheduledJobName) async throws(RegistryError) -> ScheduledJob?
+    /// Forgets released and cancelled jobs that ended before `before`, with the ledger's retention.
+    func expireSchedule(before: Int64) async throws(RegistryError) -> Int
+}
+
+/// How a cancel or a `schedule show` names a job.
+public struct ScheduledJobName: Sendable, Hashable {
+    public enum Key: Sendable, Hashable {
+        case job(String)
+        case idempotencyKey(String)
+    }
+
+    public var key: Key
+    /// The app, when named: a job id or key is unique per app.
+    public var app: String?
+
+    public init(_ key: Key, app: String? = nil) {
+        self.key = key
+        self.app = app
+    }
+
+    public var description: String {
+        let name = switch key {
+        case .job(let id): "job '\(id)'"
+        case .idempotencyKey(let key): "idempotency_key '\(key)'"
+        }
+        return app.map { "\(name) of app '\($0)'" } ?? name
+    }
+}
+
+/// What a cancel found.
+public enum ScheduleCancellation: Sendable, Hashable {
+    /// It was waiting, and is cancelled now: it will never be released.
+    case cancelled(ScheduledJob)
+    /// Too late: released (or cancelled) before.
+    case ended(ScheduledJob)
+    /// No job is held by that name.
+    case unknown
+}
+
+extension ScheduledJobName {
+    /// The one job found, nil for none; several (one id in two apps) need the app named.
+    public static func single(_ found: [ScheduledJob], for name: ScheduledJobName) throws(RegistryError) -> ScheduledJob? {
+        guard found.count > 1 else { return found.first }
+        throw RegistryError(.invalidField, field: "app",
+            "\(name.description) is held for several apps (\(found.map(\.app).joined(separator: ", "))): name the app")
+    }
+}

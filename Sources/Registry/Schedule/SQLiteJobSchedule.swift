@@ -1,0 +1,130 @@
+import Synchronization
+
+/// The schedule in an SQLite file (the ledger's), in WAL mode like the ledger, so the workers of
+/// one host share it. A release takes its jobs in one `UPDATE … RETURNING`: two workers never
+/// take the same job, and a worker that dies with jobs taken leaves them to the next after
+/// their lease.
+public final class SQLiteJobSchedule: JobSchedule {
+    private let state: Mutex<Connection>
+
+    private final class Connection: @unchecked Sendable {
+        let database: SQLiteDatabase
+        let hold, due, release, cancel, list, byID, byKey, expire: SQLiteStatement
+
+        init(_ database: SQLiteDatabase) throws(RegistryError) {
+            self.database = database
+            try database.execute("""
+                CREATE TABLE IF NOT EXISTS scheduled_jobs(
+                  app TEXT NOT NULL, job_id TEXT NOT NULL, idempotency_key TEXT, release_at INTEGER NOT NULL, body TEXT NOT NULL, reply_to TEXT,
+                  held_at INTEGER NOT NULL, state TEXT NOT NULL, ended_at INTEGER, lease_until INTEGER, releases INTEGER NOT NULL DEFAULT 0,
+                  PRIMARY KEY (app, job_id));
+                CREATE INDEX IF NOT EXISTS scheduled_jobs_due ON scheduled_jobs(release_at) WHERE state = 'waiting';
+                CREATE INDEX IF NOT EXISTS scheduled_jobs_key ON scheduled_jobs(idempotency_key) WHERE idempotency_key IS NOT NULL;
+                """)
+            let columns = "app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, ended_at, releases"
+            hold = try database.prepare("""
+                INSERT INTO scheduled_jobs(app, job_id, idempotency_key, release_at, body, reply_to, held_at, state)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting') ON CONFLICT DO NOTHING
+                """)
+            due = try database.prepare("""
+                UPDATE scheduled_jobs SET lease_until = ?2, releases = releases + 1
+                WHERE rowid IN (SELECT rowid FROM scheduled_jobs WHERE state = 'waiting' AND release_at <= ?1 AND (lease_until IS NULL OR lease_until < ?1)
+                  ORDER BY release_at LIMIT ?3)
+                RETURNING \(columns)
+                """)
+            release = try database.prepare("UPDATE scheduled_jobs SET state = 'released', ended_at = ?3, lease_until = NULL WHERE app = ?1 AND job_id = ?2 AND state = 'waiting'")
+            cancel = try database.prepare("UPDATE scheduled_jobs SET state = 'cancelled', ended_at = ?3 WHERE app = ?1 AND job_id = ?2 AND state = 'waiting'")
+            list = try database.prepare("""
+                SELECT \(columns) FROM scheduled_jobs WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR state = ?2) ORDER BY release_at, app, job_id LIMIT ?3
+                """)
+            byID = try database.prepare("SELECT \(columns) FROM scheduled_jobs WHERE job_id = ?1 AND (?2 IS NULL OR app = ?2) ORDER BY app")
+            byKey = try database.prepare("SELECT \(columns) FROM scheduled_jobs WHERE idempotency_key = ?1 AND (?2 IS NULL OR app = ?2) ORDER BY held_at DESC, app")
+            expire = try database.prepare("DELETE FROM scheduled_jobs WHERE state <> 'waiting' AND ended_at < ?1")
+        }
+    }
+
+    /// Opens (creating) the file and the table.
+    public init(path: String) throws(RegistryError) {
+        state = Mutex(try Connection(SQLiteDatabase(path: path)))
+    }
+
+    public func hold(_ job: ScheduledJob) async throws(RegistryError) {
+        try state.withLock { connection throws(RegistryError) in
+            try connection.hold.run([
+                .text(job.app), .text(job.jobID), job.idempotencyKey.map { .text($0) } ?? .null, .integer(job.releaseAt), .text(job.body),
+                job.replyTo.map { .text($0) } ?? .null, .integer(job.heldAt),
+            ])
+        }
+    }
+
+    public func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [ScheduledJob] {
+        try state.withLock { connection throws(RegistryError) in
+            var jobs: [ScheduledJob] = []
+            try connection.due.run([.integer(now), .integer(leaseUntil), .integer(Int64(limit))]) { row in jobs.append(Self.job(row)) }
+            return jobs.sorted { ($0.releaseAt, $0.app, $0.jobID) < ($1.releaseAt, $1.app, $1.jobID) }
+        }
+    }
+
+    public func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError) {
+        try state.withLock { connection throws(RegistryError) in
+            try connection.database.transaction { () throws(RegistryError) in
+                for job in jobs { try connection.release.run([.text(job.app), .text(job.jobID), .integer(at)]) }
+            }
+        }
+    }
+
+    public func cancel(_ name: ScheduledJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation {
+        try state.withLock { connection throws(RegistryError) -> ScheduleCancellation in
+            try connection.database.transaction { () throws(RegistryError) -> ScheduleCancellation in
+                guard var job = try Self.one(name, connection) else { return .unknown }
+                guard job.state == .waiting else { return .ended(job) }
+                try connection.cancel.run([.text(job.app), .text(job.jobID), .integer(at)])
+                job.state = .cancelled
+                job.endedAt = at
+                return .cancelled(job)
+            }
+        }
+    }
+
+    public func scheduled(app: String?, state wanted: ScheduledJob.State?, limit: Int) async throws(RegistryError) -> [ScheduledJob] {
+        try state.withLock { connection throws(RegistryError) in
+            var jobs: [ScheduledJob] = []
+            try connection.list.run([app.map { .text($0) } ?? .null, wanted.map { .text($0.rawValue) } ?? .null, .integer(Int64(limit))]) { row in
+                jobs.append(Self.job(row))
+            }
+            return jobs
+        }
+    }
+
+    public func scheduledJob(_ name: ScheduledJobName) async throws(RegistryError) -> ScheduledJob? {
+        try state.withLock { connection throws(RegistryError) in try Self.one(name, connection) }
+    }
+
+    public func expireSchedule(before: Int64) async throws(RegistryError) -> Int {
+        try state.withLock { connection throws(RegistryError) in
+            try connection.expire.run([.integer(before)])
+            return connection.database.changes
+        }
+    }
+
+    /// The job a name means; a name several apps' jobs answer to is refused: the app decides.
+    private static func one(_ name: ScheduledJobName, _ connection: Connection) throws(RegistryError) -> ScheduledJob? {
+        var found: [ScheduledJob] = []
+        let app: SQLiteStatement.Value = name.app.map { .text($0) } ?? .null
+        switch name.key {
+        case .job(let id): try connection.byID.run([.text(id), app]) { row in found.append(job(row)) }
+        case .idempotencyKey(let key):
+            // A key taken again after its window names a newer job: the newest is meant.
+            try connection.byKey.run([.text(key), app]) { row in found.append(job(row)) }
+            found = Array(found.prefix(1))
+        }
+        return try ScheduledJobName.single(found, for: name)
+    }
+
+    private static func job(_ row: SQLiteStatement.Row) -> ScheduledJob {
+        ScheduledJob(
+            jobID: row.text(1) ?? "", app: row.text(0) ?? "", idempotencyKey: row.text(2), releaseAt: row.integer(3), body: row.text(4) ?? "",
+            replyTo: row.text(5), heldAt: row.integer(6), state: ScheduledJob.State(rawValue: row.text(7) ?? "") ?? .waiting,
+            endedAt: row.text(8) == nil ? nil : row.integer(8), releases: Int(row.integer(9)))
+    }
+}
