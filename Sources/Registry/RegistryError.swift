@@ -26,6 +26,10 @@ public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible 
         /// APNs could not be reached for a channel request, or answered with its own trouble
         /// (429, 5xx); asked again later, it may succeed. Answered, not requeued.
         case apnsUnavailable = "apns_unavailable"
+        /// `cancel_job` named no job held in the schedule.
+        case unknownJob = "unknown_job"
+        /// `cancel_job` named a job released (or cancelled) already.
+        case jobEnded = "job_ended"
         /// The store could not be read or written; the command may succeed later.
         case storeUnavailable = "store_unavailable"
     }

@@ -105,14 +105,20 @@ public enum RegistryRequest: Sendable, Hashable {
     case query(RegistryQuery)
     /// A broadcast channel, on APNs.
     case channel(ChannelRequest)
+    /// `cancel_job`: a job held until its `send_at` is never released. Answered, whatever it
+    /// found (a job unknown or released already is an answer, not a bad command).
+    case cancelJob(ScheduledJobName)
 
     public var name: String {
         switch self {
         case .command(let command): command.name
         case .query(let query): query.name
         case .channel(let request): request.name
+        case .cancelJob: "cancel_job"
         }
     }
+
+    static let cancelFields: Set<String> = ["app", "job", "idempotency_key"]
 
     /// Reads a command or a query, or says which field is wrong.
     public init(json body: [UInt8]) throws(RegistryError) {
@@ -139,8 +145,18 @@ public enum RegistryRequest: Sendable, Hashable {
             self = .query(try RegistryQuery(object, name: name))
         } else if ChannelRequest.fields[name] != nil {
             self = .channel(try ChannelRequest(object, name: name))
+        } else if name == "cancel_job" {
+            let reader = RegistryFields(object)
+            try reader.allow(Self.cancelFields, in: name)
+            let job = try reader.optionalString("job"), key = try reader.optionalString("idempotency_key")
+            let app = try reader.optionalString("app")
+            switch (job, key) {
+            case (let job?, nil): self = .cancelJob(ScheduledJobName(.job(job), app: app))
+            case (nil, let key?): self = .cancelJob(ScheduledJobName(.idempotencyKey(key), app: app))
+            default: throw RegistryError(.invalidField, field: "job", "cancel_job names exactly one of job (a job id) and idempotency_key")
+            }
         } else {
-            let known = (Array(RegistryCommand.fields.keys) + Array(RegistryQuery.fields.keys) + Array(ChannelRequest.fields.keys)).sorted()
+            let known = (Array(RegistryCommand.fields.keys) + Array(RegistryQuery.fields.keys) + Array(ChannelRequest.fields.keys) + ["cancel_job"]).sorted()
             throw RegistryError(.unknownCommand, field: "command", "command '\(name)' is not one of \(known.joined(separator: ", "))")
         }
     }

@@ -53,6 +53,10 @@ public struct CommandAuthorizer: Sendable {
             throw RegistryError(.unauthorized, field: "command",
                 "\(request.name) is refused while registry.auth is on: a channel belongs to the app, not to a user; manage channels with pushworker channels, or from a worker without registry.auth")
         }
+        if case .cancelJob = request {
+            throw RegistryError(.unauthorized, field: "command",
+                "cancel_job is refused while registry.auth is on: a job belongs to the backend that sent it, not to a user; cancel it with pushworker schedule cancel, or from a worker without registry.auth")
+        }
         if case .query(.getDeliveries) = request {
             // Whatever it names, the answer is limited to the asking user's devices: it needs a token.
             guard let auth, !auth.isEmpty else {
@@ -145,7 +149,7 @@ public struct CommandAuthorizer: Sendable {
             // Its tokens' users are read from the store: see `check`.
             case .endActivity: return ([], [])
             }
-        case .channel:
+        case .channel, .cancelJob:
             // Refused by `check` before it asks.
             return ([], [])
         case .query(let query):

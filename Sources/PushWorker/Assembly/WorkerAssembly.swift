@@ -23,6 +23,8 @@ public struct WorkerAssembly: Sendable {
     public let authorizer: CommandAuthorizer?
     /// Writes every device's final result to the ledger; nil with `ledger: off` or no store for it.
     public let ledger: LedgerWriter?
+    /// Releases the jobs held until their `send_at`; nil without a ledger (the schedule lives in its store).
+    public let releaser: ScheduleReleaser?
     public let connections: WorkerConnections
     public let worker: Worker
     public let registryService: RegistryService?
@@ -40,15 +42,17 @@ public struct WorkerAssembly: Sendable {
         let authorizer = try await plan.configuration.registryAuthorizer(file: plan.file)
         if let store { health.watch(registry: store) }
         let ledger = try await plan.openLedger(registry: store, logger: logger)
+        let schedule = try plan.openSchedule(ledger: ledger)
         return WorkerAssembly(
             plan, apns: apns, registry: store.map { RegistryResolver(store: $0, logger: logger) }, authorizer: authorizer, ledger: ledger,
-            metrics: metrics, health: health, logger: logger)
+            schedule: schedule, metrics: metrics, health: health, logger: logger)
     }
 
     /// Builds the parts with a registry and a ledger already open (or none).
     public init(
         _ plan: WorkerPlan, apns: APNsParts = .http2, registry: RegistryResolver? = nil, authorizer: CommandAuthorizer? = nil,
-        ledger: (any DeliveryLedger)? = nil, metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
+        ledger: (any DeliveryLedger)? = nil, schedule: (any JobSchedule)? = nil, clock: WallClock = .system, metrics: WorkerMetrics = WorkerMetrics(),
+        health: WorkerHealth = WorkerHealth(), logger: Logger
     ) {
         var sources = ProviderTokenSources()
         let apps = plan.apps.map { app in
@@ -76,10 +80,16 @@ public struct WorkerAssembly: Sendable {
             file: plan.file, health: health, logger: logger)
         self.connections = connections
         let settings = plan.settings
+        let scheduler = schedule.map { JobScheduler(store: $0, clock: clock, horizonDays: settings.ledger.scheduleHorizonDays) }
+        releaser = scheduler.map {
+            ScheduleReleaser(
+                scheduler: $0, broker: plan.broker, retentionDays: settings.ledger.retentionDays, after: connections.connected, health: health,
+                metrics: metrics, logger: logger)
+        }
         let pipeline: @Sendable (Lane, any MessagePublishing) -> JobPipeline = { lane, publisher in
             JobPipeline(
                 settings: settings, lane: lane, apps: apps.map(\.pipelineApp), publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
-                feedback: registry, badges: registry, ledger: writer, metrics: metrics, logger: logger)
+                feedback: registry, badges: registry, ledger: writer, scheduler: scheduler, metrics: metrics, logger: logger)
         }
         self.pipelineMaker = pipeline
         // What each lane consumes: the now lane `push.jobs`, the bulk lane each app's bulk queue by
@@ -102,7 +112,7 @@ public struct WorkerAssembly: Sendable {
                 broker: plan.broker,
                 handler: RegistryCommandHandler(
                     store: registry.store, authorizer: authorizer, queues: settings.queues, apps: Set(apps.map(\.plan.name)),
-                    channels: channels, ledger: ledger, metrics: metrics, logger: logger),
+                    channels: channels, ledger: ledger, schedule: scheduler, metrics: metrics, logger: logger),
                 after: connections.connected, health: health, logger: logger)
         }
         Self.sampleGauges(of: apps, into: metrics)
@@ -121,11 +131,11 @@ public struct WorkerAssembly: Sendable {
     }
 
     /// The services in the order a service group starts them; it stops them in reverse: the
-    /// registry's first, then the worker's drain, then the ledger's writer, which writes what the
+    /// registry's first, then the schedule's releaser, then the worker's drain, then the ledger's writer, which writes what the
     /// drain left. A service that fails shuts the others down gracefully: a worker sending a job
     /// finishes it rather than be cancelled half-way (and send it again when it comes back).
     public var services: [ServiceGroupConfiguration.ServiceConfiguration] {
-        let services: [any Service] = (ledger.map { [$0] } ?? []) + [worker] + (registryService.map { [$0] } ?? [])
+        let services: [any Service] = (ledger.map { [$0] } ?? []) + [worker] + (releaser.map { [$0] } ?? []) + (registryService.map { [$0] } ?? [])
         return services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) }
     }
 

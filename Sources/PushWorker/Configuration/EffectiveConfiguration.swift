@@ -103,7 +103,8 @@ public enum EffectiveConfiguration {
             else if let sqlite = settings.registry?.sqlite { "\(sqlite)  (the registry's file)" }
             else if settings.registry?.postgres != nil { "the registry's PostgreSQL, partitioned by day" }
             else { "none: without a registry, ledger.sqlite names its file" }
-        var fields: [(String, Node)] = [("retention_days", scalar(ledger.retentionDays)), ("idempotency_hours", scalar(ledger.idempotencyHours)), ("store", scalar(store))]
+        var fields: [(String, Node)] = [("retention_days", scalar(ledger.retentionDays)), ("idempotency_hours", scalar(ledger.idempotencyHours)),
+            ("schedule_horizon_days", scalar(ledger.scheduleHorizonDays)), ("store", scalar(store))]
         if let variable = ledger.pageTokenEnv { fields.append(("page_token_env", scalar(variable))) }
         return mapping(fields)
     }

@@ -18,6 +18,9 @@ extension WorkerPlan {
                 file: file, key: "ledger.idempotency_hours",
                 "\(settings.idempotencyHours) is not between 1 and the retention (\(settings.retentionDays * 24) hours): a key is remembered only as long as the ledger")
         }
+        guard (1...3650).contains(settings.scheduleHorizonDays) else {
+            throw ConfigurationError(file: file, key: "ledger.schedule_horizon_days", "\(settings.scheduleHorizonDays) is not between 1 and 3650")
+        }
     }
 
     public func openLedger(registry: (any RegistryStore)?, logger: Logger) async throws -> (any DeliveryLedger)? {
@@ -42,6 +45,18 @@ extension WorkerPlan {
             return try SQLiteDeliveryLedger(path: path)
         } catch {
             throw ConfigurationError(file: file, key: key, "cannot open the ledger there: \(error.message). Name another file with ledger.sqlite, or set ledger: off")
+        }
+    }
+
+    /// The schedule, in the ledger's store: the PostgreSQL registry itself, or the ledger's SQLite
+    /// file. nil without a ledger.
+    public func openSchedule(ledger: (any DeliveryLedger)?) throws -> (any JobSchedule)? {
+        if let schedule = ledger as? any JobSchedule { return schedule }
+        guard let sqlite = ledger as? SQLiteDeliveryLedger else { return nil }
+        do {
+            return try SQLiteJobSchedule(path: sqlite.path)
+        } catch {
+            throw ConfigurationError(file: file, key: "ledger", "cannot open the schedule in the ledger's file \(sqlite.path): \(error.message)")
         }
     }
 }

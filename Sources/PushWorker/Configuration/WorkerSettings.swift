@@ -186,6 +186,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// The environment variable holding the bearer token of the `/deliveries` search page on
         /// the operator endpoint; nil: no page (it shows tokens and user ids).
         public var pageTokenEnv: String?
+        /// How far ahead a job's `send_at` may be, in days (1 to 3650). Scheduled jobs are held in
+        /// the ledger's store.
+        public var scheduleHorizonDays = 30
 
         public init() {}
 
@@ -193,6 +196,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             case retentionDays = "retention_days", sqlite
             case idempotencyHours = "idempotency_hours"
             case pageTokenEnv = "page_token_env"
+            case scheduleHorizonDays = "schedule_horizon_days"
         }
 
         public init(from decoder: Decoder) throws {
@@ -216,6 +220,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             sqlite = try container.decodeIfPresent(String.self, forKey: .sqlite)
             idempotencyHours = try container.decodeIfPresent(Int.self, forKey: .idempotencyHours) ?? idempotencyHours
             pageTokenEnv = try container.decodeIfPresent(String.self, forKey: .pageTokenEnv)
+            scheduleHorizonDays = try container.decodeIfPresent(Int.self, forKey: .scheduleHorizonDays) ?? scheduleHorizonDays
         }
     }
 

@@ -30,6 +30,9 @@ public enum WireHeader {
     public static let retryRound = "x-pushworker-retry-round"
     /// On a replayed dead letter: how often operators have replayed it.
     public static let replays = "x-pushworker-replays"
+    /// On a job with `send_at` released from the schedule (unix milliseconds): sent now, never
+    /// held again, whatever the worker's clock says of its `send_at`.
+    public static let released = "x-pushworker-released-ms"
     /// On a chunk job: when it was published to its bulk queue (unix milliseconds), for the queue
     /// wait metric.
     public static let enqueuedAt = "x-pushworker-enqueued-ms"

@@ -23,7 +23,7 @@ public struct JobDecoder: Sendable {
     /// is an error instead of being silently ignored.
     static let fields: Set<String> = [
         "id", "app", "audience", "type", "subtype", "payload", "push_type", "priority", "expiration",
-        "collapse_id", "topic", "results", "reply_to", "live_activity", "idempotency_key",
+        "collapse_id", "topic", "results", "reply_to", "live_activity", "idempotency_key", "send_at",
     ]
     /// Written by pushworker into chunk and retry jobs only: where their tokens live in the registry.
     static let chunkFields: Set<String> = ["token_namespace"]
@@ -190,6 +190,7 @@ public struct JobDecoder: Sendable {
         job.liveActivity = liveActivity?.event
         job.tokenNamespace = tokenNamespace
         job.idempotencyKey = idempotencyKey
+        job.sendAt = try Self.sendAt(object["send_at"])
         return job
     }
 
@@ -334,6 +335,23 @@ public struct JobDecoder: Sendable {
         if let date = formatter.date(from: text) { return date }
         formatter.formatOptions.insert(.withFractionalSeconds)
         return formatter.date(from: text)
+    }
+
+    /// `send_at`: an RFC 3339 time, or Unix seconds as `expiration` takes them.
+    static func sendAt(_ value: Any?) throws(JobError) -> Date? {
+        switch value {
+        case nil, is NSNull: return nil
+        case let text as String:
+            if let date = rfc3339(text) { return date }
+            throw JobError(.invalidField, field: "send_at", "send_at '\(text)' is not an RFC 3339 time (2026-11-27T09:00:00Z, or with an offset: 2026-11-27T09:00:00+01:00)")
+        case let number as NSNumber where !JobFields.isBoolean(number):
+            guard let seconds = Int64(exactly: number.doubleValue), seconds >= 0 else {
+                throw JobError(.invalidField, field: "send_at", "send_at \(number) is not a Unix time in whole seconds")
+            }
+            return Date(timeIntervalSince1970: Double(seconds))
+        default:
+            throw JobError(.invalidField, field: "send_at", "send_at must be an RFC 3339 time (2026-11-27T09:00:00Z) or Unix seconds")
+        }
     }
 
     /// `"immediate"` or 0, Unix seconds, an RFC 3339 string, or `{"after_seconds": N}`.

@@ -111,6 +111,9 @@ public struct PushJob: Sendable, Hashable {
     /// The producer's key for "this notification, once": a job whose key the fleet took within
     /// the window is not sent again (its summary names the first job). Never in chunk jobs.
     public var idempotencyKey: String?
+    /// When to send it (`send_at`): a job whose time is ahead is held in the schedule and
+    /// released by any worker then. Never in chunk jobs.
+    public var sendAt: Date?
 
     /// The registry's key for the job's tokens.
     public var registryApp: String { tokenNamespace.registryApp(app) }

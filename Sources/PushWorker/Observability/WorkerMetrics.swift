@@ -22,6 +22,8 @@ public final class WorkerMetrics: Sendable {
         case movedToBulk = "moved_to_bulk"
         /// Its idempotency key was taken by an earlier job: nothing sent, a summary naming it.
         case duplicate
+        /// Its `send_at` is ahead: held in the schedule, released to the jobs queue at its time.
+        case scheduled
     }
 
     struct NotificationKey: Hashable, Sendable {
@@ -57,6 +59,7 @@ public final class WorkerMetrics: Sendable {
     private let registryCommands = CounterFamily<[String]>("pushworker_registry_commands_total") { [("command", $0[0]), ("result", $0[1])] }
     private let reconnects = CounterFamily<String>("pushworker_amqp_reconnects_total") { [("connection", $0)] }
     private let failovers = CounterFamily<[String]>("pushworker_amqp_failovers_total") { [("connection", $0[0]), ("node", $0[1])] }
+    private let releaseLags = TimerFamily<String>("pushworker_schedule_release_lag_seconds") { [("app", $0)] }
 
     /// Gauges read when metrics are scraped rather than kept on the hot path.
     private let samplers = Mutex<[@Sendable () -> Void]>([])
@@ -98,6 +101,11 @@ public final class WorkerMetrics: Sendable {
     /// limit, is seen in the dead-letter queue's depth instead).
     func deadLetter(queue: String, code: String) {
         deadLetters.increment([queue, code])
+    }
+
+    /// A scheduled job published to the jobs queue, `lag` after its `send_at`.
+    func scheduleReleased(lagMilliseconds: Int64, app: String) {
+        releaseLags.record(app, .milliseconds(lagMilliseconds))
     }
 
     func registryCommand(_ command: String, result: String) {

@@ -3,6 +3,7 @@ import APNs
 import AMQP
 import Foundation
 import Logging
+import Registry
 
 /// What happens to one job, from its body to how its delivery is settled:
 /// decode → check the reply queue → resolve → split (large) or send → hand on → acknowledge.
@@ -49,6 +50,7 @@ public struct JobPipeline: Sendable {
     private let retries: RetryHandOff
     private let refusal: JobRefusal
     private let ledger: (any DeliveryLedgerWriting)?
+    private let scheduler: JobScheduler?
     private let metrics: WorkerMetrics
     private let logger: Logger
 
@@ -57,8 +59,10 @@ public struct JobPipeline: Sendable {
     public init(
         settings: WorkerSettings, lane: Lane = .now, apps: [App], publisher: any MessagePublishing,
         resolver: any AudienceResolver = ExplicitTokenResolver(), feedback: (any DeviceFeedback)? = nil,
-        badges: (any BadgeCounter)? = nil, ledger: (any DeliveryLedgerWriting)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        badges: (any BadgeCounter)? = nil, ledger: (any DeliveryLedgerWriting)? = nil, scheduler: JobScheduler? = nil,
+        metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
+        self.scheduler = scheduler
         let results = ResultPublisher(publisher: publisher)
         self.settings = settings
         self.lane = lane
@@ -132,7 +136,8 @@ public struct JobPipeline: Sendable {
                     return await refusal.refuse(delivery, JobError(.invalidField, field: "idempotency_key",
                         "idempotency_key needs the delivery ledger, and this worker keeps none (ledger: off, or no registry and no ledger.sqlite)"))
                 }
-                switch await ledger.claim(key: key, app: job.app, job: job.id, again: delivery.redelivered) {
+                let released = delivery.properties.headers?[WireHeader.released] != nil
+                switch await ledger.claim(key: key, app: job.app, job: job.id, again: delivery.redelivered || released) {
                 case .taken:
                     break
                 case .duplicate(let first):
@@ -147,6 +152,9 @@ public struct JobPipeline: Sendable {
                     metrics.job(.requeued, lane: lane)
                     return .requeue
                 }
+            }
+            if job.sendAt != nil, let settlement = try await holdIfAhead(job, delivery, replyTo: replyTo) {
+                return settlement
             }
             if let channel = job.audience.channel {
                 _ = try await processor.broadcast(job, channel: channel, replyTo: replyTo, chunk: delivery.chunk, consultLedger: delivery.mayRepeat)
@@ -199,6 +207,36 @@ public struct JobPipeline: Sendable {
             metrics.job(.requeued, lane: lane)
             return .requeue
         }
+    }
+
+    /// Holds a job whose `send_at` is ahead in the schedule and answers with a summary saying
+    /// when (nil: it is due, and sent now). A job with a `send_at` and no schedule to hold it is
+    /// refused rather than sent early.
+    private func holdIfAhead(_ job: PushJob, _ delivery: JobDelivery, replyTo: String) async throws -> JobSettlement? {
+        guard let scheduler else {
+            let due = job.sendAt.map { $0.timeIntervalSinceNow <= 0 } ?? true
+            if due || delivery.chunk != nil || delivery.properties.headers?[WireHeader.released] != nil { return nil }
+            return await refusal.refuse(delivery, JobError(.invalidField, field: "send_at",
+                "send_at needs the schedule, kept in the delivery ledger's store, and this worker keeps none (ledger: off, or no registry and no ledger.sqlite)"))
+        }
+        let now = scheduler.clock.now()
+        guard scheduler.holds(job, delivery, now: now) else { return nil }
+        let held: ScheduledJob
+        do {
+            held = try await scheduler.hold(job, delivery, replyTo: delivery.properties.replyTo, now: now)
+        } catch let error as JobError {
+            return await refusal.refuse(delivery, error)
+        } catch {
+            logger.error("cannot hold the scheduled job; returning it to the queue", metadata: ["job": "\(job.id)", "error": "\(error)"])
+            metrics.job(.requeued, lane: lane)
+            return .requeue
+        }
+        var summary = JobSummary(jobID: job.id, app: job.app, devices: 0, outcomes: [:], durationMilliseconds: 0)
+        summary.scheduledFor = JobScheduler.rfc3339(held.releaseAt)
+        try await results.publish(summary, to: replyTo)
+        logger.info("job held until its send_at", metadata: ["job": "\(job.id)", "app": "\(job.app)", "send_at": "\(summary.scheduledFor ?? "")"])
+        metrics.job(.scheduled, lane: lane)
+        return .acknowledge
     }
 
     /// The job, and for a streamed body its tokens as bytes (the job itself then holds none).

@@ -17,6 +17,9 @@ public struct JobSummary: Sendable, Hashable, Codable {
     public var removed = 0
     /// The job that took this job's `idempotency_key` first: this one sent nothing.
     public var duplicateOf: String?
+    /// The job has a `send_at` ahead and is held until then (RFC 3339, UTC): nothing sent yet. Its
+    /// results come once it is released.
+    public var scheduledFor: String?
 
     public init(jobID: String, app: String?, devices: Int, outcomes: [Outcome: Int], error: JobError? = nil, durationMilliseconds: Int) {
         self.jobID = jobID
@@ -32,6 +35,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         case durationMilliseconds = "duration_ms"
         case chunk, retrying, removed
         case duplicateOf = "duplicate_of"
+        case scheduledFor = "scheduled_for"
     }
 
     enum ErrorKeys: String, CodingKey { case code, field, message }
@@ -59,6 +63,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         retrying = try container.decode(Int.self, forKey: .retrying)
         removed = try container.decodeIfPresent(Int.self, forKey: .removed) ?? 0
         duplicateOf = try container.decodeIfPresent(String.self, forKey: .duplicateOf)
+        scheduledFor = try container.decodeIfPresent(String.self, forKey: .scheduledFor)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -82,5 +87,6 @@ public struct JobSummary: Sendable, Hashable, Codable {
         try container.encode(retrying, forKey: .retrying)
         try container.encode(removed, forKey: .removed)
         try container.encode(duplicateOf, forKey: .duplicateOf)
+        try container.encode(scheduledFor, forKey: .scheduledFor)
     }
 }

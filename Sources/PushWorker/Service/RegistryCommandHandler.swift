@@ -22,14 +22,18 @@ public struct RegistryCommandHandler: Sendable {
     private let channels: ChannelDirectory?
     /// Answers `get_deliveries`; nil: the worker keeps no ledger.
     private let ledger: (any DeliveryLedger)?
+    /// Answers `cancel_job`; nil: the worker keeps no schedule.
+    private let schedule: JobScheduler?
     private let metrics: WorkerMetrics
     private let logger: Logger
 
     public init(
         store: any RegistryStore, authorizer: CommandAuthorizer? = nil, queues: WorkerSettings.Names, apps: Set<String>,
-        channels: ChannelDirectory? = nil, ledger: (any DeliveryLedger)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        channels: ChannelDirectory? = nil, ledger: (any DeliveryLedger)? = nil, schedule: JobScheduler? = nil, metrics: WorkerMetrics = WorkerMetrics(),
+        logger: Logger
     ) {
         self.ledger = ledger
+        self.schedule = schedule
         self.store = store
         self.authorizer = authorizer
         self.queues = queues
@@ -58,7 +62,7 @@ public struct RegistryCommandHandler: Sendable {
             let (request, auth) = try RegistryRequest.decode(json: body)
             name = request.name
             switch request {
-            case .query, .channel: isQuery = true
+            case .query, .channel, .cancelJob: isQuery = true
             case .command: break
             }
             try await authorizer?.check(request, auth: auth, store: store)
@@ -85,6 +89,13 @@ public struct RegistryCommandHandler: Sendable {
                 if properties.replyTo == nil {
                     logger.warning("registry query with no reply_to: its answer goes nowhere", metadata: ["command": "\(name)", "id": "\(id)"])
                 }
+                await reply(to: properties, via: publisher, Self.answerReply(answer))
+            case .cancelJob(let name):
+                guard let schedule else {
+                    throw RegistryError(.unknownCommand, field: "command", "cancel_job needs the schedule, kept in the delivery ledger's store, and this worker keeps none (ledger: off)")
+                }
+                let answer = try await schedule.cancel(name)
+                logger.info("cancel_job answered", metadata: ["id": "\(id)", "job": "\(name.description)"])
                 await reply(to: properties, via: publisher, Self.answerReply(answer))
             case .channel(let channelRequest):
                 guard let channels else {

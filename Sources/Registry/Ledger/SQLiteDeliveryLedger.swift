@@ -7,6 +7,8 @@ import Synchronization
 /// the writers' lock for long.
 public final class SQLiteDeliveryLedger: DeliveryLedger {
     private let state: Mutex<Connection>
+    /// The file, which the schedule shares.
+    public let path: String
 
     private final class Connection: @unchecked Sendable {
         let database: SQLiteDatabase
@@ -56,6 +58,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
 
     /// Opens (creating) the file and the table.
     public init(path: String) throws(RegistryError) {
+        self.path = path
         state = Mutex(try Connection(SQLiteDatabase(path: path)))
     }
 
