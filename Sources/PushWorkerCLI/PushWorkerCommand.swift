@@ -7,7 +7,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
         commandName: "pushworker",
         abstract: "A RabbitMQ-driven APNs push worker.",
         version: PushWorkerCommand.version,
-        subcommands: [RunCommand.self, ConfigCommand.self, EnqueueCommand.self, TailCommand.self, DLQCommand.self, SendCommand.self, TokenCommand.self, RegistryCommandLine.self, QueuesCommand.self, ChannelsCommand.self, DeliveriesCommand.self]
+        subcommands: [RunCommand.self, ConfigCommand.self, EnqueueCommand.self, TailCommand.self, DLQCommand.self, SendCommand.self, TokenCommand.self, RegistryCommandLine.self, QueuesCommand.self, ChannelsCommand.self, DeliveriesCommand.self, ScheduleCommand.self]
     )
 
     /// ArgumentParser's own entry, after OpenSSL is told not to clean up at exit (its first call).

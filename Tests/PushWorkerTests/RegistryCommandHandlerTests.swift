@@ -20,13 +20,14 @@ struct RegistryCommandHandlerTests {
 
         init(
             failure: @escaping @Sendable (AMQPMessage) -> AMQPError? = { _ in nil }, ledger: (any DeliveryLedger)? = nil,
-            authorizer: CommandAuthorizer? = nil
+            authorizer: CommandAuthorizer? = nil, schedule: JobScheduler? = nil
         ) throws {
             TestLog.bootstrap()
             store = try SQLiteRegistryStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-\(UUID().uuidString.prefix(8)).db").path)
             publisher = RecordingPublisher(queues: ["replies"], failure: failure)
             handler = RegistryCommandHandler(
-                store: store, authorizer: authorizer, queues: WorkerSettings.Names(), apps: ["demo"], ledger: ledger, logger: Logger(label: "test.registry"))
+                store: store, authorizer: authorizer, queues: WorkerSettings.Names(), apps: ["demo"], ledger: ledger, schedule: schedule,
+                logger: Logger(label: "test.registry"))
         }
 
         func handle(_ json: String, id: String = "c-1") async -> JobSettlement {
@@ -53,6 +54,32 @@ struct RegistryCommandHandlerTests {
         #expect(replies[1]["ok"] as? Bool == true && replies[1].count > 1, "\(replies[1])")
         #expect(harness.publisher.messages(to: "replies").map(\.properties.correlationID) == ["c-1", "q-1"])
         #expect(harness.publisher.messages.allSatisfy { $0.exchange.isEmpty }, "nothing dead-lettered")
+    }
+
+    @Test("cancel_job: a waiting job is cancelled and answered with it; an unknown job and a second cancel are answered, not dead-lettered; bad fields are answered and dead-lettered, naming the field; without a schedule it says so")
+    func cancelJob() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("handler-schedule-\(UUID().uuidString.prefix(8)).db").path
+        let schedule = try SQLiteJobSchedule(path: path)
+        try await schedule.hold(ScheduledJob(jobID: "j-1", app: "demo", idempotencyKey: "k-1", releaseAt: 4_000_000_000_000, body: "{}", heldAt: 1))
+        let harness = try Harness(schedule: JobScheduler(store: schedule))
+        for (index, json) in [
+            #"{"command": "cancel_job", "app": "demo", "job": "j-1"}"#, #"{"command": "cancel_job", "idempotency_key": "k-1"}"#,
+            #"{"command": "cancel_job", "job": "nope"}"#, #"{"command": "cancel_job"}"#, #"{"command": "cancel_job", "job": "j-1", "when": "now"}"#,
+            #"{"command": "cancel_job", "job": 7}"#,
+        ].enumerated() {
+            #expect(await harness.handle(json, id: "c-\(index)") == .acknowledge)
+        }
+        let replies = try harness.replies()
+        #expect(((replies[0]["cancelled"] as? [String: Any])?["state"] as? String) == "cancelled", "\(replies[0])")
+        let errors = replies.dropFirst().map { ($0["error"] as? [String: Any]).map { "\($0["code"] ?? "")/\($0["field"] ?? "")" } }
+        #expect(errors == ["job_ended/idempotency_key", "unknown_job/job", "invalid_field/job", "invalid_field/when", "invalid_field/job"], "\(replies)")
+        let letters = harness.publisher.messages.filter { !$0.exchange.isEmpty }
+        #expect(letters.map(\.properties.messageID) == ["c-3", "c-4", "c-5"], "only the malformed commands are dead-lettered")
+        #expect(try await schedule.scheduledJob(ScheduledJobName(.job("j-1")))?.state == .cancelled)
+
+        let without = try Harness()
+        #expect(await without.handle(#"{"command": "cancel_job", "job": "j-1"}"#) == .acknowledge)
+        #expect((try without.replies().first?["error"] as? [String: Any])?["message"] as? String == "cancel_job needs the schedule, kept in the delivery ledger's store, and this worker keeps none (ledger: off)")
     }
 
     @Test("a command that cannot be applied is dead-lettered with its reason and without the user's token, and answered with the error naming the field; the store is unchanged")
