@@ -17,6 +17,13 @@ extension PostgresRegistryStore: JobSchedule {
             "CREATE INDEX IF NOT EXISTS scheduled_jobs_due ON scheduled_jobs(release_at) WHERE state = 'waiting'",
             "CREATE INDEX IF NOT EXISTS scheduled_jobs_key ON scheduled_jobs(idempotency_key) WHERE idempotency_key IS NOT NULL",
             "CREATE INDEX IF NOT EXISTS scheduled_jobs_id ON scheduled_jobs(job_id)",
+            """
+            CREATE TABLE IF NOT EXISTS job_runs(
+              app TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL, idempotency_key TEXT COLLATE "C", devices INTEGER NOT NULL,
+              chunks INTEGER NOT NULL, started_at BIGINT NOT NULL, cancelled_at BIGINT, PRIMARY KEY (app, job_id))
+            """,
+            "CREATE INDEX IF NOT EXISTS job_runs_id ON job_runs(job_id)",
+            "CREATE INDEX IF NOT EXISTS job_runs_key ON job_runs(idempotency_key) WHERE idempotency_key IS NOT NULL",
         ] {
             try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
         }
@@ -58,7 +65,7 @@ extension PostgresRegistryStore: JobSchedule {
         var outcome = ScheduleCancellation.unknown
         try await transaction { connection in
             guard var job = try await self.one(name, on: connection, locking: true) else {
-                outcome = .unknown
+                outcome = try await self.stop(name, at: at, on: connection)
                 return
             }
             guard job.state == .waiting else {
@@ -94,8 +101,60 @@ extension PostgresRegistryStore: JobSchedule {
                 "DELETE FROM scheduled_jobs WHERE state <> 'waiting' AND ended_at < \(before) RETURNING 1", logger: self.logger) {
                 count += 1
             }
+            for try await _ in try await connection.query("DELETE FROM job_runs WHERE started_at < \(before) RETURNING 1", logger: self.logger) {
+                count += 1
+            }
             return count
         }
+    }
+
+    public func started(_ run: JobRun) async throws(RegistryError) {
+        try await transaction { connection in
+            try await connection.query("""
+                INSERT INTO job_runs(app, job_id, idempotency_key, devices, chunks, started_at)
+                VALUES (\(run.app), \(run.jobID), \(run.idempotencyKey), \(run.devices), \(run.chunks), \(run.startedAt)) ON CONFLICT DO NOTHING
+                """, logger: self.logger)
+        }
+    }
+
+    public func isCancelled(job: String, app: String) async throws(RegistryError) -> Bool {
+        try await read { connection in
+            for try await cancelled in try await connection.query(
+                "SELECT cancelled_at FROM job_runs WHERE app = \(app) AND job_id = \(job)", logger: self.logger).decode(Int64?.self) {
+                return cancelled != nil
+            }
+            return false
+        }
+    }
+
+    /// A cancel for a job not held: its run, if it is sending, stops.
+    private func stop(_ name: ScheduledJobName, at: Int64, on connection: PostgresConnection) async throws -> ScheduleCancellation {
+        let columns = "app, job_id, idempotency_key, devices, chunks, started_at, cancelled_at"
+        let rows: PostgresRowSequence = switch name.key {
+        case .job(let id):
+            try await connection.query("""
+                SELECT \(unescaped: columns) FROM job_runs WHERE job_id = \(id) AND (\(name.app)::TEXT IS NULL OR app = \(name.app)) ORDER BY app FOR UPDATE
+                """, logger: logger)
+        case .idempotencyKey(let key):
+            try await connection.query("""
+                SELECT \(unescaped: columns) FROM job_runs WHERE idempotency_key = \(key) AND (\(name.app)::TEXT IS NULL OR app = \(name.app))
+                ORDER BY started_at DESC, app LIMIT 1 FOR UPDATE
+                """, logger: logger)
+        }
+        var found: [JobRun] = []
+        for try await row in rows {
+            let c = try row.decode((String, String, String?, Int, Int, Int64, Int64?).self)
+            found.append(JobRun(jobID: c.1, app: c.0, idempotencyKey: c.2, devices: c.3, chunks: c.4, startedAt: c.5, cancelledAt: c.6))
+        }
+        guard var run = try JobRun.single(found, for: name) else { return .unknown }
+        for try await count in try await connection.query(
+            "SELECT COUNT(*) FROM deliveries WHERE job_id = \(run.jobID) AND app = \(run.app)", logger: logger).decode(Int.self) {
+            run.finished = count
+        }
+        guard run.cancelledAt == nil, run.finished < run.devices else { return .finished(run) }
+        try await connection.query("UPDATE job_runs SET cancelled_at = \(at) WHERE app = \(run.app) AND job_id = \(run.jobID)", logger: logger)
+        run.cancelledAt = at
+        return .stopped(run)
     }
 
     private func one(_ name: ScheduledJobName, on connection: PostgresConnection, locking: Bool) async throws -> ScheduledJob? {

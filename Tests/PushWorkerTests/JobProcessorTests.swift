@@ -95,7 +95,7 @@ struct JobProcessorTests {
         #expect(result(4)["outcome"] as? String == "failed" && result(4)["attempts"] as? Int == 3 && result(4)["status"] as? Int == 503)
         #expect(result(0).keys.sorted() == ["apns_id", "apns_unique_id", "app", "attempts", "job_id", "outcome", "reason", "status", "timestamp", "token", "user"])
         #expect(published["job_id"] as? String == "job-outcomes")
-        #expect(published["outcomes"] as? [String: Int] == ["delivered": 2, "rejected": 2, "failed": 1, "filtered": 0, "expired": 0])
+        #expect(published["outcomes"] as? [String: Int] == ["delivered": 2, "rejected": 2, "failed": 1, "filtered": 0, "expired": 0, "cancelled": 0])
         #expect(harness.server.deliveryCounts[Self.token(0)] == 1)
         await harness.stop()
     }

@@ -59,7 +59,7 @@ struct RegistryCommandHandlerTests {
     @Test("cancel_job: a waiting job is cancelled and answered with it; an unknown job and a second cancel are answered, not dead-lettered; bad fields are answered and dead-lettered, naming the field; without a schedule it says so")
     func cancelJob() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("handler-schedule-\(UUID().uuidString.prefix(8)).db").path
-        let schedule = try SQLiteJobSchedule(path: path)
+        let schedule = try SQLiteJobSchedule(ledger: try SQLiteDeliveryLedger(path: path))
         try await schedule.hold(ScheduledJob(jobID: "j-1", app: "demo", idempotencyKey: "k-1", releaseAt: 4_000_000_000_000, body: "{}", heldAt: 1))
         let harness = try Harness(schedule: JobScheduler(store: schedule))
         for (index, json) in [

@@ -12,17 +12,18 @@ struct JobScheduleTests {
         case sqlite, postgres
         var description: String { rawValue }
 
-        /// Two handles on one store, as two workers have.
-        func make() async throws -> (any JobSchedule, any JobSchedule) {
+        /// Two handles on one store, as two workers have, and the ledger in it.
+        func make() async throws -> (any JobSchedule, any JobSchedule, any DeliveryLedger) {
             switch self {
             case .sqlite:
                 let path = FileManager.default.temporaryDirectory.appendingPathComponent("schedule-\(UUID().uuidString.prefix(8)).db").path
-                return (try SQLiteJobSchedule(path: path), try SQLiteJobSchedule(path: path))
+                let ledger = try SQLiteDeliveryLedger(path: path)
+                return (try SQLiteJobSchedule(ledger: ledger), try SQLiteJobSchedule(ledger: ledger), ledger)
             case .postgres:
                 let url = try await TestPostgres.freshDatabase()
                 let first = try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule"))
                 try await first.prepareLedger()
-                return (first, try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule")))
+                return (first, try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule")), first)
             }
         }
     }
@@ -35,7 +36,7 @@ struct JobScheduleTests {
 
     @Test("held jobs come out at their time, earliest first, once: a second worker asking at once gets none of them", arguments: Kind.allCases)
     func release(_ kind: Kind) async throws {
-        let (store, other) = try await kind.make()
+        let (store, other, _) = try await kind.make()
         try await store.hold(Self.job("later", at: Self.now + 5_000))
         try await store.hold(Self.job("soon", at: Self.now + 1_000))
         try await store.hold(Self.job("soon", at: Self.now + 9_000))  // delivered twice: kept as first held
@@ -52,7 +53,7 @@ struct JobScheduleTests {
 
     @Test("a worker that dies with jobs taken leaves them to another once the lease ends; limit bounds a take", arguments: Kind.allCases)
     func lease(_ kind: Kind) async throws {
-        let (store, other) = try await kind.make()
+        let (store, other, _) = try await kind.make()
         for index in 0..<5 { try await store.hold(Self.job("j-\(index)", at: Self.now + Int64(index))) }
         let taken = try await store.due(now: Self.now + 10, leaseUntil: Self.now + 1_000, limit: 3)
         #expect(taken.map(\.jobID) == ["j-0", "j-1", "j-2"])
@@ -65,7 +66,7 @@ struct JobScheduleTests {
 
     @Test("two workers taking due jobs at the same moment share them out: each job goes to one", arguments: Kind.allCases)
     func concurrentTakes(_ kind: Kind) async throws {
-        let (store, other) = try await kind.make()
+        let (store, other, _) = try await kind.make()
         for index in 0..<200 { try await store.hold(Self.job("c-\(index)", at: Self.now)) }
         async let first = Self.drain(store)
         async let second = Self.drain(other)
@@ -86,7 +87,7 @@ struct JobScheduleTests {
 
     @Test("cancel by id or idempotency key stops a waiting job; a released, cancelled or unknown one is said so; an id two apps share needs the app", arguments: Kind.allCases)
     func cancel(_ kind: Kind) async throws {
-        let (store, _) = try await kind.make()
+        let (store, _, _) = try await kind.make()
         try await store.hold(Self.job("a", at: Self.now + 1_000, key: "promo-7"))
         try await store.hold(Self.job("b", at: Self.now + 1_000))
         try await store.hold(Self.job("shared", at: Self.now + 1_000, app: "one"))
@@ -120,5 +121,34 @@ struct JobScheduleTests {
         #expect(try await store.scheduled(app: "one", state: nil, limit: 10).map(\.jobID) == ["shared"])
         #expect(try await store.expireSchedule(before: Self.now + 4_000) == 2, "the cancels before the cut-off go; the later releases stay")
         #expect(try await store.scheduled(app: nil, state: nil, limit: 10).map { "\($0.app)/\($0.jobID)" } == ["demo/b", "one/shared"])
+    }
+
+    @Test("a job sending in chunks: cancelled by id or key while devices lack their result; then its chunks see it; a finished or cancelled run says so", arguments: Kind.allCases)
+    func running(_ kind: Kind) async throws {
+        let (store, other, ledger) = try await kind.make()
+        try await store.started(JobRun(jobID: "big", app: "demo", idempotencyKey: "k-big", devices: 3, chunks: 2, startedAt: Self.now))
+        try await store.started(JobRun(jobID: "big", app: "demo", devices: 99, chunks: 99, startedAt: Self.now + 1))  // split again: kept as first
+        try await store.started(JobRun(jobID: "done", app: "demo", devices: 1, chunks: 1, startedAt: Self.now))
+        #expect(try await other.isCancelled(job: "big", app: "demo") == false)
+        guard case .stopped(let run) = try await store.cancel(ScheduledJobName(.idempotencyKey("k-big")), at: Self.now + 5) else {
+            Issue.record("a run sending is stopped")
+            return
+        }
+        #expect(run.jobID == "big" && run.devices == 3 && run.chunks == 2 && run.cancelledAt == Self.now + 5 && run.finished == 0)
+        #expect(try await other.isCancelled(job: "big", app: "demo"))
+        #expect(try await other.isCancelled(job: "big", app: "elsewhere") == false)
+        guard case .finished(let again) = try await other.cancel(ScheduledJobName(.job("big")), at: Self.now + 9) else {
+            Issue.record("cancelled before")
+            return
+        }
+        #expect(again.cancelledAt == Self.now + 5)
+        // Every device of "done" has its record: finished, not cancellable.
+        try await ledger.write([DeliveryRecord(jobID: "done", app: "demo", token: "ab", outcome: "delivered", attempts: 1, at: Self.now)])
+        guard case .finished(let finished) = try await store.cancel(ScheduledJobName(.job("done")), at: Self.now + 9) else {
+            Issue.record("finished")
+            return
+        }
+        #expect(finished.finished == 1 && finished.cancelledAt == nil)
+        #expect(try await store.isCancelled(job: "done", app: "demo") == false)
     }
 }

@@ -54,7 +54,7 @@ extension WorkerPlan {
         if let schedule = ledger as? any JobSchedule { return schedule }
         guard let sqlite = ledger as? SQLiteDeliveryLedger else { return nil }
         do {
-            return try SQLiteJobSchedule(path: sqlite.path)
+            return try SQLiteJobSchedule(ledger: sqlite)
         } catch {
             throw ConfigurationError(file: file, key: "ledger", "cannot open the schedule in the ledger's file \(sqlite.path): \(error.message)")
         }

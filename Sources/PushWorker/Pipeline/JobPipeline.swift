@@ -190,9 +190,13 @@ public struct JobPipeline: Sendable {
             if !badges.isEmpty {
                 for index in recipients.indices { recipients[index].badge = badges[recipients[index].token] }
             }
+            // A chunk (or its retry) of a job split into chunk jobs: a cancel stops it.
+            let cancelled: (@Sendable () async -> Bool)? = if delivery.chunk != nil, let watch = scheduler?.cancellations {
+                { [id = job.id, app = job.app] in await watch.isCancelled(job: id, app: app) }
+            } else { nil }
             let report = try await processor.process(
                 job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved,
-                consultLedger: delivery.mayRepeat, isCurrent: delivery.isCurrent)
+                consultLedger: delivery.mayRepeat, isCurrent: delivery.isCurrent, cancelled: cancelled)
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }
@@ -263,6 +267,13 @@ public struct JobPipeline: Sendable {
             if delivery.chunk == nil && audience.count > settings.nowMaxDevices {
                 // Before the chunks: once they are confirmed, nothing may send the job back.
                 if let error { try await publishUnresolved(error, of: job, to: replyTo) }
+                if let scheduler {
+                    // Before its chunks: from the first one on, a cancel can stop them.
+                    let size = max(1, settings.chunkSize)
+                    try await scheduler.store.started(JobRun(
+                        jobID: job.id, app: job.app, idempotencyKey: job.idempotencyKey, devices: audience.count,
+                        chunks: (audience.count + size - 1) / size, startedAt: scheduler.clock.now()))
+                }
                 try await splitter.split(job, audience, from: delivery)
                 return
             }

@@ -105,9 +105,11 @@ public struct JobProcessor: Sendable {
     ///   - error: what the summary reports besides the outcomes (an audience it could not resolve).
     ///   - consultLedger: the job may have been here before (redelivered, or a chunk): devices
     ///     the ledger holds are not sent again.
+    ///   - cancelled: whether the job was cancelled (`cancel_job`), asked before each batch of
+    ///     devices: the devices not sent by then get outcome `cancelled`.
     public func process(
         _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil,
-        consultLedger: Bool = false, isCurrent: @Sendable () -> Bool = { true }
+        consultLedger: Bool = false, isCurrent: @Sendable () -> Bool = { true }, cancelled: (@Sendable () async -> Bool)? = nil
     ) async throws -> Report {
         let start = ContinuousClock.now
         let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil, chunk: chunk)
@@ -162,9 +164,14 @@ public struct JobProcessor: Sendable {
         // gets a task for its result (and any retries), which holds its slot until its result
         // is confirmed. Children report into one tally and are discarded as they finish, so a
         // finished device holds no memory while the rest of the job waits for slots.
+        var stoppedAt: Int?
         try await withThrowingDiscardingTaskGroup { group in
             var next = recipients.startIndex
             while next < recipients.endIndex {
+                if let cancelled, await cancelled() {
+                    stoppedAt = next
+                    break
+                }
                 let slots = await admission.admit(upTo: min(Self.batchSize, recipients.endIndex - next), lane: lane)
                 // A device whose result could not be published failed the group: send no more of
                 // a job that goes back to the queue (the slots go back with `slots`).
@@ -178,6 +185,19 @@ public struct JobProcessor: Sendable {
                     try await self.deliver(job, to: batch, slots: slots, badges: badgeCounts, replyTo: replyTo, ends: ends)
                 }
             }
+        }
+        if let stoppedAt {
+            let rest = recipients[stoppedAt...]
+            ends.record([.cancelled: rest.count])
+            for recipient in rest {
+                try await report(
+                    PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .cancelled, reason: "cancelled", attempts: 0),
+                    of: job, to: replyTo, ends: ends)
+                metrics.notification(app: appName, outcome: .cancelled, reason: nil)
+            }
+            logger.notice("job cancelled: its devices not yet sent are not sent", metadata: [
+                "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "cancelled": "\(rest.count)", "devices": "\(devices)",
+            ])
         }
         let summary = try await summarize(job, devices: devices, ends: ends, start: start, replyTo: replyTo, chunk: chunk, error: error)
         logger.info("job done", metadata: [

@@ -10,6 +10,8 @@ public enum Outcome: String, Sendable, Hashable, CaseIterable, Codable {
     case filtered
     /// The job's expiration passed before the device was reached.
     case expired
+    /// The job was cancelled (`cancel_job`) before the device was sent; no request was made.
+    case cancelled
 
     /// Whether a job with `results: failures` reports it.
     public var isFailure: Bool { self != .delivered }

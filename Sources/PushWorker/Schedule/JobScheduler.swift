@@ -11,9 +11,12 @@ public struct JobScheduler: Sendable {
     public let clock: WallClock
     /// How far ahead a `send_at` may be.
     public let horizonMilliseconds: Int64
+    /// Whether chunks of a job sending were cancelled.
+    let cancellations: CancellationWatch
 
     public init(store: any JobSchedule, clock: WallClock = .system, horizonDays: Int = 30) {
         self.store = store
+        cancellations = CancellationWatch(store: store)
         self.clock = clock
         horizonMilliseconds = Int64(horizonDays) * 86_400_000
     }
@@ -62,13 +65,18 @@ extension JobScheduler {
         switch try await store.cancel(name, at: clock.now()) {
         case .cancelled(let job):
             return ["cancelled": job.json]
+        case .stopped(let run):
+            return ["cancelled": run.json]
+        case .finished(let run):
+            let how = run.cancelledAt.map { "was cancelled at \(Self.rfc3339($0))" } ?? "has finished: all \(run.devices) of its devices have their result"
+            throw RegistryError(.jobEnded, field: field, "\(name.description) \(how)")
         case .ended(let job):
             let when = job.endedAt.map { " at \(Self.rfc3339($0))" } ?? ""
             throw RegistryError(.jobEnded, field: field,
                 "\(name.description) was \(job.state.rawValue)\(when): only a job still waiting for its send_at can be cancelled")
         case .unknown:
             throw RegistryError(.unknownJob, field: field,
-                "\(name.description) is not held in the schedule: no job with a send_at ahead was taken under that name")
+                "\(name.description) is neither held in the schedule nor sending in chunks: no job with a send_at ahead, and no job split into chunk jobs, was taken under that name (a job sent whole is over before a cancel could reach it)")
         }
     }
 }

@@ -11,15 +11,22 @@ public protocol JobSchedule: Sendable {
     func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [ScheduledJob]
     /// Marks jobs released (their messages are confirmed on the jobs queue).
     func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError)
-    /// Cancels a waiting job, named by its id or its idempotency key (within `app` when named).
+    /// Cancels a waiting job, or the chunks not yet sent of a job sending, named by its id or its
+    /// idempotency key (within `app` when named); a job held in the schedule is looked for first.
     /// Throws `invalidField` (`app`) when the name matches jobs of several apps.
     func cancel(_ name: ScheduledJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation
     /// Held jobs, soonest first; only those in `state` when named.
     func scheduled(app: String?, state: ScheduledJob.State?, limit: Int) async throws(RegistryError) -> [ScheduledJob]
     /// One job by name, whatever its state.
     func scheduledJob(_ name: ScheduledJobName) async throws(RegistryError) -> ScheduledJob?
-    /// Forgets released and cancelled jobs that ended before `before`, with the ledger's retention.
+    /// Forgets released and cancelled jobs that ended before `before`, and runs started before
+    /// it, with the ledger's retention.
     func expireSchedule(before: Int64) async throws(RegistryError) -> Int
+    /// A job split into chunk jobs: from now on a cancel can stop its chunks. Kept as first
+    /// started when the same job is split again (redelivered).
+    func started(_ run: JobRun) async throws(RegistryError)
+    /// Whether the run of this job was cancelled: its chunks send nothing more.
+    func isCancelled(job: String, app: String) async throws(RegistryError) -> Bool
 }
 
 /// How a cancel or a `schedule show` names a job.
@@ -53,6 +60,11 @@ public enum ScheduleCancellation: Sendable, Hashable {
     case cancelled(ScheduledJob)
     /// Too late: released (or cancelled) before.
     case ended(ScheduledJob)
+    /// It was sending (split into chunks) and is cancelled now: its devices not yet sent get
+    /// outcome `cancelled`.
+    case stopped(JobRun)
+    /// Its run was cancelled before, or every device has its result already.
+    case finished(JobRun)
     /// No job is held by that name.
     case unknown
 }
@@ -63,5 +75,14 @@ extension ScheduledJobName {
         guard found.count > 1 else { return found.first }
         throw RegistryError(.invalidField, field: "app",
             "\(name.description) is held for several apps (\(found.map(\.app).joined(separator: ", "))): name the app")
+    }
+}
+
+extension JobRun {
+    /// The one run found, nil for none; several (one id in two apps) need the app named.
+    public static func single(_ found: [JobRun], for name: ScheduledJobName) throws(RegistryError) -> JobRun? {
+        guard found.count > 1 else { return found.first }
+        throw RegistryError(.invalidField, field: "app",
+            "\(name.description) is sending for several apps (\(found.map(\.app).joined(separator: ", "))): name the app")
     }
 }

@@ -10,6 +10,7 @@ public final class SQLiteJobSchedule: JobSchedule {
     private final class Connection: @unchecked Sendable {
         let database: SQLiteDatabase
         let hold, due, release, cancel, list, byID, byKey, expire: SQLiteStatement
+        let start, runByID, runByKey, stopRun, finishedCount, runCancelled, expireRuns: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -20,7 +21,21 @@ public final class SQLiteJobSchedule: JobSchedule {
                   PRIMARY KEY (app, job_id));
                 CREATE INDEX IF NOT EXISTS scheduled_jobs_due ON scheduled_jobs(release_at) WHERE state = 'waiting';
                 CREATE INDEX IF NOT EXISTS scheduled_jobs_key ON scheduled_jobs(idempotency_key) WHERE idempotency_key IS NOT NULL;
+                CREATE TABLE IF NOT EXISTS job_runs(
+                  app TEXT NOT NULL, job_id TEXT NOT NULL, idempotency_key TEXT, devices INTEGER NOT NULL, chunks INTEGER NOT NULL,
+                  started_at INTEGER NOT NULL, cancelled_at INTEGER, PRIMARY KEY (app, job_id));
+                CREATE INDEX IF NOT EXISTS job_runs_key ON job_runs(idempotency_key) WHERE idempotency_key IS NOT NULL;
                 """)
+            let runColumns = "app, job_id, idempotency_key, devices, chunks, started_at, cancelled_at"
+            start = try database.prepare("""
+                INSERT INTO job_runs(app, job_id, idempotency_key, devices, chunks, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING
+                """)
+            runByID = try database.prepare("SELECT \(runColumns) FROM job_runs WHERE job_id = ?1 AND (?2 IS NULL OR app = ?2) ORDER BY app")
+            runByKey = try database.prepare("SELECT \(runColumns) FROM job_runs WHERE idempotency_key = ?1 AND (?2 IS NULL OR app = ?2) ORDER BY started_at DESC, app")
+            stopRun = try database.prepare("UPDATE job_runs SET cancelled_at = ?3 WHERE app = ?1 AND job_id = ?2 AND cancelled_at IS NULL")
+            finishedCount = try database.prepare("SELECT COUNT(*) FROM deliveries WHERE job_id = ?2 AND app = ?1")
+            runCancelled = try database.prepare("SELECT cancelled_at FROM job_runs WHERE app = ?1 AND job_id = ?2")
+            expireRuns = try database.prepare("DELETE FROM job_runs WHERE started_at < ?1")
             let columns = "app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, ended_at, releases"
             hold = try database.prepare("""
                 INSERT INTO scheduled_jobs(app, job_id, idempotency_key, release_at, body, reply_to, held_at, state)
@@ -43,9 +58,10 @@ public final class SQLiteJobSchedule: JobSchedule {
         }
     }
 
-    /// Opens (creating) the file and the table.
-    public init(path: String) throws(RegistryError) {
-        state = Mutex(try Connection(SQLiteDatabase(path: path)))
+    /// Opens the ledger's file and makes the schedule's tables in it: a cancel reads the ledger
+    /// to tell a job still sending from one finished.
+    public init(ledger: SQLiteDeliveryLedger) throws(RegistryError) {
+        state = Mutex(try Connection(SQLiteDatabase(path: ledger.path)))
     }
 
     public func hold(_ job: ScheduledJob) async throws(RegistryError) {
@@ -76,7 +92,7 @@ public final class SQLiteJobSchedule: JobSchedule {
     public func cancel(_ name: ScheduledJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation {
         try state.withLock { connection throws(RegistryError) -> ScheduleCancellation in
             try connection.database.transaction { () throws(RegistryError) -> ScheduleCancellation in
-                guard var job = try Self.one(name, connection) else { return .unknown }
+                guard var job = try Self.one(name, connection) else { return try Self.stop(name, at: at, connection) }
                 guard job.state == .waiting else { return .ended(job) }
                 try connection.cancel.run([.text(job.app), .text(job.jobID), .integer(at)])
                 job.state = .cancelled
@@ -103,8 +119,51 @@ public final class SQLiteJobSchedule: JobSchedule {
     public func expireSchedule(before: Int64) async throws(RegistryError) -> Int {
         try state.withLock { connection throws(RegistryError) in
             try connection.expire.run([.integer(before)])
-            return connection.database.changes
+            let jobs = connection.database.changes
+            try connection.expireRuns.run([.integer(before)])
+            return jobs + connection.database.changes
         }
+    }
+
+    public func started(_ run: JobRun) async throws(RegistryError) {
+        try state.withLock { connection throws(RegistryError) in
+            try connection.start.run([
+                .text(run.app), .text(run.jobID), run.idempotencyKey.map { .text($0) } ?? .null, .integer(Int64(run.devices)), .integer(Int64(run.chunks)),
+                .integer(run.startedAt),
+            ])
+        }
+    }
+
+    public func isCancelled(job: String, app: String) async throws(RegistryError) -> Bool {
+        try state.withLock { connection throws(RegistryError) in
+            var cancelled = false
+            try connection.runCancelled.run([.text(app), .text(job)]) { row in cancelled = row.text(0) != nil }
+            return cancelled
+        }
+    }
+
+    /// A cancel for a job not held: its run, if it is sending, stops.
+    private static func stop(_ name: ScheduledJobName, at: Int64, _ connection: Connection) throws(RegistryError) -> ScheduleCancellation {
+        var found: [JobRun] = []
+        let app: SQLiteStatement.Value = name.app.map { .text($0) } ?? .null
+        switch name.key {
+        case .job(let id): try connection.runByID.run([.text(id), app]) { row in found.append(run(row)) }
+        case .idempotencyKey(let key):
+            try connection.runByKey.run([.text(key), app]) { row in found.append(run(row)) }
+            found = Array(found.prefix(1))
+        }
+        guard var run = try JobRun.single(found, for: name) else { return .unknown }
+        try connection.finishedCount.run([.text(run.app), .text(run.jobID)]) { row in run.finished = Int(row.integer(0)) }
+        guard run.cancelledAt == nil, run.finished < run.devices else { return .finished(run) }
+        try connection.stopRun.run([.text(run.app), .text(run.jobID), .integer(at)])
+        run.cancelledAt = at
+        return .stopped(run)
+    }
+
+    private static func run(_ row: SQLiteStatement.Row) -> JobRun {
+        JobRun(
+            jobID: row.text(1) ?? "", app: row.text(0) ?? "", idempotencyKey: row.text(2), devices: Int(row.integer(3)), chunks: Int(row.integer(4)),
+            startedAt: row.integer(5), cancelledAt: row.text(6) == nil ? nil : row.integer(6))
     }
 
     /// The job a name means; a name several apps' jobs answer to is refused: the app decides.

@@ -22,15 +22,17 @@ struct SchedulePipelineTests {
         let publisher = RecordingPublisher(queues: [SchedulePipelineTests.results])
         let schedule: SQLiteJobSchedule
         let pipeline: JobPipeline
+        /// The bulk lane's, which sends chunk jobs.
+        let bulk: JobPipeline
         let releaser: ScheduleReleaser
         let advance: @Sendable (Int64) -> Void
         let writing: Task<Void, Error>
 
-        init(horizonDays: Int = 30) throws {
+        init(horizonDays: Int = 30, chunkSize: Int = 1000) throws {
             TestLog.bootstrap()
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-schedule-\(UUID().uuidString.prefix(8)).db").path
             let ledger = try SQLiteDeliveryLedger(path: path)
-            schedule = try SQLiteJobSchedule(path: path)
+            schedule = try SQLiteJobSchedule(ledger: ledger)
             let (clock, advance) = WallClock.manual(SchedulePipelineTests.start)
             self.advance = advance
             let scheduler = JobScheduler(store: schedule, clock: clock, horizonDays: horizonDays)
@@ -38,7 +40,10 @@ struct SchedulePipelineTests {
             let writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: logger)
             writing = Task { try await writer.run() }
             let apps = [JobPipeline.App(name: "demo", topic: "com.example.app", sender: sender, admission: DeviceAdmission(maxInFlight: 8))]
-            pipeline = JobPipeline(settings: WorkerSettings(), lane: .now, apps: apps, publisher: publisher, ledger: writer, scheduler: scheduler, logger: logger)
+            var settings = WorkerSettings()
+            settings.chunkSize = chunkSize
+            pipeline = JobPipeline(settings: settings, lane: .now, apps: apps, publisher: publisher, ledger: writer, scheduler: scheduler, logger: logger)
+            bulk = JobPipeline(settings: settings, lane: .bulk, apps: apps, publisher: publisher, ledger: writer, scheduler: scheduler, logger: logger)
             releaser = ScheduleReleaser(
                 scheduler: scheduler, queues: WorkerSettings().queues, retentionDays: 30, connect: { throw AMQPError(.connectionFailed, "not in this test") },
                 logger: logger)
@@ -158,6 +163,35 @@ struct SchedulePipelineTests {
         #expect(copy.properties.headers?[WireHeader.mayRepeat] != nil, "a second release may repeat the first")
         #expect(await harness.runReleased() == [.acknowledge])
         #expect(harness.sender.sent.count == 2, "the ledger holds both devices: nothing sent again")
+    }
+
+    @Test("a job sending in chunks, cancelled: its chunks not yet sent send nothing and their devices get outcome cancelled; a chunk sent before stays sent; a second cancel says it was cancelled")
+    func cancelSending() async throws {
+        let harness = try Harness(chunkSize: 2)
+        let tokens = (1...6).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        let job = #"{"id": "flash", "idempotency_key": "flash-sale", "results": "all", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {"alert": "50% off"}}}"#
+        #expect(await harness.run(job) == .acknowledge)
+        let chunks = harness.publisher.messages(to: WorkerSettings().queues.bulkJobs(app: "demo"))
+            .sorted { ($0.properties.messageID ?? "") < ($1.properties.messageID ?? "") }
+        #expect(chunks.count == 3)
+        #expect(await harness.bulk.run(JobDelivery(body: chunks[0].body, properties: chunks[0].properties)) == .acknowledge)
+        #expect(harness.sender.sent.count == 2)
+
+        let answer = try await harness.releaser.scheduler.cancel(ScheduledJobName(.idempotencyKey("flash-sale")))
+        let run = try #require(answer["cancelled"] as? [String: Any])
+        #expect(run["job_id"] as? String == "flash" && run["state"] as? String == "cancelled" && run["devices"] as? Int == 6 && run["devices_finished"] as? Int == 2, "\(run)")
+        // A worker's chunks ask the store again after at most CancellationWatch.freshness (50 ms).
+        try await Task.sleep(for: .milliseconds(60))
+        for chunk in chunks.dropFirst() {
+            #expect(await harness.bulk.run(JobDelivery(body: chunk.body, properties: chunk.properties)) == .acknowledge)
+        }
+        #expect(harness.sender.sent.count == 2, "nothing sent after the cancel")
+        let results = try harness.publisher.results(to: Self.results)
+        #expect(results.filter { $0.outcome == .cancelled }.map(\.token).sorted() == (3...6).map(Self.token))
+        #expect(results.filter { $0.outcome == .delivered }.count == 2)
+        let summaries = try harness.publisher.summaries(to: Self.results).filter { $0.chunk != nil }
+        #expect(summaries.map { $0.outcomes }.sorted { ($0[.delivered] ?? 0) > ($1[.delivered] ?? 0) } == [[.delivered: 2], [.cancelled: 2], [.cancelled: 2]])
+        await #expect(throws: RegistryError.self) { try await harness.releaser.scheduler.cancel(ScheduledJobName(.job("flash"))) }
     }
 
     @Test("without a schedule a job with a send_at ahead is refused, not sent early")
