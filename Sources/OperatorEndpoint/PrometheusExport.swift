@@ -24,6 +24,7 @@ public enum PrometheusExport {
         factory.defaultDurationHistogramBuckets = durationBuckets
         factory.durationHistogramBuckets = [
             "pushworker_job_duration_seconds": jobDurationBuckets, "pushworker_job_queue_wait_seconds": jobDurationBuckets,
+            "pushworker_schedule_release_lag_seconds": jobDurationBuckets,
         ]
         MetricsSystem.bootstrap(factory)
         return registry

@@ -10,7 +10,7 @@ import Synchronization
 /// extended protocol), none is built from them.
 public final class PostgresRegistryStore: RegistryStore {
     /// The schema this build writes; older databases are migrated up to it on open.
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
 
     private let client: PostgresClient
     private let runner: Task<Void, Never>
@@ -165,6 +165,16 @@ public final class PostgresRegistryStore: RegistryStore {
               whitelist TEXT NOT NULL DEFAULT '{}', blacklist TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (user_id, app))
             """,
         ],
+        // 4: time zones (a user's, a device's own) and quiet hours (a user's, and per app).
+        [
+            "ALTER TABLE users ADD COLUMN time_zone TEXT",
+            "ALTER TABLE users ADD COLUMN quiet_hours TEXT",
+            "ALTER TABLE devices ADD COLUMN time_zone TEXT",
+            """
+            CREATE TABLE app_quiet_hours (user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE, app TEXT NOT NULL,
+              quiet_hours TEXT NOT NULL, PRIMARY KEY (user_id, app))
+            """,
+        ],
     ]
 
     // MARK: Commands
@@ -253,6 +263,29 @@ public final class PostgresRegistryStore: RegistryStore {
             try await run("DELETE FROM devices WHERE app = \(namespace.registryApp(app)) AND token = \(token)")
         case .endActivity(let app, let activity):
             try await run("DELETE FROM devices WHERE app = \(TokenNamespace.activity(activity).registryApp(app))")
+        case .setTimeZone(.device(let app, let token), let zone):
+            var found = false
+            for try await _ in try await connection.query(
+                "UPDATE devices SET time_zone = \(zone) WHERE app = \(app) AND token = \(token) RETURNING 1", logger: logger) { found = true }
+            guard found else { throw RegistryError.unknownDevice(app: app, token: token) }
+        case .setTimeZone(.user(let user), let zone), .setTimeZone(.userApp(let user, _), let zone):
+            try await ensureUser(user)
+            try await run("UPDATE users SET time_zone = \(zone) WHERE id = \(user)")
+        case .setQuietHours(.userApp(let user, let app), let window):
+            try await ensureUser(user)
+            if let window {
+                try await run("""
+                    INSERT INTO app_quiet_hours(user_id, app, quiet_hours) VALUES (\(user), \(app), \(window.stored))
+                    ON CONFLICT (user_id, app) DO UPDATE SET quiet_hours = excluded.quiet_hours
+                    """)
+            } else {
+                try await run("DELETE FROM app_quiet_hours WHERE user_id = \(user) AND app = \(app)")
+            }
+        case .setQuietHours(.device, _):
+            throw RegistryError(.invalidField, field: "token", "quiet hours are a user's, not a device's")
+        case .setQuietHours(.user(let user), let window):
+            try await ensureUser(user)
+            try await run("UPDATE users SET quiet_hours = \(window?.stored) WHERE id = \(user)")
         }
     }
 
@@ -341,6 +374,53 @@ public final class PostgresRegistryStore: RegistryStore {
             for try await badge in rows.decode(Int.self) { count = badge }
             return count
         }
+    }
+
+    public func timing(app: String, tokens: [String], preferencesApp: String) async throws(RegistryError) -> [String: DeviceTiming] {
+        guard !tokens.isEmpty else { return [:] }
+        return try await read { connection in
+            var found: [String: DeviceTiming] = [:]
+            for try await (token, zone, window) in try await connection.query("""
+                SELECT d.token, COALESCE(d.time_zone, u.time_zone), COALESCE(q.quiet_hours, u.quiet_hours) FROM devices d
+                LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_quiet_hours q ON q.user_id = d.user_id AND q.app = \(preferencesApp)
+                WHERE d.app = \(app) AND d.token = ANY(\(tokens))
+                  AND (d.time_zone IS NOT NULL OR u.time_zone IS NOT NULL OR u.quiet_hours IS NOT NULL OR q.quiet_hours IS NOT NULL)
+                """, logger: self.logger).decode((String, String?, String?).self) {
+                found[token] = DeviceTiming(zone: zone, quietHours: QuietHours(stored: window))
+            }
+            return found
+        }
+    }
+
+    public func timing(_ scope: PreferenceScope) async throws(RegistryError) -> DeviceTiming {
+        let timing: DeviceTiming? = try await read { connection in
+            var timing: DeviceTiming?
+            switch scope {
+            case .user(let user):
+                for try await (zone, window) in try await connection.query(
+                    "SELECT time_zone, quiet_hours FROM users WHERE id = \(user)", logger: self.logger).decode((String?, String?).self) {
+                    timing = DeviceTiming(zone: zone, quietHours: QuietHours(stored: window))
+                }
+                return timing ?? DeviceTiming()
+            case .userApp(let user, let app):
+                for try await window in try await connection.query(
+                    "SELECT quiet_hours FROM app_quiet_hours WHERE user_id = \(user) AND app = \(app)", logger: self.logger).decode(String.self) {
+                    timing = DeviceTiming(quietHours: QuietHours(stored: window))
+                }
+                return timing ?? DeviceTiming()
+            case .device(let app, let token):
+                for try await zone in try await connection.query(
+                    "SELECT time_zone FROM devices WHERE app = \(app) AND token = \(token)", logger: self.logger).decode(String?.self) {
+                    timing = DeviceTiming(zone: zone)
+                }
+                return timing
+            }
+        }
+        guard let timing else {
+            if case .device(let app, let token) = scope { throw RegistryError.unknownDevice(app: app, token: token) }
+            return DeviceTiming()
+        }
+        return timing
     }
 
     public func preferences(_ scope: PreferenceScope) async throws(RegistryError) -> NotificationPreferences? {

@@ -32,6 +32,12 @@ public enum RegistryCommand: Sendable, Hashable {
     case unregisterLiveActivityToken(app: String, namespace: TokenNamespace, token: String)
     /// The activity is over: every token registered for it is removed, useless from now on.
     case endActivity(app: String, activity: String)
+    /// A user's IANA time zone (`.user`), or a device's (`.device`), which goes before its
+    /// user's; nil clears it. Quiet hours without a zone of their own are counted in it.
+    case setTimeZone(PreferenceScope, zone: String?)
+    /// A user's quiet hours, for every app or (`.userApp`) for one, where they replace the
+    /// app-wide ones; nil clears them.
+    case setQuietHours(PreferenceScope, QuietHours?)
 
     public var name: String {
         switch self {
@@ -53,6 +59,8 @@ public enum RegistryCommand: Sendable, Hashable {
         case .unregisterLiveActivityToken(_, .pushToStart, _): "unregister_push_to_start_token"
         case .unregisterLiveActivityToken(_, .activity, _): "unregister_activity_token"
         case .endActivity: "end_activity"
+        case .setTimeZone: "set_time_zone"
+        case .setQuietHours: "set_quiet_hours"
         }
     }
 
@@ -82,6 +90,7 @@ public enum RegistryCommand: Sendable, Hashable {
         "register_push_to_start_token": ["app", "token", "user"], "unregister_push_to_start_token": ["app", "token"],
         "register_activity_token": ["app", "activity", "token", "user"], "unregister_activity_token": ["app", "activity", "token"],
         "end_activity": ["app", "activity"],
+        "set_time_zone": ["user", "app", "token", "zone"], "set_quiet_hours": ["user", "app", "quiet_hours"],
     ]
 
     /// Reads a command, or says which field is wrong.
@@ -132,6 +141,28 @@ public enum RegistryCommand: Sendable, Hashable {
             }
         case "replace_token":
             self = .replaceToken(app: try reader.app(), old: try reader.token("old"), new: try reader.token("new"))
+        case "set_time_zone":
+            let scope = try reader.scope()
+            if case .userApp = scope {
+                throw RegistryError(.invalidField, field: "app", "a time zone is a user's (user) or a device's (app and token), not a user's for one app")
+            }
+            var zone: String?
+            switch object["zone"] {
+            case nil: throw RegistryError(.missingField, field: "zone", "zone is missing: an IANA time zone name such as Europe/Berlin, or null to clear it")
+            case is NSNull: zone = nil
+            case let name as String: zone = try TimeZones.checked(name, field: "zone")
+            default: throw RegistryError(.invalidField, field: "zone", "zone must be an IANA time zone name such as Europe/Berlin, or null")
+            }
+            self = .setTimeZone(scope, zone: zone)
+        case "set_quiet_hours":
+            let user = try reader.string("user")
+            let app = try reader.optionalApp()
+            let scope: PreferenceScope = app.map { .userApp(user, app: $0) } ?? .user(user)
+            switch object["quiet_hours"] {
+            case nil: throw RegistryError(.missingField, field: "quiet_hours", "quiet_hours is missing: {\"from\": \"22:00\", \"to\": \"07:00\"}, or null to clear them")
+            case is NSNull: self = .setQuietHours(scope, nil)
+            case let window?: self = .setQuietHours(scope, try QuietHours(json: window, field: "quiet_hours"))
+            }
         case "register_push_to_start_token":
             self = .registerLiveActivityToken(app: try reader.app(), namespace: .pushToStart, token: try reader.token(), user: try reader.optionalString("user"))
         case "unregister_push_to_start_token":

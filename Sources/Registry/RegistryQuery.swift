@@ -92,7 +92,12 @@ public enum RegistryQuery: Sendable, Hashable {
             return ["status": try await store.status(app: app, token: token, type: type, subtype: subtype).json]
         case .getPreferences(let scope):
             let preferences = try await store.preferences(scope) ?? .none
-            return ["preferences": ["scope": scope.name, "whitelist": preferences.whitelist, "blacklist": preferences.blacklist] as [String: Any]]
+            let timing = try await store.timing(scope)
+            var answer: [String: Any] = ["scope": scope.name, "whitelist": preferences.whitelist, "blacklist": preferences.blacklist]
+            // Quiet hours are a user's (for every app, or one); a time zone a user's or a device's.
+            if case .device = scope {} else { answer["quiet_hours"] = timing.quietHours?.json ?? NSNull() }
+            if case .userApp = scope {} else { answer["time_zone"] = timing.zone ?? NSNull() }
+            return ["preferences": answer]
         case .getDeliveries:
             throw RegistryError(.unknownCommand, field: "command", "get_deliveries is answered from the delivery ledger, which this worker keeps none of")
         }

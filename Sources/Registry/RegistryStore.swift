@@ -61,6 +61,15 @@ public protocol RegistryStore: Sendable {
     /// none are set or the user is unknown; `unknown_device` for a device that is not registered.
     func preferences(_ scope: PreferenceScope) async throws(RegistryError) -> NotificationPreferences?
 
+    /// What decides when the devices among `tokens` of `app` may be sent to: each one's time zone
+    /// (its own, else its user's) and its user's quiet hours (those for `preferencesApp`, else the
+    /// user's for every app). Only devices with one or the other are in the answer.
+    func timing(app: String, tokens: [String], preferencesApp: String) async throws(RegistryError) -> [String: DeviceTiming]
+
+    /// The time zone and quiet hours kept at `scope` itself (a user; a user for one app: quiet
+    /// hours only; a device: its zone only); `unknown_device` for a device that is not registered.
+    func timing(_ scope: PreferenceScope) async throws(RegistryError) -> DeviceTiming
+
     /// A user's devices, groups and preferences, for operators; nil if the registry has no such user.
     func user(_ id: String) async throws(RegistryError) -> RegisteredUser?
 
@@ -143,5 +152,17 @@ extension RegistryStore {
     /// Applies one command, a batch of one; idempotent.
     public func apply(_ command: RegistryCommand) async throws(RegistryError) {
         try await apply(batch: [command])
+    }
+}
+
+/// A device's time zone and its user's quiet hours, as the registry keeps them.
+public struct DeviceTiming: Sendable, Hashable {
+    /// An IANA zone name; nil: none kept (the app's default applies).
+    public var zone: String?
+    public var quietHours: QuietHours?
+
+    public init(zone: String? = nil, quietHours: QuietHours? = nil) {
+        self.zone = zone
+        self.quietHours = quietHours
     }
 }

@@ -148,6 +148,7 @@ public struct CommandAuthorizer: Sendable {
             case .unregisterLiveActivityToken(let app, let namespace, let token): return ([], [(namespace.registryApp(app), token)])
             // Its tokens' users are read from the store: see `check`.
             case .endActivity: return ([], [])
+            case .setTimeZone(let target, _), .setQuietHours(let target, _): return scope(target)
             }
         case .channel, .cancelJob:
             // Refused by `check` before it asks.

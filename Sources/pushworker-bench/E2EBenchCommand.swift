@@ -42,6 +42,10 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Flag(help: "Instead: time a broadcast of --count devices (results: failures) alone, then with one-device jobs published every --interval-ms while it runs, then alone again: the one-device jobs' latency and the broadcast's rate with them.")
     var lanes = false
     @Option(name: .customLong("interval-ms"), help: "With --lanes: milliseconds between one-device jobs.") var intervalMilliseconds = 250
+    @Option(help: "Instead: publish N one-device jobs whose send_at is spread over --schedule-over seconds, and time each one's release lag (send_at to summary). Needs a ledger (--ledger sqlite or postgres).")
+    var schedule: Int?
+    @Option(name: .customLong("schedule-over"), help: "With --schedule: seconds the send_at times spread over.") var scheduleOver = 60.0
+    @Option(name: .customLong("schedule-lead"), help: "With --schedule: seconds from the first publish to the first send_at.") var scheduleLead = 20.0
     @Option(name: .customLong("results"), help: "The large job's results: all (a message per device), batched, failures or none.")
     var resultsMode: PushJob.ResultsMode = .all
     @Option(name: .customLong("broker-pid"), help: "The broker's process ids (comma-separated: a cluster's Erlang VMs), to print its CPU per device.")
@@ -143,6 +147,17 @@ struct E2EBenchCommand: AsyncParsableCommand {
         try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(Self.oneDeviceJob(id: "warm-up", index: 0).utf8)))
         guard let warmUp = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
         try await warmUp.ack()
+
+        if let schedule {
+            try await ScheduleBench(
+                publisher: publisher, jobsQueue: "\(prefix).jobs", count: schedule, lead: scheduleLead, over: scheduleOver, workersCPU: workersCPU
+            ).measure(results: &iterator, workerPID: worker.processIdentifier)
+            worker.terminate()
+            try await Self.waitForExit(worker)
+            await results.close()
+            await publisher.close()
+            return
+        }
 
         if lanes {
             try await LaneBench(

@@ -112,7 +112,7 @@ struct RegistryCommandTests {
             _ = try RegistryRequest(json: Array(#"{"command": "stat"}"#.utf8))
             Issue.record("accepted")
         } catch {
-            #expect(error.code == .unknownCommand && error.message.contains("replace_token, reset_badge, set_preferences, show_channel, status"), "\(error)")
+            #expect(error.code == .unknownCommand && error.message.contains("replace_token, reset_badge, set_preferences, set_quiet_hours, set_time_zone, show_channel, status"), "\(error)")
         }
     }
 

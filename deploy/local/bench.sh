@@ -22,6 +22,10 @@
 #                                   with the delivery ledger off, on SQLite, and on PostgreSQL (its
 #                                   registry with the ledger off, then on): devices/s, worker and
 #                                   store CPU per device, worker peak memory, and the ratios
+#   deploy/local/bench.sh schedule [COUNT]   COUNT (default 100000) one-device jobs whose send_at is
+#                                   spread over the next minute (after SCHEDULE_LEAD seconds, 20):
+#                                   each one's release lag, send_at to summary (p50, p99, worst), on
+#                                   SQLite and then on PostgreSQL, with the worker's CPU per job
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -41,7 +45,7 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|e2e|modes|resolve|cluster|lanes|ledger) ;; *) echo "usage: $0 apns|e2e|modes|resolve|cluster|lanes|ledger [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|e2e|modes|resolve|cluster|lanes|ledger|schedule) ;; *) echo "usage: $0 apns|e2e|modes|resolve|cluster|lanes|ledger|schedule [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 
 deploy/local/install-deps.sh
 if [ "$mode" = resolve ]; then
@@ -160,6 +164,29 @@ if [ "$mode" = cluster ]; then
   rate() { grep -o '= [0-9]* devices/s' "$work/$1.txt" | grep -o '[0-9]*'; }
   echo "== devices/s, single node, classic/quorum results queue: $(python3 -c "print(f'{$(rate single-node-classic)/$(rate single-node):.2f}')")"
   echo "== devices/s, cluster/single node: one worker $(python3 -c "print(f'{$(rate cluster-1-worker)/$(rate single-node):.2f}')"), two workers $(python3 -c "print(f'{$(rate cluster-2-workers)/$(rate single-node):.2f}')")"
+  exit 0
+fi
+
+if [ "$mode" = schedule ]; then
+  [ -n "${2:-}" ] || count=100000
+  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  postgres_started_here=false
+  if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
+  trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
+  base="$(deploy/local/postgres.sh url)"
+  for ledger in sqlite postgres; do
+    extra=()
+    if [ "$ledger" = postgres ]; then
+      database="bench_schedule_$(date +%s%N)"
+      psql -q "$base" -c "CREATE DATABASE $database"
+      extra=(--postgres-url "${base%/*}/$database")
+    fi
+    echo "== pushworker-bench e2e --schedule $count --schedule-over ${SCHEDULE_OVER:-60} --ledger $ledger"
+    "$bin/pushworker-bench" e2e --schedule "$count" --schedule-over "${SCHEDULE_OVER:-60}" --schedule-lead "${SCHEDULE_LEAD:-20}" \
+      --ledger "$ledger" "${extra[@]}" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" \
+      --jobs 0 --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app
+    if [ "$ledger" = postgres ]; then psql -q "$base" -c "DROP DATABASE IF EXISTS $database" || true; fi
+  done
   exit 0
 fi
 

@@ -131,6 +131,18 @@ publish jobs '{"id": "sale-1", "app": "demo", "idempotency_key": "spring-sale", 
 results 2
 publish jobs '{"id": "sale-2", "app": "demo", "idempotency_key": "spring-sale", "audience": {"users": ["cy"]}, "payload": {"aps": {"alert": "Sale"}}}'
 results 1
+echo "== two jobs for later (send_at): held in the schedule, each answered with a summary saying when (scheduled_for)"
+soon=$(date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ)
+later=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+publish jobs '{"id": "reminder-1", "app": "demo", "send_at": "'"$soon"'", "audience": {"users": ["ada"]}, "payload": {"aps": {"alert": "Class starts in 10 minutes"}}}'
+publish jobs '{"id": "promo-1", "app": "demo", "send_at": "'"$later"'", "idempotency_key": "winter-promo", "audience": {"groups": ["class-b"]}, "payload": {"aps": {"alert": "Winter promo"}}}'
+results 2
+"$bin/pushworker" schedule list --config "$work/pushworker.yaml" | sed 's/^/   /'
+echo "== the promo cancelled over the queue by its idempotency key (cancel_job): it will never be sent"
+registry_command '{"command": "cancel_job", "idempotency_key": "winter-promo"}'
+echo "== at its send_at a worker releases the reminder: ada's device gets it, then its summary"
+results 2
+"$bin/pushworker" schedule list --config "$work/pushworker.yaml" --all | sed 's/^/   /'
 
 echo "== Live Activities: the app reports push-to-start tokens for ada and cy (iOS 17.2), registered like devices"
 start_a=5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a

@@ -25,6 +25,8 @@ public final class ScheduleReleaser: Service, Sendable {
     static let leaseMilliseconds: Int64 = 60_000
     /// Jobs taken at a time.
     static let batch = 500
+    /// Publishes awaiting their confirms at once.
+    static let publishesInFlight = 64
 
     /// - Parameter connect: makes the connection it publishes on, once `after` opens (again after
     ///   a broker failure).
@@ -59,21 +61,37 @@ public final class ScheduleReleaser: Service, Sendable {
             let now = scheduler.clock.now()
             let jobs = try await scheduler.store.due(now: now, leaseUntil: now + Self.leaseMilliseconds, limit: Self.batch)
             guard !jobs.isEmpty else { return total }
-            var published: [ScheduledJob] = []
-            defer { if !published.isEmpty { logger.debug("scheduled jobs released", metadata: ["count": "\(published.count)"]) } }
-            for job in jobs {
-                do {
-                    try await publisher.publish(message(job, now: now))
-                } catch {
-                    // What went out is marked; the rest waits out its lease and is taken again.
-                    try? await scheduler.store.released(published, at: now)
-                    throw error
+            // Several publishes await their confirms at once: a minute's worth of jobs due
+            // together goes out at the broker's pace, not one round trip per job.
+            let outcome = await withTaskGroup(of: (ScheduledJob, (any Error)?).self) { group in
+                var published: [ScheduledJob] = [], failure: (any Error)?
+                var pending = jobs[...]
+                func start() {
+                    guard let job = pending.popFirst() else { return }
+                    let message = message(job, now: now)
+                    group.addTask {
+                        do { try await publisher.publish(message) } catch { return (job, error) }
+                        return (job, nil)
+                    }
                 }
-                published.append(job)
-                metrics.scheduleReleased(lagMilliseconds: max(0, now - job.releaseAt), app: job.app)
+                for _ in 0..<Self.publishesInFlight { start() }
+                for await (job, error) in group {
+                    if let error {
+                        failure = failure ?? error
+                        pending = []  // no more: the rest waits out its lease and is taken again
+                    } else {
+                        published.append(job)
+                        metrics.scheduleReleased(lagMilliseconds: max(0, now - job.releaseAt), app: job.app)
+                        start()
+                    }
+                }
+                return (published, failure)
             }
-            try await scheduler.store.released(published, at: now)
-            total += published.count
+            // What went out is marked, also when some could not be published.
+            try await scheduler.store.released(outcome.0, at: now)
+            if let failure = outcome.1 { throw failure }
+            logger.debug("scheduled jobs released", metadata: ["count": "\(outcome.0.count)"])
+            total += outcome.0.count
         }
     }
 

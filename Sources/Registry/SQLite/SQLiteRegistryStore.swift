@@ -6,7 +6,7 @@ import Synchronization
 /// schema is created and migrated on open; every statement is prepared once.
 public final class SQLiteRegistryStore: RegistryStore {
     /// The schema this build writes; older files are migrated up to it on open.
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
 
     private let state: Mutex<Connection>
 
@@ -19,9 +19,28 @@ public final class SQLiteRegistryStore: RegistryStore {
             groupDevices, groupSample, takeOver, setAppPreferences, deleteAppPreferences, findAppPreferences,
             setDevicePreferences, findDevicePreferences, incrementBadges, findBadge, moveBadge, resetDeviceBadge,
             resetUserBadges, deleteApp: SQLiteStatement
+        let setUserZone, setDeviceZone, setUserQuiet, setAppQuiet, deleteAppQuiet, timingOfTokens, userTiming, userAppTiming,
+            deviceTiming: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
+            setUserZone = try database.prepare("UPDATE users SET time_zone = ?2 WHERE id = ?1")
+            setDeviceZone = try database.prepare("UPDATE devices SET time_zone = ?3 WHERE app = ?1 AND token = ?2")
+            setUserQuiet = try database.prepare("UPDATE users SET quiet_hours = ?2 WHERE id = ?1")
+            setAppQuiet = try database.prepare("""
+                INSERT INTO app_quiet_hours(user_id, app, quiet_hours) VALUES (?1, ?2, ?3)
+                ON CONFLICT(user_id, app) DO UPDATE SET quiet_hours = excluded.quiet_hours
+                """)
+            deleteAppQuiet = try database.prepare("DELETE FROM app_quiet_hours WHERE user_id = ?1 AND app = ?2")
+            timingOfTokens = try database.prepare("""
+                SELECT d.token, COALESCE(d.time_zone, u.time_zone), COALESCE(q.quiet_hours, u.quiet_hours) FROM devices d
+                LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_quiet_hours q ON q.user_id = d.user_id AND q.app = ?3
+                WHERE d.app = ?1 AND d.token IN (SELECT value FROM json_each(?2))
+                  AND (d.time_zone IS NOT NULL OR u.time_zone IS NOT NULL OR u.quiet_hours IS NOT NULL OR q.quiet_hours IS NOT NULL)
+                """)
+            userTiming = try database.prepare("SELECT time_zone, quiet_hours FROM users WHERE id = ?1")
+            userAppTiming = try database.prepare("SELECT quiet_hours FROM app_quiet_hours WHERE user_id = ?1 AND app = ?2")
+            deviceTiming = try database.prepare("SELECT time_zone FROM devices WHERE app = ?1 AND token = ?2")
             upsertDevice = try database.prepare("""
                 INSERT INTO devices(app, token, user_id, registered_at, invalid) VALUES (?1, ?2, ?3, ?4, 0)
                 ON CONFLICT(app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = 0,
@@ -202,6 +221,17 @@ public final class SQLiteRegistryStore: RegistryStore {
               whitelist TEXT NOT NULL DEFAULT '{}', blacklist TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (user_id, app)) WITHOUT ROWID
             """,
         ],
+        // 4: time zones (a user's, a device's own) and quiet hours (a user's, and per app in a
+        // table of their own: a row in app_preferences would replace the user's lists).
+        [
+            "ALTER TABLE users ADD COLUMN time_zone TEXT",
+            "ALTER TABLE users ADD COLUMN quiet_hours TEXT",
+            "ALTER TABLE devices ADD COLUMN time_zone TEXT",
+            """
+            CREATE TABLE app_quiet_hours (user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE, app TEXT NOT NULL,
+              quiet_hours TEXT NOT NULL, PRIMARY KEY (user_id, app)) WITHOUT ROWID
+            """,
+        ],
     ]
 
     public func apply(batch commands: [RegistryCommand]) async throws(RegistryError) {
@@ -261,6 +291,20 @@ public final class SQLiteRegistryStore: RegistryStore {
             try c.deleteDevice.run([.text(namespace.registryApp(app)), .text(token)])
         case .endActivity(let app, let activity):
             try c.deleteApp.run([.text(TokenNamespace.activity(activity).registryApp(app))])
+        case .setTimeZone(.device(let app, let token), let zone):
+            try c.setDeviceZone.run([.text(app), .text(token), zone.map { .text($0) } ?? .null])
+            guard c.database.changes > 0 else { throw RegistryError.unknownDevice(app: app, token: token) }
+        case .setTimeZone(.user(let user), let zone), .setTimeZone(.userApp(let user, _), let zone):
+            try c.ensureUser.run([.text(user)])
+            try c.setUserZone.run([.text(user), zone.map { .text($0) } ?? .null])
+        case .setQuietHours(.userApp(let user, let app), let window):
+            try c.ensureUser.run([.text(user)])
+            if let window { try c.setAppQuiet.run([.text(user), .text(app), .text(window.stored)]) } else { try c.deleteAppQuiet.run([.text(user), .text(app)]) }
+        case .setQuietHours(.device, _):
+            throw RegistryError(.invalidField, field: "token", "quiet hours are a user's, not a device's")
+        case .setQuietHours(.user(let user), let window):
+            try c.ensureUser.run([.text(user)])
+            try c.setUserQuiet.run([.text(user), window.map { .text($0.stored) } ?? .null])
         }
     }
 
@@ -322,6 +366,38 @@ public final class SQLiteRegistryStore: RegistryStore {
             var count: Int?
             try connection.findBadge.run([.text(app), .text(token)]) { row in count = Int(row.integer(0)) }
             return count
+        }
+    }
+
+    public func timing(app: String, tokens: [String], preferencesApp: String) async throws(RegistryError) -> [String: DeviceTiming] {
+        guard !tokens.isEmpty else { return [:] }
+        return try state.withLock { connection throws(RegistryError) in
+            var found: [String: DeviceTiming] = [:]
+            try connection.timingOfTokens.run([.text(app), .text(Self.json(tokens)), .text(preferencesApp)]) { row in
+                guard let token = row.text(0) else { return }
+                found[token] = DeviceTiming(zone: row.text(1), quietHours: QuietHours(stored: row.text(2)))
+            }
+            return found
+        }
+    }
+
+    public func timing(_ scope: PreferenceScope) async throws(RegistryError) -> DeviceTiming {
+        try state.withLock { connection throws(RegistryError) in
+            var timing = DeviceTiming()
+            switch scope {
+            case .user(let user):
+                try connection.userTiming.run([.text(user)]) { row in timing = DeviceTiming(zone: row.text(0), quietHours: QuietHours(stored: row.text(1))) }
+            case .userApp(let user, let app):
+                try connection.userAppTiming.run([.text(user), .text(app)]) { row in timing.quietHours = QuietHours(stored: row.text(0)) }
+            case .device(let app, let token):
+                var exists = false
+                try connection.deviceTiming.run([.text(app), .text(token)]) { row in
+                    exists = true
+                    timing.zone = row.text(0)
+                }
+                guard exists else { throw RegistryError.unknownDevice(app: app, token: token) }
+            }
+            return timing
         }
     }
 
