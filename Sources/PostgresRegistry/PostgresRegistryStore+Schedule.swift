@@ -12,7 +12,7 @@ extension PostgresRegistryStore: JobSchedule {
             CREATE TABLE IF NOT EXISTS scheduled_jobs(
               app TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL, idempotency_key TEXT COLLATE "C", release_at BIGINT NOT NULL,
               body TEXT NOT NULL, reply_to TEXT, held_at BIGINT NOT NULL, state TEXT NOT NULL, ended_at BIGINT, lease_until BIGINT,
-              releases INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (app, job_id))
+              releases INTEGER NOT NULL DEFAULT 0, chunk TEXT, PRIMARY KEY (app, job_id))
             """,
             "CREATE INDEX IF NOT EXISTS scheduled_jobs_due ON scheduled_jobs(release_at) WHERE state = 'waiting'",
             "CREATE INDEX IF NOT EXISTS scheduled_jobs_key ON scheduled_jobs(idempotency_key) WHERE idempotency_key IS NOT NULL",
@@ -32,8 +32,8 @@ extension PostgresRegistryStore: JobSchedule {
     public func hold(_ job: ScheduledJob) async throws(RegistryError) {
         try await transaction { connection in
             try await connection.query("""
-                INSERT INTO scheduled_jobs(app, job_id, idempotency_key, release_at, body, reply_to, held_at, state)
-                VALUES (\(job.app), \(job.jobID), \(job.idempotencyKey), \(job.releaseAt), \(job.body), \(job.replyTo), \(job.heldAt), 'waiting')
+                INSERT INTO scheduled_jobs(app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, chunk)
+                VALUES (\(job.app), \(job.jobID), \(job.idempotencyKey), \(job.releaseAt), \(job.body), \(job.replyTo), \(job.heldAt), 'waiting', \(job.chunk))
                 ON CONFLICT DO NOTHING
                 """, logger: self.logger)
         }
@@ -175,15 +175,15 @@ extension PostgresRegistryStore: JobSchedule {
         return try ScheduledJobName.single(found, for: name)
     }
 
-    static let scheduleColumns = "app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, ended_at, releases"
+    static let scheduleColumns = "app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, ended_at, releases, chunk"
 
     private static func jobs(_ rows: PostgresRowSequence) async throws -> [ScheduledJob] {
         var jobs: [ScheduledJob] = []
         for try await row in rows {
-            let c = try row.decode((String, String, String?, Int64, String, String?, Int64, String, Int64?, Int).self)
+            let c = try row.decode((String, String, String?, Int64, String, String?, Int64, String, Int64?, Int, String?).self)
             jobs.append(ScheduledJob(
                 jobID: c.1, app: c.0, idempotencyKey: c.2, releaseAt: c.3, body: c.4, replyTo: c.5, heldAt: c.6,
-                state: ScheduledJob.State(rawValue: c.7) ?? .waiting, endedAt: c.8, releases: c.9))
+                state: ScheduledJob.State(rawValue: c.7) ?? .waiting, endedAt: c.8, releases: c.9, chunk: c.10))
         }
         return jobs
     }

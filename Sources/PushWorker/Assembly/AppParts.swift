@@ -1,4 +1,5 @@
 import APNs
+import Foundation
 
 /// One app's parts, built once per process: its sender (one connection pool), its admission
 /// (shared by both lanes, so the now lane's reserve is of the app's one `max_in_flight`) and its
@@ -14,6 +15,7 @@ public struct AppParts: Sendable {
     var pipelineApp: JobPipeline.App {
         JobPipeline.App(
             name: plan.name, topic: plan.topic, sender: sender, admission: admission,
-            defaultExpiration: plan.configuration.defaultExpiration, defaultResults: plan.configuration.defaultResults)
+            defaultExpiration: plan.configuration.defaultExpiration, defaultResults: plan.configuration.defaultResults,
+            timeZone: plan.configuration.timeZone.flatMap(TimeZone.init(identifier:)) ?? .gmt, quietHours: plan.configuration.quietHours ?? .defer)
     }
 }

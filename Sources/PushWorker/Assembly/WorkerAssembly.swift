@@ -89,7 +89,7 @@ public struct WorkerAssembly: Sendable {
         let pipeline: @Sendable (Lane, any MessagePublishing) -> JobPipeline = { lane, publisher in
             JobPipeline(
                 settings: settings, lane: lane, apps: apps.map(\.pipelineApp), publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
-                feedback: registry, badges: registry, ledger: writer, scheduler: scheduler, metrics: metrics, logger: logger)
+                feedback: registry, badges: registry, ledger: writer, scheduler: scheduler, registry: registry?.store, metrics: metrics, logger: logger)
         }
         self.pipelineMaker = pipeline
         // What each lane consumes: the now lane `push.jobs`, the bulk lane each app's bulk queue by

@@ -1,5 +1,6 @@
 import APNs
 import APNsHTTP2
+import Registry
 import Foundation
 
 /// One APNs app: its name in jobs, default topic, environment and credentials.
@@ -42,6 +43,10 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     /// For jobs that name no `results`: the mode its producers expect (e.g. `batched` for an app
     /// whose backend reads every device's result of its broadcasts); nil: `all`.
     public var defaultResults: PushJob.ResultsMode?
+    /// The IANA zone of users and devices that have none of their own (quiet hours); nil: UTC.
+    public var timeZone: String?
+    /// For jobs that name no `quiet_hours`; nil: `defer`.
+    public var quietHours: PushJob.QuietHoursMode?
 
     public static let defaultMaxInFlight = 256
 
@@ -57,6 +62,8 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         case maxInFlight = "max_in_flight"
         case defaultExpiration = "default_expiration"
         case defaultResults = "default_results"
+        case timeZone = "time_zone"
+        case quietHours = "quiet_hours"
     }
 
     public init(from decoder: Decoder) throws {
@@ -85,6 +92,17 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
                     forKey: .defaultResults, in: container, debugDescription: "'\(text)' is not all, batched, failures or none")
             }
             defaultResults = mode
+        }
+        timeZone = try container.decodeIfPresent(String.self, forKey: .timeZone)
+        if let zone = timeZone, (try? TimeZones.checked(zone, field: "time_zone")) == nil {
+            throw DecodingError.dataCorruptedError(
+                forKey: .timeZone, in: container, debugDescription: "'\(zone)' is not an IANA time zone name (such as Europe/Berlin, America/New_York or UTC)")
+        }
+        if let text = try container.decodeIfPresent(String.self, forKey: .quietHours) {
+            guard let mode = PushJob.QuietHoursMode(rawValue: text) else {
+                throw DecodingError.dataCorruptedError(forKey: .quietHours, in: container, debugDescription: "'\(text)' is not defer, drop or ignore")
+            }
+            quietHours = mode
         }
     }
 

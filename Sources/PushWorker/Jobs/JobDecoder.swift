@@ -23,7 +23,7 @@ public struct JobDecoder: Sendable {
     /// is an error instead of being silently ignored.
     static let fields: Set<String> = [
         "id", "app", "audience", "type", "subtype", "payload", "push_type", "priority", "expiration",
-        "collapse_id", "topic", "results", "reply_to", "live_activity", "idempotency_key", "send_at",
+        "collapse_id", "topic", "results", "reply_to", "live_activity", "idempotency_key", "send_at", "quiet_hours",
     ]
     /// Written by pushworker into chunk and retry jobs only: where their tokens live in the registry.
     static let chunkFields: Set<String> = ["token_namespace"]
@@ -191,6 +191,12 @@ public struct JobDecoder: Sendable {
         job.tokenNamespace = tokenNamespace
         job.idempotencyKey = idempotencyKey
         job.sendAt = try Self.sendAt(object["send_at"])
+        if let text = try fields.string("quiet_hours") {
+            guard let mode = PushJob.QuietHoursMode(rawValue: text) else {
+                throw JobError(.invalidField, field: "quiet_hours", "quiet_hours '\(text)' is not defer, drop or ignore")
+            }
+            job.quietHours = mode
+        }
         return job
     }
 

@@ -15,6 +15,7 @@ extension PushJob {
         if let collapseID { object["collapse_id"] = collapseID }
         if let topic { object["topic"] = topic }
         if let replyTo { object["reply_to"] = replyTo }
+        if let quietHours { object["quiet_hours"] = quietHours.rawValue }
         if tokenNamespace != .devices {
             // "#push-to-start" or "#activity:<id>" without the app: the 410s of the chunk's
             // devices are reported where they were registered.

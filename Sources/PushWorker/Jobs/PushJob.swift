@@ -4,6 +4,16 @@ import Registry
 
 /// A validated push job, as the job contract of the design page defines it.
 public struct PushJob: Sendable, Hashable {
+    /// What a job does with a device whose user is in their quiet hours.
+    public enum QuietHoursMode: String, Sendable, Hashable, CaseIterable {
+        /// Hold the device until the window ends, then send it.
+        case `defer`
+        /// Do not send it: outcome `filtered`, reason `quiet_hours`.
+        case drop
+        /// Send it all the same (a one-time code, a security alert).
+        case ignore
+    }
+
     public enum ResultsMode: String, Sendable, Hashable, CaseIterable {
         /// A result for every device.
         case all
@@ -114,6 +124,8 @@ public struct PushJob: Sendable, Hashable {
     /// When to send it (`send_at`): a job whose time is ahead is held in the schedule and
     /// released by any worker then. Never in chunk jobs.
     public var sendAt: Date?
+    /// `quiet_hours`; nil: the app's default (`apps[].quiet_hours`, else `defer`).
+    public var quietHours: QuietHoursMode?
 
     /// The registry's key for the job's tokens.
     public var registryApp: String { tokenNamespace.registryApp(app) }

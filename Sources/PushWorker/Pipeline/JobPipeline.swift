@@ -23,12 +23,19 @@ public struct JobPipeline: Sendable {
         public var defaultExpiration: DefaultExpiration?
         /// For jobs that name no `results`.
         public var defaultResults: PushJob.ResultsMode?
+        /// The zone of users and devices with none of their own.
+        public var timeZone: TimeZone
+        /// For jobs that name no `quiet_hours`.
+        public var quietHours: PushJob.QuietHoursMode
 
         public init(
             name: String, topic: String, sender: any NotificationSending,
             admission: DeviceAdmission = DeviceAdmission(maxInFlight: AppConfiguration.defaultMaxInFlight),
-            defaultExpiration: DefaultExpiration? = nil, defaultResults: PushJob.ResultsMode? = nil
+            defaultExpiration: DefaultExpiration? = nil, defaultResults: PushJob.ResultsMode? = nil, timeZone: TimeZone = .gmt,
+            quietHours: PushJob.QuietHoursMode = .defer
         ) {
+            self.timeZone = timeZone
+            self.quietHours = quietHours
             self.name = name
             self.topic = topic
             self.sender = sender
@@ -51,6 +58,9 @@ public struct JobPipeline: Sendable {
     private let refusal: JobRefusal
     private let ledger: (any DeliveryLedgerWriting)?
     private let scheduler: JobScheduler?
+    /// Quiet hours, from the registry; nil without one.
+    private let quietHours: QuietHoursGate?
+    private let apps: [String: App]
     private let metrics: WorkerMetrics
     private let logger: Logger
 
@@ -60,9 +70,11 @@ public struct JobPipeline: Sendable {
         settings: WorkerSettings, lane: Lane = .now, apps: [App], publisher: any MessagePublishing,
         resolver: any AudienceResolver = ExplicitTokenResolver(), feedback: (any DeviceFeedback)? = nil,
         badges: (any BadgeCounter)? = nil, ledger: (any DeliveryLedgerWriting)? = nil, scheduler: JobScheduler? = nil,
-        metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        registry: (any RegistryStore)? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         self.scheduler = scheduler
+        quietHours = registry.map { QuietHoursGate(store: $0) }
+        self.apps = Dictionary(apps.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let results = ResultPublisher(publisher: publisher)
         self.settings = settings
         self.lane = lane
@@ -194,9 +206,16 @@ public struct JobPipeline: Sendable {
             let cancelled: (@Sendable () async -> Bool)? = if delivery.chunk != nil, let watch = scheduler?.cancellations {
                 { [id = job.id, app = job.app] in await watch.isCancelled(job: id, app: app) }
             } else { nil }
+            var quieted: [Recipient] = [], deferred = 0
+            if let gate = quietHours, let app = apps[job.app], !recipients.isEmpty {
+                let mode = job.quietHours ?? app.quietHours
+                if mode != .ignore {
+                    (recipients, quieted, deferred) = try await quiet(recipients, of: job, mode: mode, gate: gate, app: app, replyTo: replyTo, chunk: delivery.chunk)
+                }
+            }
             let report = try await processor.process(
                 job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved,
-                consultLedger: delivery.mayRepeat, isCurrent: delivery.isCurrent, cancelled: cancelled)
+                consultLedger: delivery.mayRepeat, isCurrent: delivery.isCurrent, cancelled: cancelled, quieted: quieted, deferred: deferred)
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }
@@ -242,6 +261,40 @@ public struct JobPipeline: Sendable {
         metrics.job(.scheduled, lane: lane)
         return .acknowledge
     }
+
+    /// Takes out the devices whose users are in their quiet hours: those the job drops, and those
+    /// it defers, each group held in the schedule as a part of the job (a chunk job of its devices,
+    /// label "deferred", quiet hours ignored) released at its window's end. Without a schedule to
+    /// hold them, deferred devices are dropped.
+    private func quiet(
+        _ recipients: [Recipient], of job: PushJob, mode: PushJob.QuietHoursMode, gate: QuietHoursGate, app: App, replyTo: String, chunk: String?
+    ) async throws -> (send: [Recipient], dropped: [Recipient], deferred: Int) {
+        let now = scheduler?.clock.now() ?? WallClock.system.now()
+        let split = try await gate.split(recipients, of: job, mode: mode, zone: app.timeZone, now: now)
+        guard !split.deferred.isEmpty else { return (split.send, split.dropped, 0) }
+        guard let scheduler else {
+            logger.warning("devices in their quiet hours dropped, not deferred: deferring needs the schedule (ledger: off)", metadata: ["job": "\(job.id)"])
+            return (split.send, split.dropped + split.deferred.values.flatMap { $0 }, 0)
+        }
+        var part = job
+        part.quietHours = .ignore
+        part.sendAt = nil
+        var deferred = 0
+        for (end, devices) in split.deferred.sorted(by: { $0.key < $1.key }) {
+            let body = try part.chunkBody(devices: devices)
+            try await scheduler.store.hold(ScheduledJob(
+                jobID: "\(job.id)~quiet~\(chunk ?? "whole")~\(end)", app: job.app, releaseAt: end, body: String(decoding: body, as: UTF8.self),
+                replyTo: replyTo, heldAt: now, chunk: Self.deferredChunk))
+            deferred += devices.count
+        }
+        logger.info("devices in their quiet hours held until the window ends", metadata: [
+            "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "deferred": "\(deferred)", "parts": "\(split.deferred.count)",
+        ])
+        return (split.send, split.dropped, deferred)
+    }
+
+    /// The chunk label of a part of a job held until its devices' quiet hours end.
+    public static let deferredChunk = "deferred"
 
     /// The job, and for a streamed body its tokens as bytes (the job itself then holds none).
     private func decode(_ delivery: JobDelivery) throws(JobError) -> (PushJob, DeviceTokenList?) {

@@ -107,14 +107,19 @@ public struct JobProcessor: Sendable {
     ///     the ledger holds are not sent again.
     ///   - cancelled: whether the job was cancelled (`cancel_job`), asked before each batch of
     ///     devices: the devices not sent by then get outcome `cancelled`.
+    ///   - quieted: devices in their users' quiet hours that the job drops: outcome `filtered`,
+    ///     reason `quiet_hours`, no request.
+    ///   - deferred: devices held until their users' quiet hours end (counted in the summary; their
+    ///     results come with the part of the job that sends them).
     public func process(
         _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil,
-        consultLedger: Bool = false, isCurrent: @Sendable () -> Bool = { true }, cancelled: (@Sendable () async -> Bool)? = nil
+        consultLedger: Bool = false, isCurrent: @Sendable () -> Bool = { true }, cancelled: (@Sendable () async -> Bool)? = nil,
+        quieted: [Recipient] = [], deferred: Int = 0
     ) async throws -> Report {
         let start = ContinuousClock.now
         let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil, chunk: chunk)
-        let devices = recipients.count + filtered.count
-        var recipients = recipients, filtered = filtered
+        let devices = recipients.count + filtered.count + quieted.count + deferred
+        var recipients = recipients, filtered = filtered, quieted = quieted
         if consultLedger, let ledger {
             // A job or chunk that came back (a node lost, a worker killed): the devices the ledger
             // holds had their result published already; count them, send and publish nothing.
@@ -122,6 +127,7 @@ public struct JobProcessor: Sendable {
             if !held.isEmpty {
                 recipients.removeAll { held[$0.token] != nil }
                 filtered.removeAll { held[$0.token] != nil }
+                quieted.removeAll { held[$0.token] != nil }
                 ends.record(held.values.reduce(into: [Outcome: Int]()) { counts, record in counts[Outcome(rawValue: record.outcome) ?? .failed, default: 0] += 1 })
                 logger.notice("job came back: devices with a result in the ledger are not sent again", metadata: [
                     "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "skipped": "\(held.count)", "devices": "\(devices)",
@@ -157,6 +163,13 @@ public struct JobProcessor: Sendable {
                 PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
                 of: job, to: replyTo, ends: ends)
             metrics.notification(app: appName, outcome: .filtered, reason: nil)
+        }
+        if !quieted.isEmpty { ends.record([.filtered: quieted.count]) }
+        for recipient in quieted {
+            try await report(
+                PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, reason: Self.quietHours, attempts: 0),
+                of: job, to: replyTo, ends: ends)
+            metrics.notification(app: appName, outcome: .filtered, reason: Self.quietHours)
         }
         // Devices go to APNs in batches of the slots free now (at least one, at most
         // `batchSize`): a batch never waits to fill up while devices could already go, and a
@@ -199,7 +212,7 @@ public struct JobProcessor: Sendable {
                 "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "cancelled": "\(rest.count)", "devices": "\(devices)",
             ])
         }
-        let summary = try await summarize(job, devices: devices, ends: ends, start: start, replyTo: replyTo, chunk: chunk, error: error)
+        let summary = try await summarize(job, devices: devices, ends: ends, start: start, replyTo: replyTo, chunk: chunk, error: error, deferred: deferred)
         logger.info("job done", metadata: [
             "job": "\(job.id)", "app": "\(appName)", "devices": "\(devices)",
             "outcomes": "\(Outcome.allCases.compactMap { outcome in summary.outcomes[outcome].map { "\(outcome.rawValue)=\($0)" } }.joined(separator: ","))",
@@ -212,7 +225,8 @@ public struct JobProcessor: Sendable {
     /// producer that has the summary has them all), then the summary; a reply queue that
     /// vanished on the way is said once in the log.
     func summarize(
-        _ job: PushJob, devices: Int, ends: DeviceEnds, start: ContinuousClock.Instant, replyTo: String, chunk: String?, error: JobError?
+        _ job: PushJob, devices: Int, ends: DeviceEnds, start: ContinuousClock.Instant, replyTo: String, chunk: String?, error: JobError?,
+        deferred: Int = 0
     ) async throws -> JobSummary {
         if let rest = ends.batch?.drain() { try await publish(rest, of: job, to: replyTo, ends: ends) }
         // Every result in the ledger before the summary goes (and so before the job is acknowledged).
@@ -222,6 +236,7 @@ public struct JobProcessor: Sendable {
             durationMilliseconds: Int((ContinuousClock.now - start) / .milliseconds(1)))
         summary.chunk = chunk
         summary.retrying = ends.handedOn.count
+        summary.deferred = deferred
         summary.removed = ends.removed.load(ordering: .relaxed)
         do {
             try await results.publish(summary, to: replyTo)
@@ -241,6 +256,9 @@ public struct JobProcessor: Sendable {
     /// The most devices handed to APNs at once: large enough that the per-batch costs vanish
     /// per device, small enough that a batch's answers come back while the next is out.
     static let batchSize = 64
+
+    /// The reason of a device its user's quiet hours kept a job from (`quiet_hours: drop`).
+    public static let quietHours = "quiet_hours"
 
     /// The reason of a device a counted badge could not be sent to: it is not registered.
     public static let badgeNeedsRegistration = "badge_needs_registration"

@@ -20,6 +20,9 @@ public struct JobSummary: Sendable, Hashable, Codable {
     /// The job has a `send_at` ahead and is held until then (RFC 3339, UTC): nothing sent yet. Its
     /// results come once it is released.
     public var scheduledFor: String?
+    /// Devices held until their users' quiet hours end: their results come with the summary of
+    /// the part that sends them (`chunk` "deferred").
+    public var deferred = 0
 
     public init(jobID: String, app: String?, devices: Int, outcomes: [Outcome: Int], error: JobError? = nil, durationMilliseconds: Int) {
         self.jobID = jobID
@@ -36,6 +39,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         case chunk, retrying, removed
         case duplicateOf = "duplicate_of"
         case scheduledFor = "scheduled_for"
+        case deferred
     }
 
     enum ErrorKeys: String, CodingKey { case code, field, message }
@@ -64,6 +68,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         removed = try container.decodeIfPresent(Int.self, forKey: .removed) ?? 0
         duplicateOf = try container.decodeIfPresent(String.self, forKey: .duplicateOf)
         scheduledFor = try container.decodeIfPresent(String.self, forKey: .scheduledFor)
+        deferred = try container.decodeIfPresent(Int.self, forKey: .deferred) ?? 0
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -88,5 +93,6 @@ public struct JobSummary: Sendable, Hashable, Codable {
         try container.encode(removed, forKey: .removed)
         try container.encode(duplicateOf, forKey: .duplicateOf)
         try container.encode(scheduledFor, forKey: .scheduledFor)
+        try container.encode(deferred, forKey: .deferred)
     }
 }

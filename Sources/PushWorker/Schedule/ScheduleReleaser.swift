@@ -98,6 +98,7 @@ public final class ScheduleReleaser: Service, Sendable {
     private func message(_ job: ScheduledJob, now: Int64) -> AMQPMessage {
         var headers: AMQPTable = [WireHeader.released: .int64(now), WireHeader.enqueuedAt: .int64(now)]
         if job.releases > 1 { headers[WireHeader.mayRepeat] = .int64(1) }
+        if let chunk = job.chunk { headers[WireHeader.chunk] = .string(chunk) }
         return .toQueue(queues.jobs, body: Array(job.body.utf8), properties: AMQPProperties(
             contentType: "application/json", headers: headers, persistent: true, replyTo: job.replyTo, messageID: job.jobID,
             timestamp: UInt64(now / 1000)))

@@ -18,7 +18,7 @@ public final class SQLiteJobSchedule: JobSchedule {
                 CREATE TABLE IF NOT EXISTS scheduled_jobs(
                   app TEXT NOT NULL, job_id TEXT NOT NULL, idempotency_key TEXT, release_at INTEGER NOT NULL, body TEXT NOT NULL, reply_to TEXT,
                   held_at INTEGER NOT NULL, state TEXT NOT NULL, ended_at INTEGER, lease_until INTEGER, releases INTEGER NOT NULL DEFAULT 0,
-                  PRIMARY KEY (app, job_id));
+                  chunk TEXT, PRIMARY KEY (app, job_id));
                 CREATE INDEX IF NOT EXISTS scheduled_jobs_due ON scheduled_jobs(release_at) WHERE state = 'waiting';
                 CREATE INDEX IF NOT EXISTS scheduled_jobs_key ON scheduled_jobs(idempotency_key) WHERE idempotency_key IS NOT NULL;
                 CREATE TABLE IF NOT EXISTS job_runs(
@@ -36,10 +36,10 @@ public final class SQLiteJobSchedule: JobSchedule {
             finishedCount = try database.prepare("SELECT COUNT(*) FROM deliveries WHERE job_id = ?2 AND app = ?1")
             runCancelled = try database.prepare("SELECT cancelled_at FROM job_runs WHERE app = ?1 AND job_id = ?2")
             expireRuns = try database.prepare("DELETE FROM job_runs WHERE started_at < ?1")
-            let columns = "app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, ended_at, releases"
+            let columns = "app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, ended_at, releases, chunk"
             hold = try database.prepare("""
-                INSERT INTO scheduled_jobs(app, job_id, idempotency_key, release_at, body, reply_to, held_at, state)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting') ON CONFLICT DO NOTHING
+                INSERT INTO scheduled_jobs(app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, chunk)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', ?8) ON CONFLICT DO NOTHING
                 """)
             due = try database.prepare("""
                 UPDATE scheduled_jobs SET lease_until = ?2, releases = releases + 1
@@ -68,7 +68,7 @@ public final class SQLiteJobSchedule: JobSchedule {
         try state.withLock { connection throws(RegistryError) in
             try connection.hold.run([
                 .text(job.app), .text(job.jobID), job.idempotencyKey.map { .text($0) } ?? .null, .integer(job.releaseAt), .text(job.body),
-                job.replyTo.map { .text($0) } ?? .null, .integer(job.heldAt),
+                job.replyTo.map { .text($0) } ?? .null, .integer(job.heldAt), job.chunk.map { .text($0) } ?? .null,
             ])
         }
     }
@@ -184,6 +184,6 @@ public final class SQLiteJobSchedule: JobSchedule {
         ScheduledJob(
             jobID: row.text(1) ?? "", app: row.text(0) ?? "", idempotencyKey: row.text(2), releaseAt: row.integer(3), body: row.text(4) ?? "",
             replyTo: row.text(5), heldAt: row.integer(6), state: ScheduledJob.State(rawValue: row.text(7) ?? "") ?? .waiting,
-            endedAt: row.text(8) == nil ? nil : row.integer(8), releases: Int(row.integer(9)))
+            endedAt: row.text(8) == nil ? nil : row.integer(8), releases: Int(row.integer(9)), chunk: row.text(10))
     }
 }

@@ -27,11 +27,15 @@ public struct ScheduledJob: Sendable, Hashable {
     /// How many times a worker took it to release it (more than 1: a worker died mid-release, and
     /// the job may reach the queue twice; its devices are then checked against the ledger).
     public var releases: Int
+    /// For a part of a job held back (devices in their quiet hours): released as a chunk job of
+    /// this label, its devices resolved; nil for a job as its producer sent it.
+    public var chunk: String?
 
     public init(
         jobID: String, app: String, idempotencyKey: String? = nil, releaseAt: Int64, body: String, replyTo: String? = nil, heldAt: Int64,
-        state: State = .waiting, endedAt: Int64? = nil, releases: Int = 0
+        state: State = .waiting, endedAt: Int64? = nil, releases: Int = 0, chunk: String? = nil
     ) {
+        self.chunk = chunk
         self.jobID = jobID
         self.app = app
         self.idempotencyKey = idempotencyKey
@@ -50,6 +54,7 @@ public struct ScheduledJob: Sendable, Hashable {
             "job_id": jobID, "app": app, "send_at": releaseAt, "held_at": heldAt, "state": state.rawValue, "releases": releases,
         ]
         if let idempotencyKey { object["idempotency_key"] = idempotencyKey }
+        if let chunk { object["chunk"] = chunk }
         if let endedAt { object[state == .cancelled ? "cancelled_at" : "released_at"] = endedAt }
         return object
     }

@@ -1,0 +1,137 @@
+import AMQP
+import APNs
+import Foundation
+import Logging
+import PushWorker
+import Registry
+import TestSupport
+import Testing
+
+/// The pipeline with a registry that keeps quiet hours, a schedule and a clock the test moves: a
+/// device whose user is in their quiet hours is deferred to the window's end (held as a part of
+/// the job), dropped (`filtered`, reason `quiet_hours`) or sent all the same, as the job says.
+@Suite("The job pipeline and quiet hours")
+struct QuietHoursPipelineTests {
+    static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0x9E17) }
+    static let results = "push.results"
+
+    /// 2026-11-27 23:00 in Berlin.
+    static let lateEvening = QuietHoursTestsTime.berlin(23, 0)
+
+    struct Harness {
+        let sender = ScriptedSender()
+        let publisher = RecordingPublisher(queues: [QuietHoursPipelineTests.results])
+        let registry: SQLiteRegistryStore
+        let nowLane: JobPipeline
+        let bulk: JobPipeline
+        let releaser: ScheduleReleaser
+        let advance: @Sendable (Int64) -> Void
+        let writing: Task<Void, Error>
+
+        init(appDefault: PushJob.QuietHoursMode = .defer) async throws {
+            TestLog.bootstrap()
+            let directory = FileManager.default.temporaryDirectory
+            registry = try SQLiteRegistryStore(path: directory.appendingPathComponent("quiet-\(UUID().uuidString.prefix(8)).db").path)
+            let ledger = try SQLiteDeliveryLedger(path: directory.appendingPathComponent("quiet-ledger-\(UUID().uuidString.prefix(8)).db").path)
+            let (clock, advance) = WallClock.manual(QuietHoursPipelineTests.lateEvening)
+            self.advance = advance
+            let scheduler = JobScheduler(store: try SQLiteJobSchedule(ledger: ledger), clock: clock)
+            let logger = Logger(label: "test.quiet")
+            let writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: logger)
+            writing = Task { try await writer.run() }
+            let sender = self.sender, publisher = self.publisher
+            let apps = [JobPipeline.App(
+                name: "demo", topic: "com.example.app", sender: sender, admission: DeviceAdmission(maxInFlight: 8),
+                timeZone: TimeZone(identifier: "Europe/Berlin")!, quietHours: appDefault)]
+            let resolver = RegistryResolver(store: registry, logger: logger)
+            let registry = registry
+            let pipeline = { (lane: Lane) in
+                JobPipeline(
+                    settings: WorkerSettings(), lane: lane, apps: apps, publisher: publisher, resolver: resolver, ledger: writer, scheduler: scheduler,
+                    registry: registry, logger: logger)
+            }
+            nowLane = pipeline(.now)
+            bulk = pipeline(.bulk)
+            releaser = ScheduleReleaser(
+                scheduler: scheduler, queues: WorkerSettings().queues, retentionDays: 30, connect: { throw AMQPError(.connectionFailed, "not here") }, logger: logger)
+            // ada: quiet 22:00–07:00 in her zone (Berlin, the app's too); bob none; cy quiet 22:00–07:00 in New York (17:00 there).
+            for json in [
+                #"{"command": "register_device", "app": "demo", "token": "\#(QuietHoursPipelineTests.token(1))", "user": "ada"}"#,
+                #"{"command": "register_device", "app": "demo", "token": "\#(QuietHoursPipelineTests.token(2))", "user": "bob"}"#,
+                #"{"command": "register_device", "app": "demo", "token": "\#(QuietHoursPipelineTests.token(3))", "user": "cy"}"#,
+                #"{"command": "set_quiet_hours", "user": "ada", "quiet_hours": {"from": "22:00", "to": "07:00"}}"#,
+                #"{"command": "set_quiet_hours", "user": "cy", "quiet_hours": {"from": "22:00", "to": "07:00"}}"#,
+                #"{"command": "set_time_zone", "user": "cy", "zone": "America/New_York"}"#,
+            ] { try await self.registry.apply(try RegistryCommand(json: Array(json.utf8))) }
+        }
+
+        func run(_ json: String) async -> JobSettlement {
+            await nowLane.run(JobDelivery(body: Array(json.utf8), properties: AMQPProperties(messageID: "m")))
+        }
+    }
+
+    static func job(_ id: String, quiet: String? = nil) -> String {
+        let tokens = (1...3).map { "\"\(token($0))\"" }.joined(separator: ",")
+        return #"{"id": "\#(id)", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {"alert": "hi"}}\#(quiet.map { #", "quiet_hours": "\#($0)""# } ?? "")}"#
+    }
+
+    @Test("defer: the device in its quiet hours is held until 07:00 in its zone and sent then; the others now; the summary counts it deferred")
+    func deferred() async throws {
+        let harness = try await Harness()
+        defer { harness.writing.cancel() }
+        #expect(await harness.run(Self.job("evening")) == .acknowledge)
+        #expect(Set(harness.sender.sent.map(\.deviceToken)) == [Self.token(2), Self.token(3)], "bob (no quiet hours) and cy (17:00 in New York)")
+        let first = try #require(try harness.publisher.summaries(to: Self.results).first)
+        #expect(first.devices == 3 && first.deferred == 1 && first.outcomes == [.delivered: 2], "\(first)")
+        // 07:00 in Berlin is 8 hours on: nothing before, ada's part then.
+        harness.advance(8 * 3_600_000 - 1)
+        #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 0)
+        harness.advance(1)
+        #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
+        let part = try #require(harness.publisher.messages(to: "push.jobs").first)
+        #expect(part.properties.headers?[WireHeader.chunk]?.stringValue == JobPipeline.deferredChunk)
+        #expect(await harness.bulk.run(JobDelivery(body: part.body, properties: part.properties)) == .acknowledge)
+        #expect(harness.sender.sent.map(\.deviceToken).last == Self.token(1) && harness.sender.sent.count == 3)
+        let last = try #require(try harness.publisher.summaries(to: Self.results).last)
+        #expect(last.jobID == "evening" && last.chunk == "deferred" && last.outcomes == [.delivered: 1] && last.deferred == 0)
+    }
+
+    @Test("drop: the device in its quiet hours gets filtered with reason quiet_hours; ignore sends every device; the app's default applies to a job that names none")
+    func dropAndIgnore() async throws {
+        let harness = try await Harness()
+        defer { harness.writing.cancel() }
+        #expect(await harness.run(Self.job("drop", quiet: "drop")) == .acknowledge)
+        #expect(Set(harness.sender.sent.map(\.deviceToken)) == [Self.token(2), Self.token(3)])
+        let results = try harness.publisher.results(to: Self.results)
+        let dropped = try #require(results.first { $0.token == Self.token(1) })
+        #expect(dropped.outcome == .filtered && dropped.reason == "quiet_hours" && dropped.user == "ada")
+        #expect(await harness.run(Self.job("otp", quiet: "ignore")) == .acknowledge)
+        #expect(harness.sender.sent.count == 5, "ignore: all three")
+        #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 0, "nothing held")
+
+        let dropping = try await Harness(appDefault: .drop)
+        defer { dropping.writing.cancel() }
+        #expect(await dropping.run(Self.job("default")) == .acknowledge)
+        #expect(dropping.sender.sent.count == 2)
+        #expect(try dropping.publisher.summaries(to: Self.results).first?.outcomes == [.delivered: 2, .filtered: 1])
+    }
+
+    @Test("a bad quiet_hours on a job is refused naming the field")
+    func refused() async throws {
+        let harness = try await Harness()
+        defer { harness.writing.cancel() }
+        #expect(await harness.run(Self.job("bad", quiet: "later")) == .acknowledge)
+        let letter = try #require(harness.publisher.messages.first { $0.exchange == "push.dlx" })
+        #expect(letter.properties.headers?[WireHeader.errorField] == "quiet_hours")
+        #expect(harness.sender.sent.isEmpty)
+    }
+}
+
+/// Wall-clock instants in Berlin, for the tests above.
+enum QuietHoursTestsTime {
+    static func berlin(_ hour: Int, _ minute: Int, day: Int = 27) -> Int64 {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "Europe/Berlin")!
+        return Int64(calendar.date(from: DateComponents(year: 2026, month: 11, day: day, hour: hour, minute: minute))!.timeIntervalSince1970 * 1000)
+    }
+}
