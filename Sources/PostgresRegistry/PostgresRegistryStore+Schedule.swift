@@ -24,6 +24,13 @@ extension PostgresRegistryStore: JobSchedule {
             """,
             "CREATE INDEX IF NOT EXISTS job_runs_id ON job_runs(job_id)",
             "CREATE INDEX IF NOT EXISTS job_runs_key ON job_runs(idempotency_key) WHERE idempotency_key IS NOT NULL",
+            """
+            CREATE TABLE IF NOT EXISTS cap_counts(
+              app TEXT COLLATE "C" NOT NULL, cap TEXT COLLATE "C" NOT NULL, user_id TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL,
+              at BIGINT NOT NULL, PRIMARY KEY (app, cap, user_id, job_id))
+            """,
+            "CREATE INDEX IF NOT EXISTS cap_counts_at ON cap_counts(app, cap, user_id, at)",
+            "CREATE INDEX IF NOT EXISTS cap_counts_expiry ON cap_counts(at)",
         ] {
             try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
         }
@@ -104,6 +111,9 @@ extension PostgresRegistryStore: JobSchedule {
             for try await _ in try await connection.query("DELETE FROM job_runs WHERE started_at < \(before) RETURNING 1", logger: self.logger) {
                 count += 1
             }
+            for try await _ in try await connection.query("DELETE FROM cap_counts WHERE at < \(before) RETURNING 1", logger: self.logger) {
+                count += 1
+            }
             return count
         }
     }
@@ -125,6 +135,35 @@ extension PostgresRegistryStore: JobSchedule {
             }
             return false
         }
+    }
+
+    public func takeCap(_ cap: String, app: String, users: [String], job: String, max: Int, since: Int64, now: Int64) async throws(RegistryError) -> Set<String> {
+        let users = Set(users).sorted()
+        guard !users.isEmpty else { return [] }
+        var over: Set<String> = []
+        try await transaction { connection in
+            over = []
+            // One lock per user and cap, taken in order (no deadlock): workers counting the same
+            // user at once go one after the other, and each sees the other's count.
+            try await connection.query("""
+                SELECT pg_advisory_xact_lock(hashtextextended(\(app) || chr(1) || \(cap) || chr(1) || u, 7245313)) FROM UNNEST(\(users)::TEXT[]) AS u ORDER BY u
+                """, logger: self.logger)
+            for try await user in try await connection.query("""
+                WITH wanted AS (SELECT u AS user_id FROM UNNEST(\(users)::TEXT[]) AS u),
+                counted AS (SELECT user_id FROM cap_counts WHERE app = \(app) AND cap = \(cap) AND job_id = \(job) AND user_id = ANY(\(users))),
+                recent AS (SELECT user_id, COUNT(*) AS n FROM cap_counts WHERE app = \(app) AND cap = \(cap) AND user_id = ANY(\(users)) AND at > \(since) GROUP BY user_id)
+                SELECT w.user_id FROM wanted w LEFT JOIN recent r USING (user_id)
+                WHERE w.user_id NOT IN (SELECT user_id FROM counted) AND COALESCE(r.n, 0) >= \(max)
+                """, logger: self.logger).decode(String.self) {
+                over.insert(user)
+            }
+            let take = users.filter { !over.contains($0) }
+            try await connection.query("""
+                INSERT INTO cap_counts(app, cap, user_id, job_id, at) SELECT \(app), \(cap), u, \(job), \(now) FROM UNNEST(\(take)::TEXT[]) AS u
+                ON CONFLICT DO NOTHING
+                """, logger: self.logger)
+        }
+        return over
     }
 
     /// A cancel for a job not held: its run, if it is sending, stops.

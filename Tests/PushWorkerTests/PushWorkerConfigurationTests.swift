@@ -109,6 +109,11 @@ struct PushWorkerConfigurationTests {
             ("metrics_address: \"localhost:http\"\napps: []\n", "metrics_address: 'localhost:http' is not HOST:PORT"),
             ("ledger: {retension_days: 7}\napps: []\n", "ledger.retension_days: unknown key; did you mean retention_days?"),
             ("ledger: maybe\napps: []\n", "ledger: 'maybe' is not off, on or a mapping"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    caps: [{types: [promo], max: 0, per: 24h}]\n", "apps[0].caps[0].max: 0 is not a cap"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    caps: [{types: [promo], max: 3, per: tomorrow}]\n", "apps[0].caps[0].per: 'tomorrow' is not a duration"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    caps: [{types: [], max: 3, per: 24h}]\n", "apps[0].caps[0].types: a cap names at least one"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    time_zone: Berlin\n", "apps[0].time_zone: 'Berlin' is not an IANA time zone"),
+            ("apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    quiet_hours: later\n", "apps[0].quiet_hours: 'later' is not defer, drop or ignore"),
         ])
     func invalid(yaml: String, expected: String) throws {
         let file = try temporaryFile(yaml)
@@ -118,6 +123,18 @@ struct PushWorkerConfigurationTests {
         } catch {
             #expect("\(error)".hasPrefix(file + ": "))
             #expect("\(error)".contains(expected), "\(error)")
+        }
+    }
+
+    @Test("caps, time_zone and quiet_hours of an app read; caps without a registry or with the ledger off are refused naming the key")
+    func capsAndTime() throws {
+        let app = "apps:\n  - name: a\n    topic: t\n    environment: sandbox\n    time_zone: Europe/Berlin\n    quiet_hours: drop\n    caps: [{types: [promo, sale], max: 3, per: 24h}, {types: [digest], max: 1, per: 7d}]\n"
+        let read = try PushWorkerConfiguration.parse("registry: {sqlite: r.db}\n" + app, file: "f").apps[0]
+        #expect(read.caps == [FrequencyCap(types: ["promo", "sale"], max: 3, per: 86_400), FrequencyCap(types: ["digest"], max: 1, per: 604_800)])
+        #expect(read.timeZone == "Europe/Berlin" && read.quietHours == .drop)
+        for (prefix, words) in [("", "users are known only with a registry"), ("registry: {sqlite: r.db}\nledger: off\n", "ledger is off")] {
+            let file = try temporaryFile(prefix + app)
+            #expect { try WorkerPlan.load(file: file) } throws: { "\($0)".contains("apps[0].caps") && "\($0)".contains(words) }
         }
     }
 

@@ -151,4 +151,33 @@ struct JobScheduleTests {
         #expect(finished.finished == 1 && finished.cancelledAt == nil)
         #expect(try await store.isCancelled(job: "done", app: "demo") == false)
     }
+
+    @Test("a frequency cap counts each job once per user within its window; over it, the user is said and not counted; workers counting at once keep to it", arguments: Kind.allCases)
+    func caps(_ kind: Kind) async throws {
+        let (store, other, _) = try await kind.make()
+        let day: Int64 = 86_400_000
+        func take(_ job: String, _ users: [String], at: Int64 = Self.now, on schedule: (any JobSchedule)? = nil) async throws -> Set<String> {
+            try await (schedule ?? store).takeCap("promo", app: "demo", users: users, job: job, max: 2, since: at - day, now: at)
+        }
+        #expect(try await take("p1", ["ada", "bob"]) == [])
+        #expect(try await take("p2", ["ada"], at: Self.now + 1) == [])
+        #expect(try await take("p3", ["ada", "bob", "bob"], at: Self.now + 2) == ["ada"], "ada had two; bob one")
+        #expect(try await take("p2", ["ada"], at: Self.now + 3) == [], "p2 again (a chunk redelivered): counted already")
+        #expect(try await store.takeCap("other", app: "demo", users: ["ada"], job: "p4", max: 2, since: Self.now - day, now: Self.now + 4) == [],
+            "another cap counts apart")
+        #expect(try await take("p5", ["ada"], at: Self.now + day + 1) == [], "the first job left the window")
+        // Two workers counting one user at the same moment, ten jobs each: two are let through in all.
+        async let first = (0..<10).asyncMap { try await take("a\($0)", ["cy"], at: Self.now + 10, on: store) }
+        async let second = (0..<10).asyncMap { try await take("b\($0)", ["cy"], at: Self.now + 10, on: other) }
+        let taken = try await (first + second).filter { $0.isEmpty }.count
+        #expect(taken == 2)
+    }
+}
+
+extension Sequence where Element: Sendable {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
 }

@@ -16,6 +16,7 @@ public struct AppParts: Sendable {
         JobPipeline.App(
             name: plan.name, topic: plan.topic, sender: sender, admission: admission,
             defaultExpiration: plan.configuration.defaultExpiration, defaultResults: plan.configuration.defaultResults,
-            timeZone: plan.configuration.timeZone.flatMap(TimeZone.init(identifier:)) ?? .gmt, quietHours: plan.configuration.quietHours ?? .defer)
+            timeZone: plan.configuration.timeZone.flatMap(TimeZone.init(identifier:)) ?? .gmt, quietHours: plan.configuration.quietHours ?? .defer,
+            caps: plan.configuration.caps)
     }
 }

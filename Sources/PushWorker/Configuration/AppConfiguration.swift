@@ -47,6 +47,8 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     public var timeZone: String?
     /// For jobs that name no `quiet_hours`; nil: `defer`.
     public var quietHours: PushJob.QuietHoursMode?
+    /// Frequency caps per user and notification type.
+    public var caps: [FrequencyCap] = []
 
     public static let defaultMaxInFlight = 256
 
@@ -64,6 +66,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         case defaultResults = "default_results"
         case timeZone = "time_zone"
         case quietHours = "quiet_hours"
+        case caps
     }
 
     public init(from decoder: Decoder) throws {
@@ -104,6 +107,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
             }
             quietHours = mode
         }
+        caps = try container.decodeIfPresent([FrequencyCap].self, forKey: .caps) ?? []
     }
 
     public struct TokenCredentials: Sendable, Decodable, Equatable {

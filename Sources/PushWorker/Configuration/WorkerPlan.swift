@@ -55,6 +55,15 @@ public struct WorkerPlan: Sendable {
         self.file = file
         self.configuration = configuration
         broker = try BrokerPlan(settings, apps: configuration.apps.map(\.name), file: file, environment: environment)
+        for (index, app) in configuration.apps.enumerated() where !app.caps.isEmpty {
+            // Counted per user, in the ledger's store: both are needed.
+            guard settings.registry != nil else {
+                throw ConfigurationError(file: file, key: "apps[\(index)].caps", "frequency caps count per user, and users are known only with a registry (registry:)")
+            }
+            guard settings.ledger.enabled else {
+                throw ConfigurationError(file: file, key: "apps[\(index)].caps", "frequency caps are counted in the delivery ledger's store, and ledger is off")
+            }
+        }
         var apps: [App] = []
         for (index, app) in configuration.apps.enumerated() {
             let client = try app.clientConfiguration(file: file, index: index, environment: environment)

@@ -27,13 +27,16 @@ public struct JobPipeline: Sendable {
         public var timeZone: TimeZone
         /// For jobs that name no `quiet_hours`.
         public var quietHours: PushJob.QuietHoursMode
+        /// Frequency caps per user and type.
+        public var caps: [FrequencyCap]
 
         public init(
             name: String, topic: String, sender: any NotificationSending,
             admission: DeviceAdmission = DeviceAdmission(maxInFlight: AppConfiguration.defaultMaxInFlight),
             defaultExpiration: DefaultExpiration? = nil, defaultResults: PushJob.ResultsMode? = nil, timeZone: TimeZone = .gmt,
-            quietHours: PushJob.QuietHoursMode = .defer
+            quietHours: PushJob.QuietHoursMode = .defer, caps: [FrequencyCap] = []
         ) {
+            self.caps = caps
             self.timeZone = timeZone
             self.quietHours = quietHours
             self.name = name
@@ -206,16 +209,23 @@ public struct JobPipeline: Sendable {
             let cancelled: (@Sendable () async -> Bool)? = if delivery.chunk != nil, let watch = scheduler?.cancellations {
                 { [id = job.id, app = job.app] in await watch.isCancelled(job: id, app: app) }
             } else { nil }
-            var quieted: [Recipient] = [], deferred = 0
+            var withheld: [(recipient: Recipient, reason: String)] = [], deferred = 0
             if let gate = quietHours, let app = apps[job.app], !recipients.isEmpty {
                 let mode = job.quietHours ?? app.quietHours
                 if mode != .ignore {
+                    let quieted: [Recipient]
                     (recipients, quieted, deferred) = try await quiet(recipients, of: job, mode: mode, gate: gate, app: app, replyTo: replyTo, chunk: delivery.chunk)
+                    withheld += quieted.map { ($0, JobProcessor.quietHours) }
                 }
+            }
+            if let scheduler, let app = apps[job.app], app.caps.contains(where: { $0.applies(to: job.type) }), !recipients.isEmpty {
+                let capped: [Recipient]
+                (recipients, capped) = try await cap(recipients, of: job, caps: app.caps, store: scheduler.store, now: scheduler.clock.now())
+                withheld += capped.map { ($0, JobProcessor.frequencyCap) }
             }
             let report = try await processor.process(
                 job, recipients: recipients, filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved,
-                consultLedger: delivery.mayRepeat, isCurrent: delivery.isCurrent, cancelled: cancelled, quieted: quieted, deferred: deferred)
+                consultLedger: delivery.mayRepeat, isCurrent: delivery.isCurrent, cancelled: cancelled, withheld: withheld, deferred: deferred)
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }
@@ -291,6 +301,24 @@ public struct JobPipeline: Sendable {
             "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "deferred": "\(deferred)", "parts": "\(split.deferred.count)",
         ])
         return (split.send, split.dropped, deferred)
+    }
+
+    /// Counts the job against the app's caps of its type, per user, and takes out the devices of
+    /// users over one. Devices without a user are never capped.
+    private func cap(_ recipients: [Recipient], of job: PushJob, caps: [FrequencyCap], store: any JobSchedule, now: Int64) async throws -> (send: [Recipient], capped: [Recipient]) {
+        var send = recipients, capped: [Recipient] = []
+        for cap in caps where cap.applies(to: job.type) {
+            let users = Array(Set(send.compactMap(\.user)))
+            guard !users.isEmpty else { break }
+            let over = try await store.takeCap(cap.key, app: job.app, users: users, job: job.id, max: cap.max, since: now - Int64(cap.per) * 1000, now: now)
+            guard !over.isEmpty else { continue }
+            capped += send.filter { $0.user.map(over.contains) ?? false }
+            send.removeAll { $0.user.map(over.contains) ?? false }
+        }
+        if !capped.isEmpty {
+            logger.info("devices over a frequency cap not sent", metadata: ["job": "\(job.id)", "type": "\(job.type ?? "-")", "capped": "\(capped.count)"])
+        }
+        return (send, capped)
     }
 
     /// The chunk label of a part of a job held until its devices' quiet hours end.

@@ -107,19 +107,19 @@ public struct JobProcessor: Sendable {
     ///     the ledger holds are not sent again.
     ///   - cancelled: whether the job was cancelled (`cancel_job`), asked before each batch of
     ///     devices: the devices not sent by then get outcome `cancelled`.
-    ///   - quieted: devices in their users' quiet hours that the job drops: outcome `filtered`,
-    ///     reason `quiet_hours`, no request.
+    ///   - withheld: devices the job is kept from by their users' quiet hours (`quiet_hours`)
+    ///     or a frequency cap (`frequency_cap`): outcome `filtered` with that reason, no request.
     ///   - deferred: devices held until their users' quiet hours end (counted in the summary; their
     ///     results come with the part of the job that sends them).
     public func process(
         _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil,
         consultLedger: Bool = false, isCurrent: @Sendable () -> Bool = { true }, cancelled: (@Sendable () async -> Bool)? = nil,
-        quieted: [Recipient] = [], deferred: Int = 0
+        withheld: [(recipient: Recipient, reason: String)] = [], deferred: Int = 0
     ) async throws -> Report {
         let start = ContinuousClock.now
         let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil, chunk: chunk)
-        let devices = recipients.count + filtered.count + quieted.count + deferred
-        var recipients = recipients, filtered = filtered, quieted = quieted
+        let devices = recipients.count + filtered.count + withheld.count + deferred
+        var recipients = recipients, filtered = filtered, withheld = withheld
         if consultLedger, let ledger {
             // A job or chunk that came back (a node lost, a worker killed): the devices the ledger
             // holds had their result published already; count them, send and publish nothing.
@@ -127,7 +127,7 @@ public struct JobProcessor: Sendable {
             if !held.isEmpty {
                 recipients.removeAll { held[$0.token] != nil }
                 filtered.removeAll { held[$0.token] != nil }
-                quieted.removeAll { held[$0.token] != nil }
+                withheld.removeAll { held[$0.recipient.token] != nil }
                 ends.record(held.values.reduce(into: [Outcome: Int]()) { counts, record in counts[Outcome(rawValue: record.outcome) ?? .failed, default: 0] += 1 })
                 logger.notice("job came back: devices with a result in the ledger are not sent again", metadata: [
                     "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "skipped": "\(held.count)", "devices": "\(devices)",
@@ -164,12 +164,12 @@ public struct JobProcessor: Sendable {
                 of: job, to: replyTo, ends: ends)
             metrics.notification(app: appName, outcome: .filtered, reason: nil)
         }
-        if !quieted.isEmpty { ends.record([.filtered: quieted.count]) }
-        for recipient in quieted {
+        if !withheld.isEmpty { ends.record([.filtered: withheld.count]) }
+        for (recipient, reason) in withheld {
             try await report(
-                PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, reason: Self.quietHours, attempts: 0),
+                PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, reason: reason, attempts: 0),
                 of: job, to: replyTo, ends: ends)
-            metrics.notification(app: appName, outcome: .filtered, reason: Self.quietHours)
+            metrics.notification(app: appName, outcome: .filtered, reason: reason)
         }
         // Devices go to APNs in batches of the slots free now (at least one, at most
         // `batchSize`): a batch never waits to fill up while devices could already go, and a
@@ -259,6 +259,8 @@ public struct JobProcessor: Sendable {
 
     /// The reason of a device its user's quiet hours kept a job from (`quiet_hours: drop`).
     public static let quietHours = "quiet_hours"
+    /// The reason of a device whose user reached a frequency cap of the job's type.
+    public static let frequencyCap = "frequency_cap"
 
     /// The reason of a device a counted badge could not be sent to: it is not registered.
     public static let badgeNeedsRegistration = "badge_needs_registration"

@@ -27,6 +27,11 @@ public protocol JobSchedule: Sendable {
     func started(_ run: JobRun) async throws(RegistryError)
     /// Whether the run of this job was cancelled: its chunks send nothing more.
     func isCancelled(job: String, app: String) async throws(RegistryError) -> Bool
+    /// Counts `job` against frequency cap `cap` of `app` for each of `users` who had fewer than
+    /// `max` jobs counted since `since`, and returns the others: over the cap, not counted. A
+    /// user this job was counted for already (a chunk again) is not over. Workers counting the
+    /// same user at once are taken one after the other: the cap holds fleet-wide.
+    func takeCap(_ cap: String, app: String, users: [String], job: String, max: Int, since: Int64, now: Int64) async throws(RegistryError) -> Set<String>
 }
 
 /// How a cancel or a `schedule show` names a job.

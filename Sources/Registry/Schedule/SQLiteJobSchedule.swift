@@ -11,6 +11,7 @@ public final class SQLiteJobSchedule: JobSchedule {
         let database: SQLiteDatabase
         let hold, due, release, cancel, list, byID, byKey, expire: SQLiteStatement
         let start, runByID, runByKey, stopRun, finishedCount, runCancelled, expireRuns: SQLiteStatement
+        let capCounted, capCount, capTake, expireCaps: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -25,7 +26,16 @@ public final class SQLiteJobSchedule: JobSchedule {
                   app TEXT NOT NULL, job_id TEXT NOT NULL, idempotency_key TEXT, devices INTEGER NOT NULL, chunks INTEGER NOT NULL,
                   started_at INTEGER NOT NULL, cancelled_at INTEGER, PRIMARY KEY (app, job_id));
                 CREATE INDEX IF NOT EXISTS job_runs_key ON job_runs(idempotency_key) WHERE idempotency_key IS NOT NULL;
+                CREATE TABLE IF NOT EXISTS cap_counts(
+                  app TEXT NOT NULL, cap TEXT NOT NULL, user_id TEXT NOT NULL, job_id TEXT NOT NULL, at INTEGER NOT NULL,
+                  PRIMARY KEY (app, cap, user_id, job_id));
+                CREATE INDEX IF NOT EXISTS cap_counts_at ON cap_counts(app, cap, user_id, at);
+                CREATE INDEX IF NOT EXISTS cap_counts_expiry ON cap_counts(at);
                 """)
+            capCounted = try database.prepare("SELECT 1 FROM cap_counts WHERE app = ?1 AND cap = ?2 AND user_id = ?3 AND job_id = ?4")
+            capCount = try database.prepare("SELECT COUNT(*) FROM cap_counts WHERE app = ?1 AND cap = ?2 AND user_id = ?3 AND at > ?4")
+            capTake = try database.prepare("INSERT INTO cap_counts(app, cap, user_id, job_id, at) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING")
+            expireCaps = try database.prepare("DELETE FROM cap_counts WHERE at < ?1")
             let runColumns = "app, job_id, idempotency_key, devices, chunks, started_at, cancelled_at"
             start = try database.prepare("""
                 INSERT INTO job_runs(app, job_id, idempotency_key, devices, chunks, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING
@@ -121,7 +131,9 @@ public final class SQLiteJobSchedule: JobSchedule {
             try connection.expire.run([.integer(before)])
             let jobs = connection.database.changes
             try connection.expireRuns.run([.integer(before)])
-            return jobs + connection.database.changes
+            let runs = connection.database.changes
+            try connection.expireCaps.run([.integer(before)])
+            return jobs + runs + connection.database.changes
         }
     }
 
@@ -139,6 +151,29 @@ public final class SQLiteJobSchedule: JobSchedule {
             var cancelled = false
             try connection.runCancelled.run([.text(app), .text(job)]) { row in cancelled = row.text(0) != nil }
             return cancelled
+        }
+    }
+
+    public func takeCap(_ cap: String, app: String, users: [String], job: String, max: Int, since: Int64, now: Int64) async throws(RegistryError) -> Set<String> {
+        guard !users.isEmpty else { return [] }
+        // One write transaction: the file's lock takes workers of this host one after the other.
+        return try state.withLock { connection throws(RegistryError) -> Set<String> in
+            try connection.database.transaction { () throws(RegistryError) -> Set<String> in
+                var over: Set<String> = []
+                for user in Set(users) {
+                    var counted = false
+                    try connection.capCounted.run([.text(app), .text(cap), .text(user), .text(job)]) { _ in counted = true }
+                    if counted { continue }
+                    var count = 0
+                    try connection.capCount.run([.text(app), .text(cap), .text(user), .integer(since)]) { row in count = Int(row.integer(0)) }
+                    if count >= max {
+                        over.insert(user)
+                    } else {
+                        try connection.capTake.run([.text(app), .text(cap), .text(user), .text(job), .integer(now)])
+                    }
+                }
+                return over
+            }
         }
     }
 

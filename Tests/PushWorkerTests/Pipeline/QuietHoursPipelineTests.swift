@@ -28,7 +28,7 @@ struct QuietHoursPipelineTests {
         let advance: @Sendable (Int64) -> Void
         let writing: Task<Void, Error>
 
-        init(appDefault: PushJob.QuietHoursMode = .defer) async throws {
+        init(appDefault: PushJob.QuietHoursMode = .defer, caps: [FrequencyCap] = []) async throws {
             TestLog.bootstrap()
             let directory = FileManager.default.temporaryDirectory
             registry = try SQLiteRegistryStore(path: directory.appendingPathComponent("quiet-\(UUID().uuidString.prefix(8)).db").path)
@@ -42,7 +42,7 @@ struct QuietHoursPipelineTests {
             let sender = self.sender, publisher = self.publisher
             let apps = [JobPipeline.App(
                 name: "demo", topic: "com.example.app", sender: sender, admission: DeviceAdmission(maxInFlight: 8),
-                timeZone: TimeZone(identifier: "Europe/Berlin")!, quietHours: appDefault)]
+                timeZone: TimeZone(identifier: "Europe/Berlin")!, quietHours: appDefault, caps: caps)]
             let resolver = RegistryResolver(store: registry, logger: logger)
             let registry = registry
             let pipeline = { (lane: Lane) in
@@ -114,6 +114,26 @@ struct QuietHoursPipelineTests {
         #expect(await dropping.run(Self.job("default")) == .acknowledge)
         #expect(dropping.sender.sent.count == 2)
         #expect(try dropping.publisher.summaries(to: Self.results).first?.outcomes == [.delivered: 2, .filtered: 1])
+    }
+
+    @Test("a frequency cap: the third promo within a day reaches no device of its users (filtered, reason frequency_cap); other types are not counted; a day on, the first left the window")
+    func frequencyCap() async throws {
+        let harness = try await Harness(caps: [FrequencyCap(types: ["promo", "sale"], max: 2, per: 86_400)])
+        defer { harness.writing.cancel() }
+        func promo(_ id: String, type: String = "promo") -> String {
+            #"{"id": "\#(id)", "type": "\#(type)", "quiet_hours": "ignore", "audience": {"tokens": ["\#(Self.token(1))", "\#(Self.token(2))", "\#(Self.token(9))"]}, "payload": {"aps": {"alert": "deal"}}}"#
+        }
+        for id in ["p1", "p2"] { #expect(await harness.run(promo(id, type: id == "p2" ? "sale" : "promo")) == .acknowledge) }
+        #expect(harness.sender.sent.count == 6)
+        #expect(await harness.run(promo("p3")) == .acknowledge)
+        #expect(harness.sender.sent.suffix(1).map(\.deviceToken) == [Self.token(9)], "only the device with no user (never capped)")
+        let capped = try harness.publisher.results(to: Self.results).filter { $0.jobID == "p3" && $0.outcome == .filtered }
+        #expect(Set(capped.map(\.token)) == [Self.token(1), Self.token(2)] && capped.allSatisfy { $0.reason == "frequency_cap" })
+        #expect(await harness.run(promo("n1", type: "news")) == .acknowledge)
+        #expect(harness.sender.sent.count == 10, "news is not capped")
+        harness.advance(86_400_000 + 1)
+        #expect(await harness.run(promo("p4")) == .acknowledge)
+        #expect(harness.sender.sent.count == 13, "a day on, room again")
     }
 
     @Test("a bad quiet_hours on a job is refused naming the field")
