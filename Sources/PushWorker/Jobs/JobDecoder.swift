@@ -23,7 +23,7 @@ public struct JobDecoder: Sendable {
     /// is an error instead of being silently ignored.
     static let fields: Set<String> = [
         "id", "app", "audience", "type", "subtype", "payload", "push_type", "priority", "expiration",
-        "collapse_id", "topic", "results", "reply_to", "live_activity", "idempotency_key", "send_at", "quiet_hours",
+        "collapse_id", "topic", "results", "reply_to", "live_activity", "idempotency_key", "send_at", "quiet_hours", "local_time",
     ]
     /// Written by pushworker into chunk and retry jobs only: where their tokens live in the registry.
     static let chunkFields: Set<String> = ["token_namespace"]
@@ -191,6 +191,15 @@ public struct JobDecoder: Sendable {
         job.tokenNamespace = tokenNamespace
         job.idempotencyKey = idempotencyKey
         job.sendAt = try Self.sendAt(object["send_at"])
+        if let text = try fields.string("local_time") {
+            job.localTime = try LocalTime(text)
+            guard job.sendAt == nil else {
+                throw JobError(.invalidField, field: "local_time", "local_time and send_at exclude each other: local_time sends at a wall-clock time in each device's zone, send_at at one instant for all")
+            }
+            guard job.audience.channel == nil else {
+                throw JobError(.invalidField, field: "local_time", "local_time needs devices to place in their zones; a broadcast to a channel has none (use send_at)")
+            }
+        }
         if let text = try fields.string("quiet_hours") {
             guard let mode = PushJob.QuietHoursMode(rawValue: text) else {
                 throw JobError(.invalidField, field: "quiet_hours", "quiet_hours '\(text)' is not defer, drop or ignore")

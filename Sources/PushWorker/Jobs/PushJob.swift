@@ -124,6 +124,9 @@ public struct PushJob: Sendable, Hashable {
     /// When to send it (`send_at`): a job whose time is ahead is held in the schedule and
     /// released by any worker then. Never in chunk jobs.
     public var sendAt: Date?
+    /// `local_time`: each device gets the job at this wall-clock time in its own zone. Never in
+    /// chunk jobs (their parts are held resolved, by zone).
+    public var localTime: LocalTime?
     /// `quiet_hours`; nil: the app's default (`apps[].quiet_hours`, else `defer`).
     public var quietHours: QuietHoursMode?
 

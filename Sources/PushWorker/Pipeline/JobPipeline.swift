@@ -171,6 +171,9 @@ public struct JobPipeline: Sendable {
             if job.sendAt != nil, let settlement = try await holdIfAhead(job, delivery, replyTo: replyTo) {
                 return settlement
             }
+            if let localTime = job.localTime, delivery.chunk == nil {
+                return try await holdByZone(job, at: localTime, streamed: streamed.take(), delivery: delivery, replyTo: replyTo)
+            }
             if let channel = job.audience.channel {
                 _ = try await processor.broadcast(job, channel: channel, replyTo: replyTo, chunk: delivery.chunk, consultLedger: delivery.mayRepeat)
                 metrics.job(.done, lane: lane)
@@ -320,6 +323,77 @@ public struct JobPipeline: Sendable {
         }
         return (send, capped)
     }
+
+    /// A `local_time` job: its audience read page by page, each device placed at the instant its
+    /// zone's clock shows the time (the device's zone, else its user's, else the app's), and the
+    /// devices of one instant held together as parts of the job (chunk jobs, label "local", at
+    /// most `chunk_size` devices each) that the releasers send at that instant. At most one part
+    /// per distinct instant is in memory: a million-device group is never held whole.
+    private func holdByZone(_ job: PushJob, at localTime: LocalTime, streamed: DeviceTokenList?, delivery: JobDelivery, replyTo: String) async throws -> JobSettlement {
+        guard let scheduler, let app = apps[job.app] else {
+            return await refusal.refuse(delivery, JobError(.invalidField, field: "local_time",
+                "local_time needs the schedule, kept in the delivery ledger's store, and this worker keeps none (ledger: off, or no registry and no ledger.sqlite)"))
+        }
+        let now = scheduler.clock.now()
+        let explicit: ExplicitTokens = if let streamed { ExplicitTokens(consume streamed) } else { ExplicitTokens(job.audience.tokens) }
+        var part = job
+        part.localTime = nil
+        part.audience.tokens = []
+        let size = max(1, settings.chunkSize)
+        var pending: [Int64: AudiencePage] = [:]
+        var parts = 0, devices = 0, earliest = Int64.max
+        var instants: [String: Int64] = [:]
+        func instant(inZone name: String?) -> Int64 {
+            let key = name ?? ""
+            if let known = instants[key] { return known }
+            let found = localTime.instant(in: name.flatMap(TimeZone.init(identifier:)) ?? app.timeZone, after: now)
+            instants[key] = found
+            return found
+        }
+        func hold(_ page: AudiencePage, at releaseAt: Int64) async throws {
+            parts += 1
+            try await scheduler.store.hold(ScheduledJob(
+                jobID: "\(job.id)~local~\(releaseAt)~\(parts)", app: job.app, releaseAt: releaseAt,
+                body: String(decoding: try part.chunkBody(devices: page.recipients, filtered: page.filtered), as: UTF8.self), replyTo: replyTo, heldAt: now,
+                chunk: Self.localChunk))
+            earliest = min(earliest, releaseAt)
+        }
+        try await resolver.resolve(job, explicit: explicit, pageSize: Self.pageSize) { audience in
+            // Its parts can be cancelled as a split job's chunks are.
+            try await scheduler.store.started(JobRun(
+                jobID: job.id, app: job.app, idempotencyKey: job.idempotencyKey, devices: audience.count, chunks: (audience.count + size - 1) / size, startedAt: now))
+            try await audience.forEachPage { page in
+                let timing = try await quietHours?.store.timing(
+                    app: job.registryApp, tokens: (page.recipients + page.filtered).filter { $0.user != nil }.map(\.token),
+                    preferencesApp: TokenNamespace.preferencesApp(job.registryApp)) ?? [:]
+                for recipient in page.recipients {
+                    let at = instant(inZone: timing[recipient.token]?.zone)
+                    pending[at, default: AudiencePage()].recipients.append(recipient)
+                    if pending[at]!.count >= size { try await hold(pending.removeValue(forKey: at)!, at: at) }
+                }
+                // Filtered devices get their result with the part sent first: no request is made for them.
+                for recipient in page.filtered {
+                    let at = instant(inZone: timing[recipient.token]?.zone)
+                    pending[at, default: AudiencePage()].filtered.append(recipient)
+                    if pending[at]!.count >= size { try await hold(pending.removeValue(forKey: at)!, at: at) }
+                }
+                devices += page.count
+            }
+        }
+        for (at, page) in pending.sorted(by: { $0.key < $1.key }) { try await hold(page, at: at) }
+        var summary = JobSummary(jobID: job.id, app: job.app, devices: devices, outcomes: [:], durationMilliseconds: 0)
+        summary.deferred = devices
+        if devices > 0 { summary.scheduledFor = JobScheduler.rfc3339(earliest) }
+        try await results.publish(summary, to: replyTo)
+        logger.info("job held by its devices' zones until their local_time", metadata: [
+            "job": "\(job.id)", "local_time": "\(localTime.text)", "devices": "\(devices)", "parts": "\(parts)", "zones": "\(instants.count)",
+        ])
+        metrics.job(.scheduled, lane: lane)
+        return .acknowledge
+    }
+
+    /// The chunk label of a part of a `local_time` job.
+    public static let localChunk = "local"
 
     /// The chunk label of a part of a job held until its devices' quiet hours end.
     public static let deferredChunk = "deferred"

@@ -136,6 +136,48 @@ struct QuietHoursPipelineTests {
         #expect(harness.sender.sent.count == 13, "a day on, room again")
     }
 
+    @Test("local_time 09:00: each device placed in its zone (the device's, its user's, else the app's) and held by zone; released at 09:00 there, once each")
+    func localTime() async throws {
+        let harness = try await Harness()
+        defer { harness.writing.cancel() }
+        let tokens = [1, 2, 3, 9].map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        let job = #"{"id": "morning", "local_time": "09:00", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {"alert": "Good morning"}}}"#
+        #expect(await harness.run(job) == .acknowledge)
+        #expect(harness.sender.sent.isEmpty)
+        let held = try #require(try harness.publisher.summaries(to: Self.results).first)
+        // Berlin's 09:00 on the 28th is 08:00Z; New York's is 14:00Z.
+        #expect(held.devices == 4 && held.deferred == 4 && held.scheduledFor == "2026-11-28T08:00:00Z" && held.outcomes.isEmpty, "\(held)")
+        harness.advance(10 * 3_600_000 - 1)
+        #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 0)
+        harness.advance(1)
+        #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
+        for part in harness.publisher.messages(to: "push.jobs") {
+            #expect(part.properties.headers?[WireHeader.chunk]?.stringValue == JobPipeline.localChunk)
+            #expect(await harness.bulk.run(JobDelivery(body: part.body, properties: part.properties)) == .acknowledge)
+        }
+        #expect(Set(harness.sender.sent.map(\.deviceToken)) == [Self.token(1), Self.token(2), Self.token(9)], "Berlin: ada, bob (the app's zone), the unknown token")
+        harness.advance(6 * 3_600_000)
+        #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
+        let cy = try #require(harness.publisher.messages(to: "push.jobs").last)
+        #expect(await harness.bulk.run(JobDelivery(body: cy.body, properties: cy.properties)) == .acknowledge)
+        #expect(harness.sender.sent.count == 4 && harness.sender.sent.last?.deviceToken == Self.token(3))
+        let parts = try harness.publisher.summaries(to: Self.results).dropFirst()
+        #expect(parts.map(\.chunk) == ["local", "local"] && parts.map { $0.outcomes[.delivered] ?? 0 } == [3, 1])
+    }
+
+    @Test("local_time refused: malformed, with send_at, to a channel, naming the field", arguments: [
+        #""local_time": "9am""#, #""local_time": "25:00""#, #""local_time": "2026-11-28 09:00""#,
+        #""local_time": "09:00", "send_at": "2026-11-28T09:00:00Z""#,
+    ])
+    func localTimeRefused(_ field: String) async throws {
+        let harness = try await Harness()
+        defer { harness.writing.cancel() }
+        #expect(await harness.run(#"{"id": "x", \#(field), "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {}}}"#) == .acknowledge)
+        let letter = try #require(harness.publisher.messages.first { $0.exchange == "push.dlx" })
+        #expect(letter.properties.headers?[WireHeader.errorField] == "local_time")
+        #expect(harness.sender.sent.isEmpty)
+    }
+
     @Test("a bad quiet_hours on a job is refused naming the field")
     func refused() async throws {
         let harness = try await Harness()
