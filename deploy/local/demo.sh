@@ -143,6 +143,15 @@ registry_command '{"command": "cancel_job", "idempotency_key": "winter-promo"}'
 echo "== at its send_at a worker releases the reminder: ada's device gets it, then its summary"
 results 2
 "$bin/pushworker" schedule list --config "$work/pushworker.yaml" --all | sed 's/^/   /'
+echo "== quiet hours: bob's are set to the hour around now (UTC); a job to bob that defers (the default)"
+echo "   sends nothing now: its summary counts his device deferred, held in the schedule until they end"
+quiet_from=$(date -u -d '-1 minute' +%H:%M)
+quiet_to=$(date -u -d '+1 hour' +%H:%M)
+registry_command '{"command": "set_quiet_hours", "user": "bob", "quiet_hours": {"from": "'"$quiet_from"'", "to": "'"$quiet_to"'", "zone": "UTC"}}'
+sleep 1  # the registry queue and the jobs queue are consumed apart: the command first
+publish jobs '{"id": "digest-1", "app": "demo", "audience": {"users": ["bob"]}, "payload": {"aps": {"alert": "Your digest"}}}'
+results 1
+"$bin/pushworker" schedule list --config "$work/pushworker.yaml" | sed 's/^/   /'
 
 echo "== Live Activities: the app reports push-to-start tokens for ada and cy (iOS 17.2), registered like devices"
 start_a=5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a
