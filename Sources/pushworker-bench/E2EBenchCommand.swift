@@ -46,6 +46,8 @@ struct E2EBenchCommand: AsyncParsableCommand {
     var schedule: Int?
     @Option(name: .customLong("schedule-over"), help: "With --schedule: seconds the send_at times spread over.") var scheduleOver = 60.0
     @Option(name: .customLong("schedule-lead"), help: "With --schedule: seconds from the first publish to the first send_at.") var scheduleLead = 20.0
+    @Option(name: .customLong("cancel-after"), help: "Instead: cancel the --count-device job (results: all) once this many devices have their result, and print how many were delivered after the cancel. Needs a ledger.")
+    var cancelAfter: Int?
     @Option(name: .customLong("results"), help: "The large job's results: all (a message per device), batched, failures or none.")
     var resultsMode: PushJob.ResultsMode = .all
     @Option(name: .customLong("broker-pid"), help: "The broker's process ids (comma-separated: a cluster's Erlang VMs), to print its CPU per device.")
@@ -179,6 +181,18 @@ struct E2EBenchCommand: AsyncParsableCommand {
             body += "\"" + SyntheticRegistry.token(index) + "\""
         }
         body += #"]}, "results": "\#(resultsMode.rawValue)", "payload": {"aps": {"alert": "benchmark"}}}"#
+        if let cancelAfter {
+            try await CancelBench(
+                publisher: publisher, jobsQueue: "\(prefix).jobs", count: count, cancelAfter: cancelAfter, configurationFile: file.path,
+                chunkSize: configuration.worker.chunkSize
+            ).measure(results: &iterator, body: Array(body.replacingOccurrences(of: #""results": "\#(resultsMode.rawValue)""#, with: #""results": "all""#).utf8))
+            print(String(format: "worker peak memory (VmHWM of the pushworker run process) %.1f MiB", Double(PeakMemory.kibibytes(of: worker.processIdentifier)) / 1024))
+            worker.terminate()
+            try await Self.waitForExit(worker)
+            await results.close()
+            await publisher.close()
+            return
+        }
         let chunks = (count + configuration.worker.chunkSize - 1) / configuration.worker.chunkSize
         let brokers = (brokerPIDs ?? "").split(separator: ",").compactMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
         /// CPU seconds of the broker's processes so far (0 when none were named).
