@@ -24,7 +24,8 @@ extension PostgresRegistryStore: DeliveryLedger {
                   day BIGINT NOT NULL, channel TEXT, request_id TEXT,
                   UNIQUE (job_id, app, token, day)) PARTITION BY LIST (day)
                 """,
-                "CREATE INDEX IF NOT EXISTS deliveries_user ON deliveries(user_id, at)",
+                // Devices without a user (explicit tokens) are never asked for by user: not indexed, as in SQLite.
+                "CREATE INDEX IF NOT EXISTS deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL",
                 "CREATE INDEX IF NOT EXISTS deliveries_token ON deliveries(token, at)",
                 """
                 CREATE TABLE IF NOT EXISTS idempotency(app TEXT NOT NULL, key TEXT NOT NULL, job_id TEXT NOT NULL, taken_at BIGINT NOT NULL,
