@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 /// `pushworker deliveries` against the ledger a running worker wrote, as an operator asks it.
-@Suite("pushworker deliveries")
+@Suite("pushworker deliveries", .usesBroker)
 struct DeliveriesCommandTests {
     static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0xDE11) }
 

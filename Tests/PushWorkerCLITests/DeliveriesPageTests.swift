@@ -6,7 +6,7 @@ import Testing
 
 /// The `/deliveries` page of a running worker, in a real browser (Debian's headless Chromium
 /// driven by Selenium), against the ledger the worker wrote.
-@Suite("The /deliveries page in a browser", .heavy)
+@Suite("The /deliveries page in a browser", .heavy, .usesBroker)
 struct DeliveriesPageTests {
     static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0x9A6E) }
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/deliveries_page.py")

@@ -156,7 +156,7 @@ struct OperatorEndpointTests {
         let ready = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
         // Each connection named with the node it is on, the password masked.
         let node = "amqp://\(broker.address.user):***@127.0.0.1:\(brokerPort)/"
-        #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok: publisher → \#(node), bulk publisher → \#(node), jobs → \#(node), bulk jobs → \#(node), tokens → \#(node), registry-replies → \#(node), registry → \#(node)","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
+        #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok: publisher → \#(node), bulk publisher → \#(node), jobs → \#(node), bulk jobs → \#(node), tokens → \#(node), schedule → \#(node), registry-replies → \#(node), registry → \#(node)","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
         // Logged as `run` begins, a moment after the last connection is up.
         try await worker.waitForLog("worker started")
         #expect(try await worker.stop() == 0, "\(worker.log)")

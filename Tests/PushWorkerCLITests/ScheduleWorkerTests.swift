@@ -9,7 +9,7 @@ import Testing
 /// Scheduled jobs against the real broker, a running worker and MockAPNs, as a producer and an
 /// operator use them: held in the store across a worker's SIGKILL, released by the next worker at
 /// their time, cancelled over the queue and from the command line.
-@Suite("Scheduled jobs")
+@Suite("Scheduled jobs", .usesBroker)
 struct ScheduleWorkerTests {
     static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0x5CED) }
 
