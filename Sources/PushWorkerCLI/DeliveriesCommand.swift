@@ -68,7 +68,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     }
 
     static func line(_ record: DeliveryRecord) -> String {
-        let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(record.at) / 1000))
+        let time = RFC3339.string(Date(timeIntervalSince1970: Double(record.at) / 1000))
         let device = record.channel.map { "channel:\($0)" } ?? record.token
         return [time, record.jobID, device, record.user ?? "-", record.outcome, record.status.map(String.init) ?? "-", record.reason ?? "-",
                 "attempts=\(record.attempts)"].joined(separator: "  ")

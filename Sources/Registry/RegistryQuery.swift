@@ -62,14 +62,8 @@ public enum RegistryQuery: Sendable, Hashable {
             case is Bool: break
             case let seconds as Int: return Int64(seconds) * 1000
             case let text as String:
-                let formatter = ISO8601DateFormatter()
-                var date = formatter.date(from: text)
-                if date == nil {
-                    formatter.formatOptions.insert(.withFractionalSeconds)
-                    date = formatter.date(from: text)
-                }
-                guard let date else { break }
-                return Int64((date.timeIntervalSince1970 * 1000).rounded())
+                guard let milliseconds = RFC3339.milliseconds(text) else { break }
+                return milliseconds
             default: break
             }
             throw RegistryError(.invalidField, field: key, "\(key) must be an RFC 3339 time (2026-11-24T09:00:00Z) or Unix seconds")

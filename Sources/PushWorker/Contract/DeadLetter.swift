@@ -1,5 +1,6 @@
 import AMQP
 import Foundation
+import Registry
 
 /// A dead letter as operators see it: why it is there, since when, how often it was tried.
 public struct DeadLetter: Sendable {
@@ -24,7 +25,7 @@ public struct DeadLetter: Sendable {
     public var time: String {
         let seconds: UInt64? = delivery.properties.timestamp
             ?? { if case .timestamp(let value)? = delivery.deaths.first?["time"] { return value } else { return nil } }()
-        return seconds.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "-"
+        return seconds.map { RFC3339.string(Date(timeIntervalSince1970: Double($0))) } ?? "-"
     }
 
     /// How often the broker delivered the job before it was dead-lettered.

@@ -346,10 +346,7 @@ public struct JobDecoder: Sendable {
 
     /// An RFC 3339 time, with or without fractional seconds (`2026-11-22T10:00:00.5Z`).
     public static func rfc3339(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions.insert(.withFractionalSeconds)
-        return formatter.date(from: text)
+        RFC3339.date(text)
     }
 
     /// `send_at`: an RFC 3339 time, or Unix seconds as `expiration` takes them.

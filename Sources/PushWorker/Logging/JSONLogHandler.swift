@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Registry
 import Synchronization
 
 /// One JSON object per line on standard error, for log shippers: time, level, label, message,
@@ -25,7 +26,7 @@ public struct JSONLogHandler: LogHandler {
         for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
             object[key] = Self.json(value)
         }
-        object["time"] = ISO8601DateFormatter.string(from: Date(), timeZone: .gmt, formatOptions: [.withInternetDateTime, .withFractionalSeconds])
+        object["time"] = RFC3339.string(Date(), fractionalSeconds: true)
         object["level"] = event.level.rawValue
         object["label"] = label
         object["message"] = "\(event.message)"

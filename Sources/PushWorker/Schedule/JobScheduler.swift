@@ -50,9 +50,7 @@ public struct JobScheduler: Sendable {
 
     /// `2026-11-27T09:00:00Z` (with milliseconds when it has any).
     public static func rfc3339(_ milliseconds: Int64) -> String {
-        let formatter = ISO8601DateFormatter()
-        if milliseconds % 1000 != 0 { formatter.formatOptions.insert(.withFractionalSeconds) }
-        return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+        RFC3339.string(milliseconds: milliseconds)
     }
 }
 
