@@ -37,7 +37,8 @@ extension PostgresRegistryStore: JobSchedule {
     }
 
     public func hold(_ job: ScheduledJob) async throws(RegistryError) {
-        try await transaction { connection in
+        // One statement: no transaction of its own around it (two round trips fewer per job).
+        try await read { connection in
             try await connection.query("""
                 INSERT INTO scheduled_jobs(app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, chunk)
                 VALUES (\(job.app), \(job.jobID), \(job.idempotencyKey), \(job.releaseAt), \(job.body), \(job.replyTo), \(job.heldAt), 'waiting', \(job.chunk))
@@ -60,7 +61,7 @@ extension PostgresRegistryStore: JobSchedule {
 
     public func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError) {
         guard !jobs.isEmpty else { return }
-        try await transaction { connection in
+        try await read { connection in
             try await connection.query("""
                 UPDATE scheduled_jobs SET state = 'released', ended_at = \(at), lease_until = NULL
                 WHERE state = 'waiting' AND (app, job_id) IN (SELECT * FROM UNNEST(\(jobs.map(\.app))::TEXT[], \(jobs.map(\.jobID))::TEXT[]))
@@ -119,7 +120,7 @@ extension PostgresRegistryStore: JobSchedule {
     }
 
     public func started(_ run: JobRun) async throws(RegistryError) {
-        try await transaction { connection in
+        try await read { connection in
             try await connection.query("""
                 INSERT INTO job_runs(app, job_id, idempotency_key, devices, chunks, started_at)
                 VALUES (\(run.app), \(run.jobID), \(run.idempotencyKey), \(run.devices), \(run.chunks), \(run.startedAt)) ON CONFLICT DO NOTHING

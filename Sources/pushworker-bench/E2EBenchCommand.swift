@@ -46,6 +46,8 @@ struct E2EBenchCommand: AsyncParsableCommand {
     var schedule: Int?
     @Option(name: .customLong("schedule-over"), help: "With --schedule: seconds the send_at times spread over.") var scheduleOver = 60.0
     @Option(name: .customLong("schedule-lead"), help: "With --schedule: seconds from the first publish to the first send_at.") var scheduleLead = 20.0
+    @Flag(name: .customLong("local-time"), help: "With --group: instead, one group job with a local_time a minute or two ahead: how long it takes to hold it by zone, the peak memory, and the rate once released. Needs --ledger sqlite (the registry's file keeps it).")
+    var localTime = false
     @Option(name: .customLong("cancel-after"), help: "Instead: cancel the --count-device job (results: all) once this many devices have their result, and print how many were delivered after the cancel. Needs a ledger.")
     var cancelAfter: Int?
     @Option(name: .customLong("results"), help: "The large job's results: all (a message per device), batched, failures or none.")
@@ -181,6 +183,16 @@ struct E2EBenchCommand: AsyncParsableCommand {
             body += "\"" + SyntheticRegistry.token(index) + "\""
         }
         body += #"]}, "results": "\#(resultsMode.rawValue)", "payload": {"aps": {"alert": "benchmark"}}}"#
+        if group && localTime {
+            try await LocalTimeBench(
+                publisher: publisher, jobsQueue: "\(prefix).jobs", count: count, workerPID: worker.processIdentifier, workersCPU: workersCPU
+            ).measure(results: &iterator)
+            worker.terminate()
+            try await Self.waitForExit(worker)
+            await results.close()
+            await publisher.close()
+            return
+        }
         if let cancelAfter {
             try await CancelBench(
                 publisher: publisher, jobsQueue: "\(prefix).jobs", count: count, cancelAfter: cancelAfter, configurationFile: file.path,

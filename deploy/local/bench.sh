@@ -29,6 +29,9 @@
 #   deploy/local/bench.sh cancel [COUNT]   a COUNT-device job (default 200000, results: all) cancelled
 #                                   once a quarter of its devices have their result: how many were
 #                                   delivered after the cancel returned (SQLite ledger)
+#   deploy/local/bench.sh localtime [COUNT]   a registry group of COUNT members (default 1000000) sent
+#                                   with a local_time a minute or two ahead: the time to hold it by
+#                                   zone, the worker's peak memory, and the rate once released
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -48,7 +51,7 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel) ;; *) echo "usage: $0 apns|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime) ;; *) echo "usage: $0 apns|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 
 deploy/local/install-deps.sh
 if [ "$mode" = resolve ]; then
@@ -167,6 +170,16 @@ if [ "$mode" = cluster ]; then
   rate() { grep -o '= [0-9]* devices/s' "$work/$1.txt" | grep -o '[0-9]*'; }
   echo "== devices/s, single node, classic/quorum results queue: $(python3 -c "print(f'{$(rate single-node-classic)/$(rate single-node):.2f}')")"
   echo "== devices/s, cluster/single node: one worker $(python3 -c "print(f'{$(rate cluster-1-worker)/$(rate single-node):.2f}')"), two workers $(python3 -c "print(f'{$(rate cluster-2-workers)/$(rate single-node):.2f}')")"
+  exit 0
+fi
+
+if [ "$mode" = localtime ]; then
+  [ -n "${2:-}" ] || count=1000000
+  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  echo "== pushworker-bench e2e --group --local-time --count $count"
+  "$bin/pushworker-bench" e2e --group --local-time --count "$count" --transport "$transport" \
+    --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --jobs 0 \
+    --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app
   exit 0
 fi
 
