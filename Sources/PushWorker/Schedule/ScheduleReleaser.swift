@@ -23,8 +23,9 @@ public final class ScheduleReleaser: Service, Sendable {
     static let pollInterval: Duration = .milliseconds(200)
     /// How long a worker has to publish the jobs it took before another may take them.
     static let leaseMilliseconds: Int64 = 60_000
-    /// Jobs taken at a time.
-    static let batch = 500
+    /// Jobs taken at a time: their bodies are in memory together (a part of a `local_time` job
+    /// holds up to `chunk_size` devices, some 100 KB), so a few dozen, not hundreds.
+    static let batch = 64
     /// Publishes awaiting their confirms at once.
     static let publishesInFlight = 64
 
