@@ -25,13 +25,24 @@ struct ScheduleCommand: AsyncParsableCommand {
         func open() async throws -> JobScheduler {
             var logger = Logger(label: "pushworker.schedule")
             logger.logLevel = .warning
-            let plan = try WorkerPlan.load(file: config)
-            let store = try await plan.configuration.openRegistryStore(file: config, logger: logger)
-            guard let schedule = try plan.openSchedule(ledger: try await plan.openLedger(registry: store, logger: logger)) else {
+            guard let scheduler = try await WorkerPlan.load(file: config).openScheduler(logger: logger) else {
                 throw CommandFailure("\(config) keeps no schedule: it lives in the delivery ledger's store, which is off (ledger: off), or there is no registry and no ledger.sqlite")
             }
-            return JobScheduler(store: schedule, horizonDays: plan.settings.ledger.scheduleHorizonDays)
+            return scheduler
         }
+    }
+
+    /// A job named by its id or its idempotency key, and its app when two apps share it.
+    struct JobNameOptions: ParsableArguments {
+        @Argument(help: "The job's id.") var job: String?
+        @Option(help: "The job's idempotency key instead of its id.") var key: String?
+        @Option(help: "The job's app (needed when two apps hold jobs of one id).") var app: String?
+
+        func validate() throws {
+            guard (job == nil) != (key == nil) else { throw ValidationError("name the job by its id or by --key, not both") }
+        }
+
+        var name: ScheduledJobName { ScheduledJobName(job.map { .job($0) } ?? .idempotencyKey(key ?? ""), app: app) }
     }
 
     static func line(_ job: ScheduledJob) -> String {
@@ -76,17 +87,11 @@ struct ScheduleCommand: AsyncParsableCommand {
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "One held job, with its body as the producer sent it (JSON).")
         @OptionGroup var options: Options
-        @Argument(help: "The job's id.") var job: String?
-        @Option(help: "The job's idempotency key instead of its id.") var key: String?
-        @Option(help: "The job's app (needed when two apps hold jobs of one id).") var app: String?
-
-        func validate() throws {
-            guard (job == nil) != (key == nil) else { throw ValidationError("name the job by its id or by --key, not both") }
-        }
+        @OptionGroup var job: JobNameOptions
 
         func run() async throws {
             let scheduler = try await options.open()
-            let name = ScheduledJobName(job.map { .job($0) } ?? .idempotencyKey(key ?? ""), app: app)
+            let name = job.name
             let found: ScheduledJob?
             do { found = try await scheduler.store.scheduledJob(name) } catch { throw CommandFailure("\(error.message)") }
             guard let found else { throw CommandFailure("\(name.description) is not in the schedule") }
@@ -100,17 +105,11 @@ struct ScheduleCommand: AsyncParsableCommand {
     struct Cancel: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Cancel a job waiting for its send_at: it is never released.")
         @OptionGroup var options: Options
-        @Argument(help: "The job's id.") var job: String?
-        @Option(help: "The job's idempotency key instead of its id.") var key: String?
-        @Option(help: "The job's app (needed when two apps hold jobs of one id).") var app: String?
-
-        func validate() throws {
-            guard (job == nil) != (key == nil) else { throw ValidationError("name the job by its id or by --key, not both") }
-        }
+        @OptionGroup var job: JobNameOptions
 
         func run() async throws {
             let scheduler = try await options.open()
-            let name = ScheduledJobName(job.map { .job($0) } ?? .idempotencyKey(key ?? ""), app: app)
+            let name = job.name
             do {
                 let answer = try await scheduler.cancel(name)
                 let cancelled = answer["cancelled"] as? [String: Any] ?? [:]

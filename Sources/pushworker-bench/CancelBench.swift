@@ -21,12 +21,9 @@ struct CancelBench {
     func measure(results: inout AMQPConsumer.AsyncIterator, body: [UInt8]) async throws {
         var logger = Logger(label: "pushworker-bench.cancel")
         logger.logLevel = .warning
-        let plan = try WorkerPlan.load(file: configurationFile)
-        let store = try await plan.configuration.openRegistryStore(file: configurationFile, logger: logger)
-        guard let schedule = try plan.openSchedule(ledger: try await plan.openLedger(registry: store, logger: logger)) else {
+        guard let scheduler = try await WorkerPlan.load(file: configurationFile).openScheduler(logger: logger) else {
             throw CommandFailure("--cancel-after needs a ledger (--ledger sqlite or postgres)")
         }
-        let scheduler = JobScheduler(store: schedule)
         let start = ContinuousClock.now
         try await publisher.publish(.toQueue(jobsQueue, body: body, properties: AMQPProperties(persistent: true)))
         var seen = 0, final = 0, delivered = 0, cancelled = 0

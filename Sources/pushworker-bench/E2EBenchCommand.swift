@@ -152,14 +152,22 @@ struct E2EBenchCommand: AsyncParsableCommand {
         guard let warmUp = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
         try await warmUp.ack()
 
-        if let schedule {
-            try await ScheduleBench(
-                publisher: publisher, jobsQueue: "\(prefix).jobs", count: schedule, lead: scheduleLead, over: scheduleOver, workersCPU: workersCPU
-            ).measure(results: &iterator, workerPID: worker.processIdentifier)
+        /// Ends a run that measured one thing: the worker stopped, the connections closed.
+        func finish(printingPeak: Bool = false) async throws {
+            if printingPeak {
+                print(String(format: "worker peak memory (VmHWM of the pushworker run process) %.1f MiB", Double(PeakMemory.kibibytes(of: worker.processIdentifier)) / 1024))
+            }
             worker.terminate()
             try await Self.waitForExit(worker)
             await results.close()
             await publisher.close()
+        }
+
+        if let schedule {
+            try await ScheduleBench(
+                publisher: publisher, jobsQueue: "\(prefix).jobs", count: schedule, lead: scheduleLead, over: scheduleOver, workersCPU: workersCPU
+            ).measure(results: &iterator, workerPID: worker.processIdentifier)
+            try await finish()
             return
         }
 
@@ -167,11 +175,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
             try await LaneBench(
                 publisher: publisher, jobsQueue: "\(prefix).jobs", count: count, interval: .milliseconds(intervalMilliseconds), workersCPU: workersCPU
             ).measure(results: &iterator)
-            print(String(format: "worker peak memory (VmHWM of the pushworker run process) %.1f MiB", Double(PeakMemory.kibibytes(of: worker.processIdentifier)) / 1024))
-            worker.terminate()
-            try await Self.waitForExit(worker)
-            await results.close()
-            await publisher.close()
+            try await finish(printingPeak: true)
             return
         }
 
@@ -187,10 +191,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
             try await LocalTimeBench(
                 publisher: publisher, jobsQueue: "\(prefix).jobs", count: count, workerPID: worker.processIdentifier, workersCPU: workersCPU
             ).measure(results: &iterator)
-            worker.terminate()
-            try await Self.waitForExit(worker)
-            await results.close()
-            await publisher.close()
+            try await finish()
             return
         }
         if let cancelAfter {
@@ -198,11 +199,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 publisher: publisher, jobsQueue: "\(prefix).jobs", count: count, cancelAfter: cancelAfter, configurationFile: file.path,
                 chunkSize: configuration.worker.chunkSize
             ).measure(results: &iterator, body: Array(body.replacingOccurrences(of: #""results": "\#(resultsMode.rawValue)""#, with: #""results": "all""#).utf8))
-            print(String(format: "worker peak memory (VmHWM of the pushworker run process) %.1f MiB", Double(PeakMemory.kibibytes(of: worker.processIdentifier)) / 1024))
-            worker.terminate()
-            try await Self.waitForExit(worker)
-            await results.close()
-            await publisher.close()
+            try await finish(printingPeak: true)
             return
         }
         let chunks = (count + configuration.worker.chunkSize - 1) / configuration.worker.chunkSize

@@ -59,4 +59,13 @@ extension WorkerPlan {
             throw ConfigurationError(file: file, key: "ledger", "cannot open the schedule in the ledger's file \(sqlite.path): \(error.message)")
         }
     }
+
+    /// The registry, the ledger and the schedule in it, opened as a worker opens them, for a
+    /// program that works on the schedule alone (`pushworker schedule`, the benchmarks); nil
+    /// without a ledger.
+    public func openScheduler(logger: Logger) async throws -> JobScheduler? {
+        let store = try await configuration.openRegistryStore(file: file, logger: logger)
+        return try openSchedule(ledger: try await openLedger(registry: store, logger: logger))
+            .map { JobScheduler(store: $0, horizonDays: settings.ledger.scheduleHorizonDays) }
+    }
 }
