@@ -17,13 +17,24 @@ public enum RFC3339 {
         date(text).map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
     }
 
-    /// In UTC, with milliseconds only when it has any.
+    /// In UTC, with milliseconds only when it has any. The milliseconds are written from the
+    /// integer: a `Date` holds them in binary, and the format style truncates 0.224 read back as
+    /// 0.22399… to 223.
     public static func string(milliseconds: Int64) -> String {
-        let date = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
-        return milliseconds % 1000 == 0 ? date.formatted(style) : date.formatted(fractional)
+        let (seconds, rest) = (milliseconds.floorDivided(by: 1000), milliseconds - milliseconds.floorDivided(by: 1000) * 1000)
+        let whole = Date(timeIntervalSince1970: Double(seconds)).formatted(style)
+        guard rest != 0, whole.hasSuffix("Z") else { return whole }
+        return whole.dropLast() + String(format: ".%03d", rest) + "Z"
     }
 
     public static func string(_ date: Date, fractionalSeconds: Bool = false) -> String {
         fractionalSeconds ? date.formatted(fractional) : date.formatted(style)
+    }
+}
+
+private extension Int64 {
+    func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
     }
 }
