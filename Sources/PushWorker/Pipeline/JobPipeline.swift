@@ -363,8 +363,9 @@ public struct JobPipeline: Sendable {
             try await scheduler.store.started(JobRun(
                 jobID: job.id, app: job.app, idempotencyKey: job.idempotencyKey, devices: audience.count, chunks: (audience.count + size - 1) / size, startedAt: now))
             try await audience.forEachPage { page in
+                // Every device: one without a user may have a zone of its own.
                 let timing = try await quietHours?.store.timing(
-                    app: job.registryApp, tokens: (page.recipients + page.filtered).filter { $0.user != nil }.map(\.token),
+                    app: job.registryApp, tokens: (page.recipients + page.filtered).map(\.token),
                     preferencesApp: TokenNamespace.preferencesApp(job.registryApp)) ?? [:]
                 for recipient in page.recipients {
                     let at = instant(inZone: timing[recipient.token]?.zone)

@@ -140,13 +140,18 @@ struct QuietHoursPipelineTests {
     func localTime() async throws {
         let harness = try await Harness()
         defer { harness.writing.cancel() }
-        let tokens = [1, 2, 3, 9].map { "\"\(Self.token($0))\"" }.joined(separator: ",")
+        // Device 4 has no user and a zone of its own: New York, with cy.
+        for json in [
+            #"{"command": "register_device", "app": "demo", "token": "\#(Self.token(4))"}"#,
+            #"{"command": "set_time_zone", "app": "demo", "token": "\#(Self.token(4))", "zone": "America/New_York"}"#,
+        ] { try await harness.registry.apply(try RegistryCommand(json: Array(json.utf8))) }
+        let tokens = [1, 2, 3, 4, 9].map { "\"\(Self.token($0))\"" }.joined(separator: ",")
         let job = #"{"id": "morning", "local_time": "09:00", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {"alert": "Good morning"}}}"#
         #expect(await harness.run(job) == .acknowledge)
         #expect(harness.sender.sent.isEmpty)
         let held = try #require(try harness.publisher.summaries(to: Self.results).first)
         // Berlin's 09:00 on the 28th is 08:00Z; New York's is 14:00Z.
-        #expect(held.devices == 4 && held.deferred == 4 && held.scheduledFor == "2026-11-28T08:00:00Z" && held.outcomes.isEmpty, "\(held)")
+        #expect(held.devices == 5 && held.deferred == 5 && held.scheduledFor == "2026-11-28T08:00:00Z" && held.outcomes.isEmpty, "\(held)")
         harness.advance(10 * 3_600_000 - 1)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 0)
         harness.advance(1)
@@ -158,11 +163,11 @@ struct QuietHoursPipelineTests {
         #expect(Set(harness.sender.sent.map(\.deviceToken)) == [Self.token(1), Self.token(2), Self.token(9)], "Berlin: ada, bob (the app's zone), the unknown token")
         harness.advance(6 * 3_600_000)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
-        let cy = try #require(harness.publisher.messages(to: "push.jobs").last)
-        #expect(await harness.bulk.run(JobDelivery(body: cy.body, properties: cy.properties)) == .acknowledge)
-        #expect(harness.sender.sent.count == 4 && harness.sender.sent.last?.deviceToken == Self.token(3))
+        let newYork = try #require(harness.publisher.messages(to: "push.jobs").last)
+        #expect(await harness.bulk.run(JobDelivery(body: newYork.body, properties: newYork.properties)) == .acknowledge)
+        #expect(harness.sender.sent.count == 5 && Set(harness.sender.sent.suffix(2).map(\.deviceToken)) == [Self.token(3), Self.token(4)])
         let parts = try harness.publisher.summaries(to: Self.results).dropFirst()
-        #expect(parts.map(\.chunk) == ["local", "local"] && parts.map { $0.outcomes[.delivered] ?? 0 } == [3, 1])
+        #expect(parts.map(\.chunk) == ["local", "local"] && parts.map { $0.outcomes[.delivered] ?? 0 } == [3, 2])
     }
 
     @Test("local_time refused: malformed, with send_at, to a channel, naming the field", arguments: [
