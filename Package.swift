@@ -100,10 +100,14 @@ let package = Package(
         ),
         // Registry commands tied to the user's own token (`registry.auth`): JWTs verified with
         // jwt-kit against the configured issuer, audience and keys.
+        // Secrets from the environment or from files (`NAME_FILE`), for Docker and Kubernetes
+        // secrets mounted as files.
+        .target(name: "SecretEnvironment"),
         .target(
             name: "RegistryAuth",
             dependencies: [
                 "Registry",
+                "SecretEnvironment",
                 .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
@@ -165,6 +169,7 @@ let package = Package(
                 "RegistryAuth",
                 "PostgresRegistry",
                 "OperatorEndpoint",
+                "SecretEnvironment",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -186,8 +191,10 @@ let package = Package(
                 "APNs",
                 "APNsHTTP2",
                 "CommandLineSupport",
+                "OperatorEndpoint",
                 "PushWorker",
                 "Registry",
+                "SecretEnvironment",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -248,7 +255,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "Registry", "PostgresRegistry", "APNsHTTP2", "MockAPNs", "AMQP", "TestSupport"],
+            dependencies: ["PushWorker", "Registry", "PostgresRegistry", "APNsHTTP2", "MockAPNs", "AMQP", "SecretEnvironment", "TestSupport"],
             resources: [.copy("Fixtures")]
         ),
         // Runs the built `pushworker` program as a process, the way operators and producers do.

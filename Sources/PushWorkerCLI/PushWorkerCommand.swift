@@ -1,5 +1,6 @@
 import APNs
 import ArgumentParser
+import SecretEnvironment
 
 @main
 struct PushWorkerCommand: AsyncParsableCommand {
@@ -7,13 +8,15 @@ struct PushWorkerCommand: AsyncParsableCommand {
         commandName: "pushworker",
         abstract: "A RabbitMQ-driven APNs push worker.",
         version: PushWorkerCommand.version,
-        subcommands: [RunCommand.self, ConfigCommand.self, EnqueueCommand.self, TailCommand.self, DLQCommand.self, SendCommand.self, TokenCommand.self, RegistryCommandLine.self, QueuesCommand.self, ChannelsCommand.self, DeliveriesCommand.self, ScheduleCommand.self]
+        subcommands: [RunCommand.self, ConfigCommand.self, EnqueueCommand.self, TailCommand.self, DLQCommand.self, SendCommand.self, TokenCommand.self, RegistryCommandLine.self, QueuesCommand.self, ChannelsCommand.self, DeliveriesCommand.self, ScheduleCommand.self, HealthCommand.self]
     )
 
     /// ArgumentParser's own entry, after OpenSSL is told not to clean up at exit (its first call).
     static func main() async {
         OpenSSLProcess.skipCleanupAtExit()
         do {
+            // PUSHWORKER_AMQP_URL_FILE and the like, before any command reads the variables.
+            try SecretEnvironment.applyToProcess()
             var command = try parseAsRoot()
             if var asynchronous = command as? any AsyncParsableCommand {
                 try await asynchronous.run()

@@ -1,5 +1,6 @@
 import Foundation
 import JWTKit
+import SecretEnvironment
 
 /// The keys `registry.auth` verifies users' tokens with, read and parsed before anything
 /// connects, so a wrong file fails the start (and `config check`) naming the key.
@@ -49,9 +50,13 @@ public enum AuthKeyMaterial: Sendable {
             return .jwks(json: json)
         }
         let variable = secretVariable ?? ""
-        guard let secret = environment[variable], secret.utf8.count >= 32 else {
-            throw Problem(key: "registry.auth.hs256_secret_env", message: environment[variable] == nil
-                ? "environment variable \(variable) is not set"
+        let value: String?
+        do { value = try SecretEnvironment.value(of: variable, in: environment) } catch {
+            throw Problem(key: "registry.auth.hs256_secret_env", message: error.message)
+        }
+        guard let secret = value, secret.utf8.count >= 32 else {
+            throw Problem(key: "registry.auth.hs256_secret_env", message: value == nil
+                ? "environment variable \(variable) is not set (nor \(variable)_FILE)"
                 : "the secret in \(variable) is shorter than 32 bytes, too short for HS256")
         }
         return .hs256(secret: secret)

@@ -62,4 +62,29 @@ struct ConfigCommandTests {
         let file = try Program.run(["config", "check", "--config", unreadable.path])
         #expect(file.status == 1 && file.standardError.contains("apps[0].token.key_file: cannot read '/nonexistent.p8'"), "\(file.standardError)")
     }
+
+    @Test("PUSHWORKER_AMQP_URL_FILE and PUSHWORKER_POSTGRES_URL_FILE: read from the files, masked; given twice, refused naming both")
+    func secretFiles() throws {
+        let config = try write("registry: {postgres: \"postgres://app:file-pg@db.invalid/push\"}\napps: []\n")
+        let amqp = try write("amqp://worker:amqp-from-file@rabbit.invalid:5673/\n")
+        let postgres = try write("postgres://app:pg-from-file@db2.invalid/push\n")
+        let result = try Program.run(["config", "check", "--config", config.path], environment: [
+            "PUSHWORKER_AMQP_URL_FILE": amqp.path, "PUSHWORKER_POSTGRES_URL_FILE": postgres.path,
+        ])
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(!result.standardOutput.contains("from-file"), "a secret printed: \(result.standardOutput)")
+        let document = try #require(try Yams.load(yaml: result.standardOutput) as? [String: Any])
+        #expect(((document["amqp"] as? [String: Any])?["url"] as? String)?.hasPrefix("amqp://worker:***@rabbit.invalid:5673/") == true, "\(result.standardOutput)")
+        #expect(((document["registry"] as? [String: Any])?["postgres"] as? String)?.contains("app:***@db2.invalid") == true, "\(result.standardOutput)")
+
+        let twice = try Program.run(["config", "check", "--config", config.path], environment: [
+            "PUSHWORKER_AMQP_URL_FILE": amqp.path, "PUSHWORKER_AMQP_URL": "amqp://worker:in-env@rabbit.invalid/",
+        ])
+        #expect(twice.status == 1)
+        #expect(twice.standardError.contains("PUSHWORKER_AMQP_URL and PUSHWORKER_AMQP_URL_FILE are both set"), "\(twice.standardError)")
+        #expect(!(twice.standardOutput + twice.standardError).contains("in-env") && !twice.standardError.contains("from-file"))
+
+        let unreadable = try Program.run(["queues", "check", "--config", config.path], environment: ["PUSHWORKER_AMQP_URL_FILE": "/nonexistent/amqp-url"])
+        #expect(unreadable.status == 1 && unreadable.standardError.contains("PUSHWORKER_AMQP_URL_FILE: cannot read '/nonexistent/amqp-url'"), "\(unreadable.standardError)")
+    }
 }

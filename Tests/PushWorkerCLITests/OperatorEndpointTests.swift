@@ -150,6 +150,12 @@ struct OperatorEndpointTests {
         #expect(notReady.body.contains(#""broker":"publisher: cannot connect"#), "\(notReady.body)")
         #expect(notReady.body.contains(#""apps":"ok""#))
         #expect(worker.process.isRunning)
+        // `pushworker health`, the image's HEALTHCHECK: not ready (1, saying why), but alive (0).
+        let unhealthy = try Program.run(["health", "--config", config.path])
+        #expect(unhealthy.status == 1, "\(unhealthy.standardOutput)")
+        #expect(unhealthy.standardError.contains("http://127.0.0.1:\(metricsPort)/readyz answered 503: ") && unhealthy.standardError.contains("publisher: cannot connect"), "\(unhealthy.standardError)")
+        let alive = try Program.run(["health", "--live", "--config", config.path])
+        #expect(alive.status == 0 && alive.standardOutput == "http://127.0.0.1:\(metricsPort)/healthz answered 200\n", "\(alive.standardOutput)\(alive.standardError)")
 
         let relay = try TCPRelay(port: brokerPort, targetHost: broker.address.host, targetPort: broker.address.port)
         defer { relay.stop() }
@@ -157,9 +163,19 @@ struct OperatorEndpointTests {
         // Each connection named with the node it is on, the password masked.
         let node = "amqp://\(broker.address.user):***@127.0.0.1:\(brokerPort)/"
         #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok: publisher → \#(node), bulk publisher → \#(node), jobs → \#(node), bulk jobs → \#(node), tokens → \#(node), schedule → \#(node), registry-replies → \#(node), registry → \#(node)","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
+        let healthy = try Program.run(["health", "--url", "http://127.0.0.1:\(metricsPort)"])
+        #expect(healthy.status == 0 && healthy.standardOutput == "http://127.0.0.1:\(metricsPort)/readyz answered 200\n", "\(healthy.standardError)")
         // Logged as `run` begins, a moment after the last connection is up.
         try await worker.waitForLog("worker started")
         #expect(try await worker.stop() == 0, "\(worker.log)")
+        // Nobody listening any more, or nothing to ask: 1, naming the address or the key.
+        let gone = try Program.run(["health", "--config", config.path, "--timeout", "3"])
+        #expect(gone.status == 1 && gone.standardError.contains("http://127.0.0.1:\(metricsPort)/readyz: cannot connect to 127.0.0.1:\(metricsPort)"), "\(gone.standardError)")
+        let off = try MockAPNsFixture.writeConfiguration("metrics_address: null\napps: []\n")
+        let nothing = try Program.run(["health", "--config", off.path])
+        #expect(nothing.status == 1 && nothing.standardError.contains("metrics_address is null"), "\(nothing.standardError)")
+        let usage = try Program.run(["health", "--url", "https://127.0.0.1:1/"])
+        #expect(usage.status == 64 && usage.standardError.contains("--url: 'https://127.0.0.1:1/' is not http://HOST:PORT"), "\(usage.standardError)")
     }
 
     @Test("SIGTERM while the worker waits for an unreachable broker stops it at once, exit 0, having taken nothing")

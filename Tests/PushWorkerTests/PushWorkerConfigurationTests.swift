@@ -224,7 +224,7 @@ struct PushWorkerConfigurationTests {
             _ = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:])
             Issue.record("accepted a missing variable")
         } catch {
-            #expect("\(error)" == "\(file): apps[0].token.key_env: environment variable APP_KEY is not set")
+            #expect("\(error)" == "\(file): apps[0].token.key_env: environment variable APP_KEY is not set (nor APP_KEY_FILE)")
         }
         do {
             _ = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: ["APP_KEY": "SECRET-NOT-A-KEY"])

@@ -2,6 +2,7 @@ import APNs
 import APNsHTTP2
 import Registry
 import Foundation
+import SecretEnvironment
 
 /// One APNs app: its name in jobs, default topic, environment and credentials.
 public struct AppConfiguration: Sendable, Decodable, Equatable {
@@ -192,8 +193,10 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         case (.some(let token), nil):
             let pem: String
             if let variable = token.keyEnv {
-                guard let value = variables[variable], !value.isEmpty else {
-                    throw fail("token.key_env", "environment variable \(variable) is not set")
+                let value: String?
+                do { value = try SecretEnvironment.value(of: variable, in: variables) } catch { throw fail("token.key_env", error.message) }
+                guard let value, !value.isEmpty else {
+                    throw fail("token.key_env", "environment variable \(variable) is not set (nor \(variable)_FILE)")
                 }
                 pem = value
             } else if let keyFile = token.keyFile {
@@ -232,8 +235,10 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
             }
             var password: String?
             if let variable = certificate.passwordEnv {
-                guard let value = variables[variable] else {
-                    throw fail("certificate.password_env", "environment variable \(variable) is not set")
+                let value: String?
+                do { value = try SecretEnvironment.value(of: variable, in: variables) } catch { throw fail("certificate.password_env", error.message) }
+                guard let value else {
+                    throw fail("certificate.password_env", "environment variable \(variable) is not set (nor \(variable)_FILE)")
                 }
                 password = value
             }

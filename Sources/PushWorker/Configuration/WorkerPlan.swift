@@ -2,6 +2,7 @@ import AMQP
 import APNs
 import APNsHTTP2
 import Foundation
+import SecretEnvironment
 
 /// The configuration checked once into what the worker and every command run with: the broker
 /// with its complete topology, each app's client configuration (credentials read and checked),
@@ -87,8 +88,10 @@ public struct WorkerPlan: Sendable {
         guard let variable = settings.ledger.pageTokenEnv else { return nil }
         let key = "ledger.page_token_env"
         guard endpoint != nil else { throw ConfigurationError(file: file, key: key, "the /deliveries page is served on metrics_address, which is null") }
-        guard let token = environment[variable], !token.isEmpty else {
-            throw ConfigurationError(file: file, key: key, "environment variable \(variable) is not set")
+        let value: String?
+        do { value = try SecretEnvironment.value(of: variable, in: environment) } catch { throw ConfigurationError(file: file, key: key, error.message) }
+        guard let token = value, !token.isEmpty else {
+            throw ConfigurationError(file: file, key: key, "environment variable \(variable) is not set (nor \(variable)_FILE)")
         }
         guard token.utf8.count >= 16 else {
             throw ConfigurationError(file: file, key: key, "\(variable) holds \(token.utf8.count) characters; the page's bearer token needs at least 16")
