@@ -3,7 +3,9 @@
 # - the Kubernetes manifests of built-in kinds against Kubernetes' JSON schemas, strictly (unknown
 #   fields are errors), with kubernetes-validate (PyPI), installed when missing;
 # - the kustomization builds (kubectl kustomize), when kubectl is installed;
-# - the KEDA objects and the compose file parse, and name what they must.
+# - the KEDA objects and the compose file parse, and name what they must;
+# - the Prometheus alert rules load and their unit tests pass (promtool, Debian's prometheus
+#   package), and the Grafana dashboard is JSON with a query on every panel.
 # The Swift test DeployManifestTests checks that the files agree with the worker's configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,5 +42,18 @@ for t in triggers:
 compose = yaml.safe_load(open(sys.argv[2]))
 assert compose["services"]["worker"]["deploy"]["replicas"] == 3
 print("KEDA: ScaledObject on push.jobs and the bulk queues, each with its TriggerAuthentication; compose: services", ", ".join(compose["services"]))
+PY
+echo "== promtool check rules / test rules (deploy/prometheus)"
+command -v promtool >/dev/null || { echo "promtool is missing: apt-get install prometheus (deploy/local/install-deps.sh does)" >&2; exit 1; }
+promtool check rules deploy/prometheus/alerts.yaml
+promtool test rules deploy/prometheus/alerts.test.yaml
+
+echo "== Grafana dashboard"
+python3 - deploy/grafana/pushworker-dashboard.json <<'PY'
+import json, sys
+dashboard = json.load(open(sys.argv[1]))
+panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+assert all(p.get("targets") and all(t.get("expr") for t in p["targets"]) for p in panels), "a panel without a query"
+print(f"{dashboard['title']}: {len(panels)} panels, {sum(len(p['targets']) for p in panels)} queries")
 PY
 echo "== all checks passed"

@@ -65,8 +65,16 @@ struct DeployManifestTests {
             let keyFile = try #require(app.token?.keyFile, "app \(app.name) has no key_file")
             #expect(items.contains { "\(keyMount)/\($0["path"] as? String ?? "")" == keyFile }, "\(keyFile) is not mounted")
         }
+        // The URLs come as files from the Secret (NAME_FILE), never as values in the environment.
         let environment = try #require(container["env"] as? [[String: Any]])
-        #expect(Set(environment.compactMap { $0["name"] as? String }) == ["PUSHWORKER_AMQP_URL", "PUSHWORKER_POSTGRES_URL"])
+        #expect(Set(environment.compactMap { $0["name"] as? String }) == ["PUSHWORKER_AMQP_URL_FILE", "PUSHWORKER_POSTGRES_URL_FILE"])
+        for variable in environment {
+            let path = try #require(variable["value"] as? String, "\(variable) has no file path")
+            let mount = try #require(mounts.first { path.hasPrefix("\($0["mountPath"] as? String ?? "")/") }, "\(path) is in no mount")
+            let volume = volumes.first { $0["name"] as? String == mount["name"] as? String }
+            let secretItems = Self.dig(volume, "secret", "items") as? [[String: Any]] ?? []
+            #expect(secretItems.contains { "\(mount["mountPath"] as? String ?? "")/\($0["path"] as? String ?? "")" == path }, "\(path) is not an item of its Secret volume")
+        }
 
         let keda = try Self.objects("kubernetes/keda-scaledobject.yaml")
         // Both lanes: a worker busy with a broadcast's chunks leaves the jobs queue short. The
@@ -99,9 +107,91 @@ struct DeployManifestTests {
         #expect(Int(stop.dropLast())! > configuration.worker.shutdownGraceSeconds)
         #expect(Self.dig(compose, "services", "rabbitmq", "image") as? String == "rabbitmq:3.10-management")
 
+        // Hardened as the Kubernetes Deployment: no capabilities beyond those named, no privilege
+        // gained; the workers' health is `pushworker health`; the broker URL only as a file.
+        let services = try #require(compose["services"] as? [String: [String: Any]])
+        for (name, service) in services {
+            #expect(service["cap_drop"] as? [String] == ["ALL"], "\(name) keeps its capabilities")
+            #expect(service["security_opt"] as? [String] == ["no-new-privileges:true"], "\(name) may gain privileges")
+        }
+        #expect(worker["read_only"] as? Bool == true && Self.dig(services["mock-apns"], "read_only") as? Bool == true)
+        #expect((Self.dig(worker, "healthcheck", "test") as? [String])?.starts(with: ["CMD", "pushworker", "health"]) == true)
+        let workerEnvironment = try #require(worker["environment"] as? [String: String])
+        #expect(workerEnvironment["PUSHWORKER_AMQP_URL"] == nil)
+        let urlFile = try #require(workerEnvironment["PUSHWORKER_AMQP_URL_FILE"])
+        #expect(urlFile == "/run/secrets/amqp_url" && worker["secrets"] as? [String] == ["amqp_url"])
+        let secretFile = try #require(Self.dig(compose, "secrets", "amqp_url", "file") as? String)
+        #expect(try Self.text("docker/" + secretFile).hasPrefix("amqp://"))
+        #expect(Self.dig(services["mock-apns"], "image") as? String != worker["image"] as? String, "the mock shares the worker's image")
+
         let dockerfile = try Self.text("docker/Dockerfile")
         #expect(dockerfile.contains("USER 10001"))
         #expect(dockerfile.contains("EXPOSE 9090"))
         #expect(!dockerfile.split(separator: "\n").contains { $0.hasPrefix("COPY") && ($0.contains(".p8") || $0.contains(".p12")) })
+        // The runtime stage (the last, the default target): the worker only, its HEALTHCHECK, OCI labels.
+        let runtime = try #require(dockerfile.components(separatedBy: "\nFROM ").last)
+        #expect(runtime.hasPrefix("${RUNTIME_IMAGE} AS runtime"))
+        #expect(!runtime.contains("mock-apns"))
+        #expect(runtime.contains(#"HEALTHCHECK --interval=15s --timeout=10s --start-period=60s --retries=3 CMD ["pushworker", "health""#))
+        for label in ["version", "revision", "source", "created"] { #expect(runtime.contains("org.opencontainers.image.\(label)=")) }
+    }
+
+    /// The metric names the dashboard and the alerts read: pushworker's documented ones, or
+    /// RabbitMQ's and Kubernetes'.
+    static func metricNames(in expression: String) throws -> Set<String> {
+        let names = expression.matches(of: /[a-z_]+_(total|seconds_bucket|seconds_count|in_flight|connections|ready|messages|messages_ready)\b/).map { String($0.output.0) }
+        return Set(names.map { $0.replacing(/_(bucket|count)$/, with: "") })
+    }
+
+    static func documentedMetrics() throws -> Set<String> {
+        let operations = try String(contentsOf: deploy.deletingLastPathComponent().appendingPathComponent("docs/operations.md"), encoding: .utf8)
+        return Set(operations.matches(of: /^\| `(pushworker_[a-z_]+)`/.anchorsMatchLineEndings()).map { String($0.output.1) })
+    }
+
+    @Test("Prometheus alert rules: the same as docs/operations.md's, on documented metrics; the Grafana dashboard: importable, every query on a documented metric")
+    func monitoring() throws {
+        let documented = try Self.documentedMetrics()
+        #expect(documented.count >= 12, "\(documented)")
+        func known(_ name: String) -> Bool { documented.contains(name) || name.hasPrefix("rabbitmq_") || name.hasPrefix("kube_") }
+
+        let rules = try #require(Self.dig(try Yams.load(yaml: try Self.text("prometheus/alerts.yaml")), "groups") as? [[String: Any]])
+        let fileRules = rules.flatMap { $0["rules"] as? [[String: Any]] ?? [] }
+        let operations = try String(contentsOf: Self.deploy.deletingLastPathComponent().appendingPathComponent("docs/operations.md"), encoding: .utf8)
+        let block = try #require(operations.firstMatch(of: /## Alerts worth having\n\n[^`]*```yaml\n(?<yaml>[\s\S]*?)```/)?.output.yaml)
+        let docRules = try #require(Self.dig(try Yams.load(yaml: String(block)), "groups") as? [[String: Any]]).flatMap { $0["rules"] as? [[String: Any]] ?? [] }
+        func summary(_ rules: [[String: Any]]) -> [String] { rules.map { "\($0["alert"] ?? "") | \($0["expr"] ?? "") | \($0["for"] ?? "-")" } }
+        #expect(summary(fileRules) == summary(docRules))
+        #expect(fileRules.count == 10)
+        for rule in fileRules {
+            let expression = try #require(rule["expr"] as? String)
+            for name in try Self.metricNames(in: expression) { #expect(known(name), "\(rule["alert"] ?? ""): \(name) is not a documented metric") }
+            #expect((Self.dig(rule, "annotations", "summary") as? String)?.isEmpty == false)
+            #expect(Self.dig(rule, "labels", "severity") != nil)
+        }
+        let tests = try Self.text("prometheus/alerts.test.yaml")
+        for rule in fileRules { #expect(tests.contains("alertname: \(rule["alert"] ?? "")"), "\(rule["alert"] ?? "") has no unit test") }
+
+        let dashboard = try #require(try JSONSerialization.jsonObject(with: Data(try Self.text("grafana/pushworker-dashboard.json").utf8)) as? [String: Any])
+        #expect((dashboard["__inputs"] as? [[String: Any]])?.first?["name"] as? String == "DS_PROMETHEUS")
+        let panels = try #require(dashboard["panels"] as? [[String: Any]])
+        #expect(Set(panels.compactMap { $0["id"] as? Int }).count == panels.count, "panel ids repeat")
+        var queried = Set<String>()
+        for panel in panels where panel["type"] as? String != "row" {
+            #expect(Self.dig(panel, "datasource", "uid") as? String == "${DS_PROMETHEUS}")
+            let targets = try #require(panel["targets"] as? [[String: Any]], "\(panel["title"] ?? "")")
+            #expect(!targets.isEmpty)
+            for target in targets {
+                for name in try Self.metricNames(in: try #require(target["expr"] as? String)) {
+                    #expect(known(name), "\(panel["title"] ?? ""): \(name) is not a documented metric")
+                    queried.insert(name)
+                }
+            }
+        }
+        // The panels the issue asked for: jobs and devices, outcomes and reasons, waits, latency,
+        // in-flight, retries, provider tokens, broker fail-overs.
+        for name in ["pushworker_notifications_total", "pushworker_job_duration_seconds", "pushworker_job_queue_wait_seconds", "pushworker_apns_request_duration_seconds",
+                     "pushworker_apns_requests_in_flight", "pushworker_retries_handed_on_total", "pushworker_provider_token_refreshes_total", "pushworker_amqp_failovers_total"] {
+            #expect(queried.contains(name), "no panel shows \(name)")
+        }
     }
 }

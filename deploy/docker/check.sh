@@ -1,28 +1,40 @@
 #!/usr/bin/env bash
-# Builds the container image and checks it for real (not part of the test command: it takes
-# ~20 minutes on 2 cores, most of it the release build inside Docker; a few with the layers cached):
+# Builds the container images and checks them for real (not part of the test command: it takes
+# ~25 minutes on 2 cores, most of it the release build inside Docker):
 #
 #   deploy/docker/check.sh
 #
 # 1. Starts a Docker engine if none answers (`dockerd --storage-driver vfs --iptables=false
-#    --bridge=none`, as on the project machine) and stops it again at the end.
-# 2. Base images: pulled when Docker Hub answers; otherwise stand-ins are made here and tagged
-#    with the official names: debian:bookworm-slim (debootstrap minbase + docker import),
-#    swift:6.3-bookworm (the same root, the official image's packages, and this machine's Swift
-#    toolchain in /usr) and rabbitmq:3.10-management (Debian's rabbitmq-server 3.10, built by
-#    deploy/docker/standin/rabbitmq.Dockerfile). Stand-ins carry the label pushworker.stand-in.
-# 3. Builds the image from the files git knows (tracked or new, not ignored), with the Swift
-#    packages the build resolves copied into the build context's deploy/docker/packages when this
-#    machine serves them from local copies (a git insteadOf rule a build inside Docker cannot see).
+#    --bridge=none`, as on the project machine) and stops it again at the end, unless asked not to.
+# 2. Base images: pulled when Docker Hub answers, and then pinned by digest in the build;
+#    otherwise stand-ins are made here under the official names: debian:bookworm-slim (debootstrap
+#    minbase, slimmed as the official image is: no documentation, man pages or translations, apt's
+#    caches cleaned after each install), swift:6.3-bookworm (the same root, the official image's
+#    packages, and this machine's Swift toolchain in /usr) and rabbitmq:3.10-management (Debian's
+#    rabbitmq-server 3.10, deploy/docker/standin/rabbitmq.Dockerfile). The imported stand-ins are
+#    marked by their commit message, not a label, so that nothing of them reaches an image built on
+#    them.
+# 3. Builds pushworker:local (the worker only), pushworker-mock-apns:local and pushworker-pki:local
+#    from the files git knows (tracked or new, not ignored), with OCI labels (version, revision,
+#    source, creation time, base) and the Swift packages the build resolves copied into the build
+#    context's deploy/docker/packages when this machine serves them from local copies.
 # 4. Checks the image: a non-root user, a read-only root file system, `pushworker --version`, no
-#    missing shared library; with the stack up, `config check` of its configuration.
-# 5. Brings the compose stack up (RabbitMQ, the mock APNs, three workers), waits until it is
-#    healthy, publishes examples/job.json with the Python producer and reads its three results and
-#    the summary; kills one worker (`docker kill`) in the middle of a 20,000-device job and checks
-#    that every device gets a result; reads /readyz and /metrics through the published ports;
-#    prints the image's size. Then takes the stack down.
+#    missing shared library, the HEALTHCHECK, the labels (and no stand-in's), no mock in it.
+# 5. Brings the compose stack up (RabbitMQ, the mock APNs, three workers; Compose v2 where the
+#    machine has it, else docker-compose v1), waits until every worker's healthcheck says healthy,
+#    starts Prometheus (Debian's) scraping the three workers with the alert rules loaded, publishes
+#    examples/job.json with the Python producer and reads its three results and the summary; kills
+#    one worker (`docker kill`) in the middle of a 20,000-device job and checks that every device
+#    gets a result; restarts RabbitMQ and waits for the workers to be healthy again; asks Prometheus
+#    every query of the Grafana dashboard (deploy/grafana) and requires data from each; prints the
+#    images' sizes. Then takes the stack down, removes the build stage and says what is left.
 #
-# Exits non-zero on the first failed check. KEEP=1 leaves the stack running. Run as root.
+# Exits non-zero on the first failed check. Run as root. Variables:
+#   KEEP=1         leave the stack (and so the engine) running
+#   KEEP_ENGINE=1  leave an engine this script started running
+#   KEEP_BUILD=1   keep the build stage's images: the next run rebuilds only what changed
+#   BEFORE=REV     also build REV's Dockerfile on the same bases and print both sizes
+#   SOURCE=URL     the org.opencontainers.image.source label (default: git's origin remote)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
@@ -30,10 +42,13 @@ root="$PWD"
 source deploy/local/swift-path.sh 2>/dev/null || true
 project=pwcheck
 compose=(docker-compose -p "$project" -f deploy/docker/compose.yaml)
+compose_name="docker-compose v1"
 # Host ports below the ephemeral range: the broker's AMQP port and the three workers' endpoints.
 export PUSHWORKER_AMQP_PORT="${PUSHWORKER_AMQP_PORT:-25670}"
 export PUSHWORKER_METRICS_PORTS="${PUSHWORKER_METRICS_PORTS:-29090-29092}"
 export PUSHWORKER_MANAGEMENT_PORT="${PUSHWORKER_MANAGEMENT_PORT:-25680}"
+prometheus_port="${PUSHWORKER_PROMETHEUS_PORT:-29099}"
+prometheus_pid=""
 engine_started_here=false
 work=/nonexistent
 trap cleanup EXIT
@@ -44,6 +59,7 @@ fail() { echo "FAILED: $*" >&2; exit 1; }
 cleanup() {
   local status=$?
   set +e
+  [ -n "$prometheus_pid" ] && kill "$prometheus_pid" 2>/dev/null && wait "$prometheus_pid" 2>/dev/null
   if [ "${KEEP:-}" != 1 ] && docker info >/dev/null 2>&1; then
     "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1
   fi
@@ -51,8 +67,21 @@ cleanup() {
   # its own file system only.
   grep -o " $work/[^ ]*" /proc/mounts | sort -r | while read -r mounted; do umount -l "$mounted"; done
   rm -rf --one-file-system "$work"
-  if $engine_started_here && [ "${KEEP:-}" != 1 ]; then
+  if [ "${KEEP_BUILD:-}" != 1 ] && docker info >/dev/null 2>&1; then
+    # The build stage (the Swift toolchain and the release build, ~4 GB): KEEP_BUILD=1 keeps it.
+    docker rmi pushworker:before >/dev/null 2>&1
+    docker image prune -f --filter label=pushworker.stage=build >/dev/null 2>&1
+    docker builder prune -f >/dev/null 2>&1
+  fi
+  if docker info >/dev/null 2>&1; then
+    echo "== left behind: $(docker images -q | wc -l) images ($(docker images --format '{{.Repository}}:{{.Tag}}' | grep -v '<none>' | sort | tr '\n' ' ')); engine storage $(du -sh "$(docker info -f '{{.DockerRootDir}}')" 2>/dev/null | cut -f1) in $(docker info -f '{{.DockerRootDir}}')"
+    echo "   docker rmi pushworker:local pushworker-mock-apns:local pushworker-pki:local removes the images built here; docker system prune -a removes everything unused"
+  fi
+  if $engine_started_here && [ "${KEEP:-}" != 1 ] && [ "${KEEP_ENGINE:-}" != 1 ]; then
     kill "$(cat /var/run/docker.pid 2>/dev/null)" 2>/dev/null
+    echo "== the Docker engine started by this script is stopped (KEEP_ENGINE=1 leaves it running)"
+  elif $engine_started_here; then
+    echo "== the Docker engine started by this script is left running (pid $(cat /var/run/docker.pid 2>/dev/null))"
   fi
   exit $status
 }
@@ -60,14 +89,15 @@ cleanup() {
 # --- 0. tools ---------------------------------------------------------------------------------
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
-command -v docker-compose >/dev/null || missing+=(docker-compose)
+command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v prometheus >/dev/null || missing+=(prometheus)
 /usr/bin/python3 -c 'import pika' 2>/dev/null || missing+=(python3-pika)
 command -v curl >/dev/null || missing+=(curl)
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing ${missing[*]}"
   apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # --- 1. engine ----------------------------------------------------------------------------------
@@ -79,9 +109,25 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || fail "dockerd did not answer within 60 s (see /var/log/pushworker-dockerd.log)"
 fi
 step "engine $(docker version --format '{{.Server.Version}}')"
+# Compose v2 (the docker CLI's plugin) where the machine has it; Debian bookworm ships v1 only.
+if docker compose version >/dev/null 2>&1; then
+  compose=(docker compose -p "$project" -f deploy/docker/compose.yaml)
+  compose_name="Compose $(docker compose version --short)"
+fi
+step "compose: $compose_name"
 
 # --- 2. base images -----------------------------------------------------------------------------
-stand_in() { [ "$(docker image inspect -f '{{index .Config.Labels "pushworker.stand-in"}}' "$1" 2>/dev/null)" = true ]; }
+standin_mark="pushworker stand-in"
+# The imported stand-ins carry the mark as their commit message (labels would be inherited by every
+# image built on them); the RabbitMQ stand-in, a base of nothing here, as a label.
+stand_in() {
+  [ "$(docker image inspect -f '{{.Comment}}' "$1" 2>/dev/null)" = "$standin_mark" ] \
+    || [ "$(docker image inspect -f '{{index .Config.Labels "pushworker.stand-in"}}' "$1" 2>/dev/null)" = true ]
+}
+# A stand-in of an earlier version of this script: labelled, so made again.
+labelled_import() {
+  [ "$1" != rabbitmq:3.10-management ] && [ "$(docker image inspect -f '{{index .Config.Labels "pushworker.stand-in"}}' "$1" 2>/dev/null)" = true ]
+}
 have() { docker image inspect "$1" >/dev/null 2>&1; }
 pulled() { timeout 120 docker pull -q "$1" >/dev/null 2>&1; }
 
@@ -95,8 +141,35 @@ bookworm_root() {  # a minbase bookworm root at $1 (made once per run)
 }
 
 make_debian() {
-  bookworm_root "$work/debian-root"
-  tar -C "$work/debian-root" -c . | docker import --change 'CMD ["bash"]' --change 'LABEL pushworker.stand-in=true' - "$1" >/dev/null
+  local dir="$work/debian-root"
+  bookworm_root "$dir"
+  # What the official slim image does (debuerreotype's slimify and its apt settings): packages
+  # installed later bring no documentation, man pages or translations, and apt cleans its caches.
+  cat > "$dir/etc/dpkg/dpkg.cfg.d/docker" <<'CFG'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/lintian/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/man/*
+CFG
+  cat > "$dir/etc/apt/apt.conf.d/docker-clean" <<'CFG'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+CFG
+  echo 'Acquire::Languages "none";' > "$dir/etc/apt/apt.conf.d/docker-no-languages"
+  echo 'Acquire::GzipIndexes "true";' > "$dir/etc/apt/apt.conf.d/docker-gzip-indexes"
+  find "$dir/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
+  find "$dir/usr/share/doc" -mindepth 1 -type d -empty -delete
+  find "$dir/usr/share/locale" -mindepth 1 -maxdepth 1 -not -name locale.alias -exec rm -rf {} +
+  rm -rf "$dir"/usr/share/man/* "$dir"/usr/share/info/* "$dir"/usr/share/groff/* "$dir"/usr/share/lintian/* \
+    "$dir"/var/cache/apt/*.bin "$dir"/var/cache/debconf/*-old "$dir"/var/lib/dpkg/*-old "$dir"/var/log/*.log "$dir"/var/log/apt/*
+  tar -C "$dir" -c . | docker import -m "$standin_mark" --change 'CMD ["bash"]' - "$1" >/dev/null
 }
 
 make_swift() {
@@ -117,7 +190,7 @@ make_swift() {
   tar -C "$toolchain" -c --exclude='./bin/lldb*' --exclude='./bin/sourcekit-lsp' --exclude='./bin/clangd' --exclude='./bin/docc' \
     --exclude='./bin/swift-format' --exclude='./lib/liblldb*' --exclude='./lib/libsourcekitdInProc.so' --exclude='./lib/swift/embedded' \
     --exclude='./share/doc' --exclude='./share/docc' . | tar -C "$dir/usr" -x
-  tar -C "$dir" -c . | docker import --change 'CMD ["bash"]' --change 'LABEL pushworker.stand-in=true' - "$1" >/dev/null
+  tar -C "$dir" -c . | docker import -m "$standin_mark" --change 'CMD ["bash"]' - "$1" >/dev/null
   rm -rf "$dir"
 }
 
@@ -126,6 +199,10 @@ make_rabbitmq() {
 }
 
 base() {  # IMAGE MAKER
+  if labelled_import "$1"; then
+    step "$1: a stand-in of an earlier check.sh, labelled; made again"
+    docker rmi -f "$1" >/dev/null
+  fi
   if have "$1" && ! stand_in "$1"; then
     step "$1: present"
   elif pulled "$1"; then
@@ -144,6 +221,16 @@ swift_image="$(sed -n 's/^ARG SWIFT_IMAGE=//p' deploy/docker/Dockerfile)"
 base debian:bookworm-slim make_debian
 base "$swift_image" make_swift
 base rabbitmq:3.10-management make_rabbitmq
+
+# A base pulled from its registry is pinned by its digest; a stand-in has none.
+pinned() {
+  if stand_in "$1"; then echo "$1"; else docker image inspect -f '{{index .RepoDigests 0}}' "$1" 2>/dev/null || echo "$1"; fi
+}
+swift_base="$(pinned "$swift_image")"
+runtime_base="$(pinned debian:bookworm-slim)"
+base_digest=""
+[[ "$runtime_base" == *@sha256:* ]] && base_digest="${runtime_base#*@}"
+step "bases: $swift_base, $runtime_base$([ -z "$base_digest" ] && echo ' (stand-ins: no digest to pin)')"
 
 # --- 3. the image ---------------------------------------------------------------------------------
 step "build context: the files git knows, and the resolved Swift packages"
@@ -168,13 +255,30 @@ print(f"   {len(pins)} packages copied from {source}")
 PY
 fi
 
-step "docker build --network host -f deploy/docker/Dockerfile -t pushworker:local (the release build: ~20 minutes on 2 cores)"
+version="$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/PushWorkerCLI/PushWorkerCommand.swift)"
+revision="$(git rev-parse HEAD)"
+# The build context is the work tree: a change not committed makes the revision say so.
+[ -z "$(git status --porcelain --untracked-files=normal)" ] || revision="$revision-dirty"
+source_url="${SOURCE:-$(git remote get-url origin 2>/dev/null | sed -E 's#//[^/@]*@#//#' || true)}"
+build_args=(--network host -f deploy/docker/Dockerfile
+  --build-arg "SWIFT_IMAGE=$swift_base" --build-arg "RUNTIME_IMAGE=$runtime_base"
+  --build-arg "VERSION=$version" --build-arg "REVISION=$revision" --build-arg "SOURCE=${source_url:-unknown}"
+  --build-arg "CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)" --build-arg "BASE_NAME=debian:bookworm-slim" --build-arg "BASE_DIGEST=$base_digest")
+step "docker build pushworker:local, pushworker-mock-apns:local, pushworker-pki:local (the release build: ~20 minutes on 2 cores)"
 build_started=$SECONDS
-docker build --network host -f deploy/docker/Dockerfile -t pushworker:local "$context" > "$work/build.log" 2>&1 \
+docker build "${build_args[@]}" -t pushworker:local "$context" > "$work/build.log" 2>&1 \
   || { tail -40 "$work/build.log"; fail "docker build failed"; }
-docker build --network host -f deploy/docker/Dockerfile --target pki -t pushworker-pki:local "$context" > "$work/build-pki.log" 2>&1 \
+docker build "${build_args[@]}" --target mock-apns -t pushworker-mock-apns:local "$context" > "$work/build-mock.log" 2>&1 \
+  || { tail -20 "$work/build-mock.log"; fail "docker build of the mock-apns stage failed"; }
+docker build "${build_args[@]}" --target pki -t pushworker-pki:local "$context" > "$work/build-pki.log" 2>&1 \
   || { tail -20 "$work/build-pki.log"; fail "docker build of the pki stage failed"; }
 step "built in $((SECONDS - build_started)) s"
+if [ -n "${BEFORE:-}" ]; then
+  # The same build stage (its layers cached), then that revision's runtime stage.
+  git show "$BEFORE:deploy/docker/Dockerfile" > "$work/Dockerfile.before" || fail "BEFORE=$BEFORE: no deploy/docker/Dockerfile there"
+  docker build --network host -f "$work/Dockerfile.before" --build-arg "SWIFT_IMAGE=$swift_base" -t pushworker:before "$context" > "$work/build-before.log" 2>&1 \
+    || { tail -20 "$work/build-before.log"; fail "docker build of $BEFORE's Dockerfile failed"; }
+fi
 
 # --- 4. the image itself ------------------------------------------------------------------------------
 step "image: user, read-only root, --version, shared libraries"
@@ -185,13 +289,28 @@ uid="$(docker run --rm --read-only --network none --entrypoint id pushworker:loc
 version="$(docker run --rm --read-only --network none pushworker:local --version)"
 echo "   runs as uid $uid with a read-only root; pushworker --version: $version"
 missing_libraries="$(docker run --rm --read-only --network none --entrypoint /bin/sh pushworker:local -c \
-  'ldd /usr/local/bin/pushworker /usr/local/bin/mock-apns | grep "not found" || true')"
+  'ldd /usr/local/bin/pushworker | grep "not found" || true')$(docker run --rm --read-only --network none --entrypoint /bin/sh pushworker-mock-apns:local -c \
+  'ldd /usr/local/bin/mock-apns | grep "not found" || true')"
 [ -z "$missing_libraries" ] || fail "missing shared libraries: $missing_libraries"
-echo "   ldd: no missing library in pushworker or mock-apns"
+echo "   ldd: no missing library in pushworker (its image) or mock-apns (its own image)"
+docker run --rm --read-only --network none --entrypoint /bin/sh pushworker:local -c 'test ! -e /usr/local/bin/mock-apns' \
+  || fail "the mock APNs is in the worker's image"
+healthcheck="$(docker image inspect -f '{{json .Config.Healthcheck.Test}}' pushworker:local)"
+[ "$healthcheck" = '["CMD","pushworker","health","--timeout","5"]' ] || fail "the image's HEALTHCHECK is $healthcheck"
+labels="$(docker image inspect -f '{{json .Config.Labels}}' pushworker:local)"
+python3 - "$labels" "$version" "$revision" <<'PY' || fail "the image's labels"
+import json, sys
+labels, version, revision = json.loads(sys.argv[1]) or {}, sys.argv[2], sys.argv[3]
+assert not [k for k in labels if "stand-in" in k], f"a stand-in's label reached the image: {labels}"
+oci = {k.removeprefix("org.opencontainers.image."): v for k, v in labels.items() if k.startswith("org.opencontainers.image.")}
+assert oci.get("version") == version and oci.get("revision") == revision, oci
+assert oci.get("created", "unknown") != "unknown" and oci.get("title") == "pushworker", oci
+print("   HEALTHCHECK pushworker health; no mock-apns; labels: " + ", ".join(f"{k}={v}" for k, v in sorted(oci.items()) if v))
+PY
 
 # --- 5. the compose stack ---------------------------------------------------------------------------
-step "docker-compose up (RabbitMQ, the mock APNs and 3 workers, these read-only); AMQP on 127.0.0.1:$PUSHWORKER_AMQP_PORT, workers' endpoints on $PUSHWORKER_METRICS_PORTS"
-"${compose[@]}" up -d --no-build > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "docker-compose up failed"; }
+step "$compose_name up (RabbitMQ, the mock APNs and 3 workers, these read-only); AMQP on 127.0.0.1:$PUSHWORKER_AMQP_PORT, workers' endpoints on $PUSHWORKER_METRICS_PORTS"
+"${compose[@]}" up -d --no-build > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "compose up failed"; }
 rabbitmq="$("${compose[@]}" ps -q rabbitmq)"
 for _ in $(seq 120); do
   [ "$(docker inspect -f '{{.State.Health.Status}}' "$rabbitmq" 2>/dev/null)" = healthy ] && break
@@ -206,12 +325,63 @@ for port in $(seq "$first_port" "$last_port"); do
 done
 echo "   RabbitMQ healthy; /readyz 200 on every worker's published port ($PUSHWORKER_METRICS_PORTS)"
 
+# Each worker's healthcheck (`pushworker health`) says healthy: what `docker ps` shows.
+workers_healthy() {
+  local container
+  for _ in $(seq 90); do
+    local all=true
+    for container in $("${compose[@]}" ps -q worker); do
+      [ "$(docker inspect -f '{{.State.Health.Status}}' "$container")" = healthy ] || all=false
+    done
+    $all && return 0
+    sleep 2
+  done
+  for container in $("${compose[@]}" ps -q worker); do
+    docker inspect -f '{{.Name}}: {{.State.Health.Status}} {{range .State.Health.Log}}{{.ExitCode}} {{.Output}}{{end}}' "$container"
+  done
+  return 1
+}
+workers_healthy || fail "a worker's healthcheck does not say healthy"
+echo "   docker ps: $(docker ps --filter "label=com.docker.compose.project=$project" --filter health=healthy --format '{{.Names}}' | grep -c worker) workers healthy (pushworker health)"
+for container in $("${compose[@]}" ps -q worker mock-apns); do
+  hardening="$(docker inspect -f '{{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}} {{.HostConfig.ReadonlyRootfs}} {{.Config.User}}' "$container")"
+  [ "$hardening" = "[ALL] [no-new-privileges:true] true 10001" ] || fail "$(docker inspect -f '{{.Name}}' "$container"): $hardening"
+  if docker inspect -f '{{json .Config.Env}}' "$container" | grep -q 'pushworker:pushworker@'; then
+    fail "the broker password is in $(docker inspect -f '{{.Name}}' "$container")'s environment"
+  fi
+done
+echo "   workers and mock: no capabilities, no-new-privileges, read-only root, uid 10001; the broker URL from a secret file, not in docker inspect"
+
+step "Prometheus (Debian's $(prometheus --version 2>&1 | sed -n 's/^prometheus, version \([^ ]*\).*/\1/p')) scrapes the three workers every 2 s, with deploy/prometheus/alerts.yaml loaded"
+cat > "$work/prometheus.yml" <<YAML
+global: {scrape_interval: 2s, evaluation_interval: 2s}
+rule_files: [$root/deploy/prometheus/alerts.yaml]
+scrape_configs:
+  - job_name: pushworker
+    static_configs:
+      - targets: [$(for port in $(seq "$first_port" "$last_port"); do printf '"127.0.0.1:%s",' "$port"; done | sed 's/,$//')]
+YAML
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prometheus-data" \
+  --web.listen-address="127.0.0.1:$prometheus_port" > "$work/prometheus.log" 2>&1 &
+prometheus_pid=$!
+prometheus_started="$(date +%s)"
+for _ in $(seq 60); do
+  [ "$(curl -s "http://127.0.0.1:$prometheus_port/api/v1/query?query=count(up%3D%3D1)" | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else 0)' 2>/dev/null)" = 3 ] && break
+  sleep 1
+done
+[ "$(curl -s "http://127.0.0.1:$prometheus_port/api/v1/rules" | python3 -c 'import json,sys; print(sum(len(g["rules"]) for g in json.load(sys.stdin)["data"]["groups"]))')" -gt 0 ] \
+  || { tail -20 "$work/prometheus.log"; fail "Prometheus did not load the alert rules"; }
+echo "   3 targets up; $(curl -s "http://127.0.0.1:$prometheus_port/api/v1/rules" | python3 -c 'import json,sys; print(sum(len(g["rules"]) for g in json.load(sys.stdin)["data"]["groups"]))') alert rules loaded"
+
 step "config check inside the image, on the stack's configuration and credentials (read-only root)"
-docker run --rm --read-only --network none -v "${project}_pki:/pki:ro" \
-  -v "$root/deploy/docker/pushworker.yaml:/etc/pushworker/pushworker.yaml:ro" -e PUSHWORKER_AMQP_URL=amqp://pushworker:secret@rabbitmq:5672/ \
+printf 'amqp://pushworker:secret@rabbitmq:5672/\n' > "$work/amqp-url"
+chmod 644 "$work/amqp-url"
+docker run --rm --read-only --network none -v "${project}_pki:/pki:ro" -v "$work/amqp-url:/run/secrets/amqp_url:ro" \
+  -v "$root/deploy/docker/pushworker.yaml:/etc/pushworker/pushworker.yaml:ro" -e PUSHWORKER_AMQP_URL_FILE=/run/secrets/amqp_url \
   pushworker:local config check --config /etc/pushworker/pushworker.yaml > "$work/config-check.txt" || { cat "$work/config-check.txt"; fail "config check"; }
 grep -q 'secret' "$work/config-check.txt" && fail "config check printed the broker password"
-echo "   config check: exit 0, $(wc -l < "$work/config-check.txt") lines, the password masked"
+grep -q 'pushworker:\*\*\*@rabbitmq:5672' "$work/config-check.txt" || fail "config check did not read PUSHWORKER_AMQP_URL_FILE"
+echo "   config check: exit 0, $(wc -l < "$work/config-check.txt") lines, the URL read from PUSHWORKER_AMQP_URL_FILE, the password masked"
 
 amqp_url="amqp://pushworker:pushworker@127.0.0.1:$PUSHWORKER_AMQP_PORT/"
 step "the Python producer publishes examples/job.json"
@@ -293,7 +463,73 @@ for port in $(seq "$first_port" "$last_port"); do
 done
 echo "   every worker ready; pushworker_notifications_total over the workers: $sent (the killed worker's own count went with it)"
 
+step "an invalid job is dead-lettered with its reason (the dashboard's dead-letter panel)"
+AMQP_URL="$amqp_url" /usr/bin/python3 - <<'PY'
+import os, time, pika
+connection = pika.BlockingConnection(pika.URLParameters(os.environ["AMQP_URL"]))
+channel = connection.channel()
+channel.confirm_delivery()
+channel.basic_publish("push", "jobs", b"{not json", pika.BasicProperties(delivery_mode=2, message_id="check-invalid"), mandatory=True)
+for _ in range(60):
+    method, properties, body = channel.basic_get("push.dead", auto_ack=True)
+    if method and properties.message_id == "check-invalid":
+        code = (properties.headers or {}).get("x-pushworker-error")
+        assert code == "invalid_json", properties.headers
+        print(f"   push.dead holds it, x-pushworker-error: {code}")
+        break
+    time.sleep(1)
+else:
+    raise SystemExit("the invalid job did not reach push.dead")
+connection.close()
+PY
+
+step "RabbitMQ restarted: every worker reconnects and is healthy again"
+docker restart "$rabbitmq" >/dev/null
+for _ in $(seq 120); do
+  [ "$(docker inspect -f '{{.State.Health.Status}}' "$rabbitmq" 2>/dev/null)" = healthy ] && break
+  sleep 2
+done
+workers_healthy || fail "the workers did not come back after RabbitMQ's restart"
+echo "   $(docker ps --filter "label=com.docker.compose.project=$project" --filter health=healthy --format '{{.Names}}' | grep -c worker) workers healthy again"
+sleep 6  # a scrape or two after the reconnections
+
+step "every panel of deploy/grafana/pushworker-dashboard.json has data in Prometheus (its queries over this run)"
+python3 - "$root/deploy/grafana/pushworker-dashboard.json" "http://127.0.0.1:$prometheus_port" "$prometheus_started" <<'PY'
+import json, math, sys, time, urllib.parse, urllib.request
+dashboard, prometheus, started = json.load(open(sys.argv[1])), sys.argv[2], float(sys.argv[3])
+def panels(items):
+    for item in items:
+        yield item
+        yield from panels(item.get("panels", []))
+# Grafana's variables, as the dashboard opens: every app, the rate window of a 2 s scrape.
+substitutions = {"$__rate_interval": "1m", "$__range": "15m", "$__interval": "5s", "$app": ".*", "$lane": ".*"}
+empty, lines = [], []
+for panel in panels(dashboard["panels"]):
+    for target in panel.get("targets", []):
+        expr = target["expr"]
+        for variable, value in substitutions.items():
+            expr = expr.replace(variable, value)
+        query = urllib.parse.urlencode({"query": expr, "start": started, "end": time.time(), "step": 5})
+        answer = json.load(urllib.request.urlopen(f"{prometheus}/api/v1/query_range?{query}"))
+        assert answer["status"] == "success", (panel["title"], expr, answer)
+        values = [float(v) for series in answer["data"]["result"] for _, v in series["values"] if not math.isnan(float(v))]
+        name = f'{panel["title"]} [{target.get("refId", "A")}]'
+        if not values:
+            empty.append(f"{name}: {expr}")
+        else:
+            lines.append(f"   {name}: {len(answer['data']['result'])} series, highest {max(values):.4g}")
+print("\n".join(lines))
+if empty:
+    sys.exit("no data for:\n  " + "\n  ".join(empty))
+print(f"   {len(lines)} queries, every one with data")
+PY
+
 size="$(docker image inspect -f '{{.Size}}' pushworker:local)"
+mock_size="$(docker image inspect -f '{{.Size}}' pushworker-mock-apns:local)"
 base_size="$(docker image inspect -f '{{.Size}}' debian:bookworm-slim)"
-step "image pushworker:local: $((size / 1024 / 1024)) MiB, of which $((base_size / 1024 / 1024)) MiB is debian:bookworm-slim$(stand_in debian:bookworm-slim && echo ' (the stand-in)')"
+step "image pushworker:local: $((size / 1024 / 1024)) MiB, of which $((base_size / 1024 / 1024)) MiB is debian:bookworm-slim$(stand_in debian:bookworm-slim && echo ' (the stand-in)'); pushworker-mock-apns:local $((mock_size / 1024 / 1024)) MiB"
+if [ -n "${BEFORE:-}" ]; then
+  before_size="$(docker image inspect -f '{{.Size}}' pushworker:before)"
+  step "the image of $BEFORE's Dockerfile on the same bases: $((before_size / 1024 / 1024)) MiB; now $((size * 100 / before_size)) % of it"
+fi
 step "all checks passed"

@@ -7,7 +7,9 @@ packages=(librabbitmq-dev libcurl4-openssl-dev libnghttp2-dev libssl-dev libsqli
   # the producer examples in docs/clients, run by the tests
   python3-pika golang-go golang-github-rabbitmq-amqp091-go-dev ruby-bunny php-cli php-amqplib nodejs
   # the /deliveries page, driven in a real browser by its test
-  chromium chromium-driver python3-selenium)
+  chromium chromium-driver python3-selenium
+  # promtool, for the alert rules' unit tests (deploy/check.sh)
+  prometheus)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
