@@ -56,7 +56,7 @@ public enum EndpointProbe {
         }
         return try await client.executeThenClose { inbound, outbound in
             var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
-            head.headers.add(name: "host", value: "\(host):\(port)")
+            head.headers.add(name: "host", value: host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")
             head.headers.add(name: "connection", value: "close")
             try await outbound.write(.head(head))
             try await outbound.write(.end(nil))

@@ -12,8 +12,8 @@ struct HealthCommand: AsyncParsableCommand {
         abstract: "Ask a worker's endpoint whether it is ready; exit 0 if so, 1 if not.",
         discussion: """
             Asks GET /readyz (or /healthz with --live) on the worker's endpoint: the address in --url, \
-            else metrics_address in --config (PUSHWORKER_METRICS_ADDRESS wins over it, as for `run`; \
-            0.0.0.0 and :: are asked on the loopback address).
+            else PUSHWORKER_METRICS_ADDRESS, else metrics_address in --config (the default \
+            127.0.0.1:9090 when the file sets none; 0.0.0.0 and :: are asked on the loopback address).
             Exit codes: 0 ready (or alive); 1 not ready, not alive, no answer within --timeout, or no \
             endpoint configured; 64 a bad option. Docker's HEALTHCHECK reads 0 as healthy and 1 as \
             unhealthy.
@@ -53,14 +53,20 @@ struct HealthCommand: AsyncParsableCommand {
     private func endpoint() throws -> Target {
         let path = live ? "/healthz" : "/readyz"
         if let url {
-            guard let parsed = URLComponents(string: url), parsed.scheme == "http", let host = parsed.host, !host.isEmpty else {
+            guard let parsed = URLComponents(string: url), parsed.scheme == "http", var host = parsed.host, !host.isEmpty else {
                 throw ValidationError("--url: '\(url)' is not http://HOST:PORT")
             }
+            // An IPv6 address may come back in its brackets.
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             return Target(host: loopback(host), port: parsed.port ?? 80, path: parsed.path.isEmpty || parsed.path == "/" ? path : parsed.path)
         }
         let configured: (host: String, port: Int, key: String)?
         do {
-            configured = try PushWorkerConfiguration.load(file: config).worker.metricsEndpoint(file: config)
+            // PUSHWORKER_METRICS_ADDRESS wins over the file, as for `run`, and then the file is not
+            // needed: a container whose configuration lies elsewhere is asked all the same.
+            let settings = ProcessInfo.processInfo.environment["PUSHWORKER_METRICS_ADDRESS"] != nil
+                ? WorkerSettings() : try PushWorkerConfiguration.load(file: config).worker
+            configured = try settings.metricsEndpoint(file: config)
         } catch {
             throw CommandFailure("\(error)")
         }

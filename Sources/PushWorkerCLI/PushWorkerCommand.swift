@@ -15,9 +15,10 @@ struct PushWorkerCommand: AsyncParsableCommand {
     static func main() async {
         OpenSSLProcess.skipCleanupAtExit()
         do {
-            // PUSHWORKER_AMQP_URL_FILE and the like, before any command reads the variables.
-            try SecretEnvironment.applyToProcess()
             var command = try parseAsRoot()
+            // PUSHWORKER_AMQP_URL_FILE and the like, before any command reads the variables (after
+            // parsing, so that --help and --version never depend on them).
+            try SecretEnvironment.applyToProcess()
             if var asynchronous = command as? any AsyncParsableCommand {
                 try await asynchronous.run()
             } else {

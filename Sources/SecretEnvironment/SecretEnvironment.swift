@@ -27,9 +27,23 @@ public enum SecretEnvironment {
         guard environment[variable] == nil else {
             throw Failure(variable: variable, message: "\(variable) and \(fileVariable) are both set: give the value one way")
         }
-        let contents: String
-        do { contents = try String(contentsOfFile: path, encoding: .utf8) } catch {
-            throw Failure(variable: variable, message: "\(fileVariable): cannot read '\(path)': \(error.localizedDescription)")
+        // The value itself given by mistake (`NAME_FILE=amqp://user:password@…`) must not be
+        // printed back: only an absolute path is named.
+        guard path.hasPrefix("/"), !path.contains("://") else {
+            throw Failure(variable: variable, message: "\(fileVariable) is not an absolute file path (it should name the file that holds \(variable)'s value)")
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw Failure(variable: variable, message: "\(fileVariable): cannot read '\(path)': no such file")
+        }
+        guard !isDirectory.boolValue else {
+            throw Failure(variable: variable, message: "\(fileVariable): cannot read '\(path)': it is a directory")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw Failure(variable: variable, message: "\(fileVariable): cannot read '\(path)': permission denied for uid \(getuid())")
+        }
+        guard let contents = String(data: data, encoding: .utf8) else {
+            throw Failure(variable: variable, message: "\(fileVariable): '\(path)' is not UTF-8 text")
         }
         var value = Substring(contents)
         // "\r\n" is one Character in Swift.

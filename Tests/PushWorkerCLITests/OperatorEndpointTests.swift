@@ -171,6 +171,23 @@ struct OperatorEndpointTests {
         // Nobody listening any more, or nothing to ask: 1, naming the address or the key.
         let gone = try Program.run(["health", "--config", config.path, "--timeout", "3"])
         #expect(gone.status == 1 && gone.standardError.contains("http://127.0.0.1:\(metricsPort)/readyz: cannot connect to 127.0.0.1:\(metricsPort)"), "\(gone.standardError)")
+        let gone6 = try Program.run(["health", "--url", "http://[::1]:\(metricsPort)", "--timeout", "3"])
+        #expect(gone6.status == 1 && gone6.standardError.contains("http://[::1]:\(metricsPort)/readyz: cannot connect to ::1:\(metricsPort)"), "\(gone6.standardError)")
+        // A listener that accepts (the kernel's backlog) and never answers: no answer within --timeout.
+        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(silent) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, length) == 0 && listen(silent, 4) == 0 && getsockname(silent, $0, &length) == 0 } }
+        #expect(bound)
+        let silentPort = Int(UInt16(bigEndian: address.sin_port))
+        let hung = try Program.run(["health", "--url", "http://127.0.0.1:\(silentPort)", "--timeout", "1"])
+        #expect(hung.status == 1 && hung.standardError.contains("http://127.0.0.1:\(silentPort)/readyz: no answer within 1.0 s"), "\(hung.standardError)")
+        // PUSHWORKER_METRICS_ADDRESS is asked without the file.
+        let fromEnvironment = try Program.run(["health", "--config", "/nonexistent.yaml", "--timeout", "1"], environment: ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:\(silentPort)"])
+        #expect(fromEnvironment.status == 1 && fromEnvironment.standardError.contains("http://127.0.0.1:\(silentPort)/readyz: no answer"), "\(fromEnvironment.standardError)")
         let off = try MockAPNsFixture.writeConfiguration("metrics_address: null\napps: []\n")
         let nothing = try Program.run(["health", "--config", off.path])
         #expect(nothing.status == 1 && nothing.standardError.contains("metrics_address is null"), "\(nothing.standardError)")

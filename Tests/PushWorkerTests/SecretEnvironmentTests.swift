@@ -29,7 +29,11 @@ struct SecretEnvironmentTests {
         let secretFile = try file("hunter2-in-file")
         let cases: [([String: String], String)] = [
             (["S": "hunter2", "S_FILE": secretFile], "S and S_FILE are both set: give the value one way"),
-            (["S_FILE": "/nonexistent/secret"], "S_FILE: cannot read '/nonexistent/secret'"),
+            (["S_FILE": "/nonexistent/secret"], "S_FILE: cannot read '/nonexistent/secret': no such file"),
+            (["S_FILE": "/tmp"], "S_FILE: cannot read '/tmp': it is a directory"),
+            // The value given where its file's path belongs: not printed back.
+            (["S_FILE": "amqp://user:hunter2@broker/"], "S_FILE is not an absolute file path"),
+            (["S_FILE": "/amqp://user:hunter2@broker/"], "S_FILE is not an absolute file path"),
             (["S_FILE": try file("")], "S_FILE: '"),
             (["S_FILE": try file("\n")], "is empty"),
         ]

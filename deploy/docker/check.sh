@@ -71,7 +71,9 @@ cleanup() {
     # The build stage (the Swift toolchain and the release build, ~4 GB): KEEP_BUILD=1 keeps it.
     docker rmi pushworker:before >/dev/null 2>&1
     docker image prune -f --filter label=pushworker.stage=build >/dev/null 2>&1
-    docker builder prune -f >/dev/null 2>&1
+    # BuildKit's cache is the engine's, shared with other projects: emptied only on an engine
+    # started here.
+    $engine_started_here && docker builder prune -f >/dev/null 2>&1
   fi
   if docker info >/dev/null 2>&1; then
     echo "== left behind: $(docker images -q | wc -l) images ($(docker images --format '{{.Repository}}:{{.Tag}}' | grep -v '<none>' | sort | tr '\n' ' ')); engine storage $(du -sh "$(docker info -f '{{.DockerRootDir}}')" 2>/dev/null | cut -f1) in $(docker info -f '{{.DockerRootDir}}')"
@@ -228,15 +230,14 @@ pinned() {
 }
 swift_base="$(pinned "$swift_image")"
 runtime_base="$(pinned debian:bookworm-slim)"
-base_digest=""
-[[ "$runtime_base" == *@sha256:* ]] && base_digest="${runtime_base#*@}"
-step "bases: $swift_base, $runtime_base$([ -z "$base_digest" ] && echo ' (stand-ins: no digest to pin)')"
+step "bases: $swift_base, $runtime_base$([[ "$runtime_base" == *@sha256:* ]] || echo ' (stand-ins: no digest to pin)')"
 
 # --- 3. the image ---------------------------------------------------------------------------------
 step "build context: the files git knows, and the resolved Swift packages"
 context="$work/context"
 mkdir -p "$context"
-git ls-files -z -co --exclude-standard | tar --null -T - -c | tar -C "$context" -x
+# (A file deleted but not yet committed is still listed: --ignore-failed-read skips it.)
+git ls-files -z -co --exclude-standard | tar --null --ignore-failed-read -T - -c 2>/dev/null | tar -C "$context" -x
 insteadof="$(git config --get-regexp '^url\..*\.insteadof$' 'https://github.com/' | head -1 | sed 's/^url\.\(.*\)\.insteadof .*/\1/' || true)"
 if [ -n "$insteadof" ] && [ -d "$insteadof" ]; then
   # This machine resolves GitHub from local copies: bring those the build resolves.
@@ -263,7 +264,7 @@ source_url="${SOURCE:-$(git remote get-url origin 2>/dev/null | sed -E 's#//[^/@
 build_args=(--network host -f deploy/docker/Dockerfile
   --build-arg "SWIFT_IMAGE=$swift_base" --build-arg "RUNTIME_IMAGE=$runtime_base"
   --build-arg "VERSION=$version" --build-arg "REVISION=$revision" --build-arg "SOURCE=${source_url:-unknown}"
-  --build-arg "CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)" --build-arg "BASE_NAME=debian:bookworm-slim" --build-arg "BASE_DIGEST=$base_digest")
+  --build-arg "CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)")
 step "docker build pushworker:local, pushworker-mock-apns:local, pushworker-pki:local (the release build: ~20 minutes on 2 cores)"
 build_started=$SECONDS
 docker build "${build_args[@]}" -t pushworker:local "$context" > "$work/build.log" 2>&1 \
@@ -292,6 +293,10 @@ container="$(docker create pushworker:local)"
 docker export "$container" | tar -t > "$work/image-files.txt"
 docker rm "$container" >/dev/null
 grep -qx 'usr/local/bin/pushworker' "$work/image-files.txt" || fail "no usr/local/bin/pushworker in the image"
+container="$(docker create pushworker:local)"
+home="$(docker export "$container" | tar -tv | awk '$NF == "var/lib/pushworker/" { print $2 }')"
+docker rm "$container" >/dev/null
+[ "$home" = 10001/10001 ] || fail "/var/lib/pushworker is owned by '$home', not the worker (10001)"
 ! grep -Eq '(^|/)(mock-apns|sh|bash|apt|dpkg)$' "$work/image-files.txt" || fail "the image holds $(grep -E '(^|/)(mock-apns|sh|bash|apt|dpkg)$' "$work/image-files.txt" | tr '\n' ' ')"
 echo "   $(grep -vc '/$' "$work/image-files.txt") files: pushworker, $(grep -c '\.so' "$work/image-files.txt") shared libraries, CA certificates, $(grep -c 'var/lib/dpkg/status.d/.' "$work/image-files.txt") package records; no shell, no mock, no package manager"
 missing_libraries="$(docker run --rm --read-only --network none --entrypoint /bin/sh pushworker-mock-apns:local -c \
@@ -331,14 +336,14 @@ echo "   RabbitMQ healthy; /readyz 200 on every worker's published port ($PUSHWO
 workers_healthy() {
   local container
   for _ in $(seq 90); do
-    local all=true
+    local healthy=0
     for container in $("${compose[@]}" ps -q worker); do
-      [ "$(docker inspect -f '{{.State.Health.Status}}' "$container")" = healthy ] || all=false
+      [ "$(docker inspect -f '{{.State.Health.Status}}' "$container")" = healthy ] && healthy=$((healthy + 1))
     done
-    $all && return 0
+    [ "$healthy" = 3 ] && return 0
     sleep 2
   done
-  for container in $("${compose[@]}" ps -q worker); do
+  for container in $("${compose[@]}" ps -a -q worker); do
     docker inspect -f '{{.Name}}: {{.State.Health.Status}} {{range .State.Health.Log}}{{.ExitCode}} {{.Output}}{{end}}' "$container"
   done
   return 1

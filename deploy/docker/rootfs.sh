@@ -54,19 +54,21 @@ pushworker:x:10001:
 nogroup:x:65534:
 EOF
 printf 'passwd: files\ngroup: files\nhosts: files dns\n' > "$rootfs/etc/nsswitch.conf"
-mkdir -p "$rootfs/tmp" "$rootfs/etc/pushworker" "$rootfs/var/lib/pushworker"
+# /var/lib/pushworker, the worker's own (and working) directory, is added by the Dockerfile with
+# its owner: a COPY makes what it copies root's.
+mkdir -p "$rootfs/tmp" "$rootfs/etc/pushworker"
 chmod 1777 "$rootfs/tmp"
-chown 10001:10001 "$rootfs/var/lib/pushworker"
 
 # What scanners read: the release, each package's status (var/lib/dpkg/status.d, one file per
 # package) and its copyright.
-cp /etc/os-release "$rootfs/etc/os-release"
+cp /etc/os-release /etc/debian_version "$rootfs/etc/"
 mkdir -p "$rootfs/var/lib/dpkg/status.d"
 for file in $taken /etc/ssl/certs/ca-certificates.crt; do
   dpkg -S "$file" 2>/dev/null || dpkg -S "$(echo "$file" | sed 's#^/usr/lib/#/lib/#')" 2>/dev/null || true
-done | cut -d: -f1 | sed 's/,.*//' | sort -u > /tmp/packages.txt
-# ca-certificates' bundle is made by update-ca-certificates, so no package lists it.
-echo ca-certificates >> /tmp/packages.txt
+done | sed 's/: \/.*//; s/,.*//' | sort -u > /tmp/packages.txt
+# ca-certificates' bundle is made by update-ca-certificates, so no package lists it; base-files
+# holds os-release and debian_version, by which scanners know the release.
+printf 'ca-certificates\nbase-files\n' >> /tmp/packages.txt
 for package in $(sort -u /tmp/packages.txt); do
   name="${package%%:*}"
   dpkg-query -s "$package" > "$rootfs/var/lib/dpkg/status.d/$name"
