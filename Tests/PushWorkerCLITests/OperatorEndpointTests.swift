@@ -173,16 +173,9 @@ struct OperatorEndpointTests {
         #expect(gone.status == 1 && gone.standardError.contains("http://127.0.0.1:\(metricsPort)/readyz: cannot connect to 127.0.0.1:\(metricsPort)"), "\(gone.standardError)")
         let gone6 = try Program.run(["health", "--url", "http://[::1]:\(metricsPort)", "--timeout", "3"])
         #expect(gone6.status == 1 && gone6.standardError.contains("http://[::1]:\(metricsPort)/readyz: cannot connect to ::1:\(metricsPort)"), "\(gone6.standardError)")
-        // A listener that accepts (the kernel's backlog) and never answers: no answer within --timeout.
-        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(silent) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, length) == 0 && listen(silent, 4) == 0 && getsockname(silent, $0, &length) == 0 } }
-        #expect(bound)
-        let silentPort = Int(UInt16(bigEndian: address.sin_port))
+        // A listener whose kernel completes the handshake and which never answers.
+        let silent = try SilentListener()
+        let silentPort = silent.port
         let hung = try Program.run(["health", "--url", "http://127.0.0.1:\(silentPort)", "--timeout", "1"])
         #expect(hung.status == 1 && hung.standardError.contains("http://127.0.0.1:\(silentPort)/readyz: no answer within 1.0 s"), "\(hung.standardError)")
         // PUSHWORKER_METRICS_ADDRESS is asked without the file.

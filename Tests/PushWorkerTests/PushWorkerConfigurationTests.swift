@@ -8,9 +8,7 @@ import Testing
 @Suite("Configuration: apps")
 struct PushWorkerConfigurationTests {
     private func temporaryFile(_ text: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pw-\(UUID().uuidString.prefix(8)).yaml").path
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-        return path
+        try TemporaryFile.write(text, suffix: ".yaml")
     }
 
     @Test("token and certificate apps load, with keys from files and the environment")
