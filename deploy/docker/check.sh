@@ -33,7 +33,6 @@
 #   KEEP=1         leave the stack (and so the engine) running
 #   KEEP_ENGINE=1  leave an engine this script started running
 #   KEEP_BUILD=1   keep the build stage's images: the next run rebuilds only what changed
-#   BEFORE=REV     also build REV's Dockerfile on the same bases and print both sizes
 #   SOURCE=URL     the org.opencontainers.image.source label (default: git's origin remote)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -68,9 +67,9 @@ cleanup() {
   grep -o " $work/[^ ]*" /proc/mounts | sort -r | while read -r mounted; do umount -l "$mounted"; done
   rm -rf --one-file-system "$work"
   if [ "${KEEP_BUILD:-}" != 1 ] && docker info >/dev/null 2>&1; then
-    # The build stage (the Swift toolchain and the release build, ~4 GB): KEEP_BUILD=1 keeps it.
-    docker rmi pushworker:before >/dev/null 2>&1
-    docker image prune -f --filter label=pushworker.stage=build >/dev/null 2>&1
+    # The stages' images no tag names: the build stage (the release build, ~1 GB beyond the Swift
+    # image), the others, and earlier runs' images whose tags moved on. KEEP_BUILD=1 keeps them.
+    docker image prune -f --filter label=pushworker.stage >/dev/null 2>&1
     # BuildKit's cache is the engine's, shared with other projects: emptied only on an engine
     # started here.
     $engine_started_here && docker builder prune -f >/dev/null 2>&1
@@ -274,12 +273,6 @@ docker build "${build_args[@]}" --target mock-apns -t pushworker-mock-apns:local
 docker build "${build_args[@]}" --target pki -t pushworker-pki:local "$context" > "$work/build-pki.log" 2>&1 \
   || { tail -20 "$work/build-pki.log"; fail "docker build of the pki stage failed"; }
 step "built in $((SECONDS - build_started)) s"
-if [ -n "${BEFORE:-}" ]; then
-  # The same build stage (its layers cached), then that revision's runtime stage.
-  git show "$BEFORE:deploy/docker/Dockerfile" > "$work/Dockerfile.before" || fail "BEFORE=$BEFORE: no deploy/docker/Dockerfile there"
-  docker build --network host -f "$work/Dockerfile.before" --build-arg "SWIFT_IMAGE=$swift_base" -t pushworker:before "$context" > "$work/build-before.log" 2>&1 \
-    || { tail -20 "$work/build-before.log"; fail "docker build of $BEFORE's Dockerfile failed"; }
-fi
 
 # --- 4. the image itself ------------------------------------------------------------------------------
 step "image: user, read-only root, --version (every library loads), what it holds"
@@ -294,7 +287,7 @@ docker export "$container" | tar -t > "$work/image-files.txt"
 docker rm "$container" >/dev/null
 grep -qx 'usr/local/bin/pushworker' "$work/image-files.txt" || fail "no usr/local/bin/pushworker in the image"
 container="$(docker create pushworker:local)"
-home="$(docker export "$container" | tar -tv | awk '$NF == "var/lib/pushworker/" { print $2 }')"
+home="$(docker export "$container" | tar -tv --numeric-owner | awk '$NF == "var/lib/pushworker/" { print $2 }')"
 docker rm "$container" >/dev/null
 [ "$home" = 10001/10001 ] || fail "/var/lib/pushworker is owned by '$home', not the worker (10001)"
 ! grep -Eq '(^|/)(mock-apns|sh|bash|apt|dpkg)$' "$work/image-files.txt" || fail "the image holds $(grep -E '(^|/)(mock-apns|sh|bash|apt|dpkg)$' "$work/image-files.txt" | tr '\n' ' ')"
@@ -531,12 +524,6 @@ if empty:
 print(f"   {len(lines)} queries, every one with data")
 PY
 
-size="$(docker image inspect -f '{{.Size}}' pushworker:local)"
-mock_size="$(docker image inspect -f '{{.Size}}' pushworker-mock-apns:local)"
-base_size="$(docker image inspect -f '{{.Size}}' debian:bookworm-slim)"
-step "image pushworker:local: $((size / 1024 / 1024)) MiB, of which $((base_size / 1024 / 1024)) MiB is debian:bookworm-slim$(stand_in debian:bookworm-slim && echo ' (the stand-in)'); pushworker-mock-apns:local $((mock_size / 1024 / 1024)) MiB"
-if [ -n "${BEFORE:-}" ]; then
-  before_size="$(docker image inspect -f '{{.Size}}' pushworker:before)"
-  step "the image of $BEFORE's Dockerfile on the same bases: $((before_size / 1024 / 1024)) MiB; now $((size * 100 / before_size)) % of it"
-fi
+mib() { python3 -c "print(f'{$1 / 1048576:.1f}')"; }
+step "images: pushworker:local $(mib "$(docker image inspect -f '{{.Size}}' pushworker:local)") MiB ($(grep -vc '/$' "$work/image-files.txt") files, no base); pushworker-mock-apns:local $(mib "$(docker image inspect -f '{{.Size}}' pushworker-mock-apns:local)") MiB and pushworker-pki:local $(mib "$(docker image inspect -f '{{.Size}}' pushworker-pki:local)") MiB, on debian:bookworm-slim $(mib "$(docker image inspect -f '{{.Size}}' debian:bookworm-slim)") MiB$(stand_in debian:bookworm-slim && echo ' (the stand-in)')"
 step "all checks passed"
