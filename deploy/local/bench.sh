@@ -25,7 +25,8 @@
 #   deploy/local/bench.sh schedule [COUNT]   COUNT (default 100000) one-device jobs whose send_at is
 #                                   spread over the next minute (after SCHEDULE_LEAD seconds, 20):
 #                                   each one's release lag, send_at to summary (p50, p99, worst), on
-#                                   SQLite and then on PostgreSQL, with the worker's CPU per job
+#                                   SQLite and then on PostgreSQL (SCHEDULE_LEDGERS="sqlite"), with
+#                                   the worker's CPU per job; NOW_PREFETCH sets lanes.now_prefetch
 #   deploy/local/bench.sh cancel [COUNT]   a COUNT-device job (default 200000, results: all) cancelled
 #                                   once a quarter of its devices have their result: how many were
 #                                   delivered after the cancel returned (SQLite ledger)
@@ -199,7 +200,7 @@ if [ "$mode" = schedule ]; then
   if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
   trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
   base="$(deploy/local/postgres.sh url)"
-  for ledger in sqlite postgres; do
+  for ledger in ${SCHEDULE_LEDGERS:-sqlite postgres}; do
     extra=()
     if [ "$ledger" = postgres ]; then
       database="bench_schedule_$(date +%s%N)"
@@ -207,6 +208,7 @@ if [ "$mode" = schedule ]; then
       extra=(--postgres-url "${base%/*}/$database")
     fi
     echo "== pushworker-bench e2e --schedule $count --schedule-over ${SCHEDULE_OVER:-60} --ledger $ledger"
+    [ -z "${NOW_PREFETCH:-}" ] || extra+=(--now-prefetch "$NOW_PREFETCH")
     "$bin/pushworker-bench" e2e --schedule "$count" --schedule-over "${SCHEDULE_OVER:-60}" --schedule-lead "${SCHEDULE_LEAD:-20}" \
       --ledger "$ledger" "${extra[@]}" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" \
       --jobs 0 --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app
