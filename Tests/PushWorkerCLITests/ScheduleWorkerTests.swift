@@ -86,4 +86,48 @@ struct ScheduleWorkerTests {
         await base.publisher.close()
         try? await base.mock.shutdown()
     }
+
+    @Test("a job released at its time goes out beside a backlog of jobs still to be held, not behind it")
+    func releaseBesideBacklog() async throws {
+        let (_, registry) = try await RegistryWorkerTests.Kind.sqlite.make()
+        let running = try await RegistryWorkerTests.Running.start(registry: registry)
+        let base = running.base
+        let sendAt = Date().addingTimeInterval(20)
+        try await base.publish(Self.job("due", sendAt: sendAt, tokens: [1]))
+        let held = try #require(try await JobContractTests.Running.reply(from: running.results).summary)
+        #expect(held.jobID == "due" && held.scheduledFor != nil)
+        // With the worker away, a backlog of jobs to hold fills the jobs queue, and the due job's
+        // time passes. The next worker releases it while the backlog is still being held: on the
+        // jobs queue it would wait behind all of them.
+        #expect(try await running.worker.stop() == 0)
+        let backlog = 1_000
+        for index in 0..<backlog {
+            try await base.publish(Self.job("later-\(index)", sendAt: Date().addingTimeInterval(7_200), tokens: [2]))
+        }
+        while Date() < sendAt { try await Task.sleep(for: .milliseconds(200)) }
+        let next = try RunningProgram.worker(config: running.setup.config)
+        var heldBefore = 0, heldAll = 0, sent: JobSummary?
+        while sent == nil || heldAll < backlog {
+            let reply = try await JobContractTests.Running.reply(from: running.results)
+            guard let summary = reply.summary else { continue }
+            if summary.jobID == "due" {
+                sent = summary
+                heldBefore = heldAll
+            } else {
+                #expect(summary.scheduledFor != nil, "\(summary.jobID) held")
+                heldAll += 1
+            }
+        }
+        #expect(sent?.outcomes == [.delivered: 1])
+        // Behind the backlog, all of it (less the now lane's prefetch) would be held first.
+        #expect(heldBefore < backlog / 2, "the released job waited behind \(heldBefore) of the \(backlog) jobs to hold")
+        #expect(base.mock.deliveryCounts == [Self.token(1): 1])
+
+        #expect(try await next.stop() == 0, "\(next.log)")
+        await running.answers.close()
+        await base.dead.close()
+        await base.results.close()
+        await base.publisher.close()
+        try? await base.mock.shutdown()
+    }
 }

@@ -90,18 +90,18 @@ struct WorkerAssemblyTests {
         #expect(Set(assembly.tokenSources.all.map(ObjectIdentifier.init)) == Set(sources.values.flatMap { $0 }))
     }
 
-    @Test("the lanes consume the jobs queue and each app's bulk queue by its weight; the broker plan declares every bulk queue; an admission per app")
+    @Test("the now lane consumes the jobs and due queues, the bulk lane each app's bulk queue by its weight; the broker plan declares every bulk queue; an admission per app")
     func lanesAndTopology() throws {
         let plan = try Self.plan()
         let assembly = WorkerAssembly(plan, apns: ScriptedParts().apns, logger: Logger(label: "test.assembly"))
         defer { assembly.shutdown() }
         let lanes = assembly.lanes
         #expect(lanes.map(\.lane) == [.now, .bulk])
-        #expect(lanes[0].queues.map(\.name) == ["t.jobs"] && lanes[0].queues.map(\.prefetch) == [16])
+        #expect(lanes[0].queues.map(\.name) == ["t.jobs", "t.jobs.due"] && lanes[0].queues.map(\.prefetch) == [16, 16])
         #expect(lanes[1].queues.map(\.name) == ["t.jobs.bulk.news", "t.jobs.bulk.sport", "t.jobs.bulk.chat"])
         #expect(lanes[1].queues.map(\.prefetch) == [4, 4, 12], "amqp.prefetch × weight")
         let declared = Set(plan.broker.amqp.topology.queues.map(\.name))
-        #expect(declared.isSuperset(of: ["t.jobs", "t.results", "t.jobs.bulk.news", "t.jobs.bulk.sport", "t.jobs.bulk.chat"]))
+        #expect(declared.isSuperset(of: ["t.jobs", "t.jobs.due", "t.results", "t.jobs.bulk.news", "t.jobs.bulk.sport", "t.jobs.bulk.chat"]))
         #expect(assembly.apps.map(\.plan.maxInFlight) == [40, AppConfiguration.defaultMaxInFlight, AppConfiguration.defaultMaxInFlight])
         #expect(assembly.apps.map(\.plan.bundleID) == ["com.example.news", "com.example.sport", "com.example.chat"])
     }

@@ -110,6 +110,11 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// The bulk lane's queue for `app`'s chunks.
         public func bulkJobs(app: String) -> String { "\(bulkJobs).\(app)" }
 
+        /// Where the schedule releases jobs at their `send_at`: the now lane consumes it beside
+        /// `jobs`, so a job due now never waits behind a burst of jobs still to be held (100,000
+        /// scheduled for the next minute would otherwise queue its own releases behind them).
+        public var dueJobs: String { "\(jobs).due" }
+
         /// The delayed retry queue for a pause of `milliseconds`.
         public func retryQueue(milliseconds: Int) -> String { "\(jobs).retry.\(milliseconds)ms" }
     }
@@ -151,6 +156,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             ],
             queues: [
                 .durable(names.jobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
+                .durable(names.dueJobs, quorum: true, deliveryLimit: names.deliveryLimit, deadLetterExchange: names.deadLetterExchange),
                 .durable(names.deadLetters, quorum: true),
                 .durable(names.results, quorum: names.resultsType == .quorum),
             ] + retryDelaysMilliseconds.map {

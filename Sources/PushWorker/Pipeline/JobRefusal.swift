@@ -12,8 +12,9 @@ struct JobRefusal: Sendable {
     let logger: Logger
 
     func refuse(_ delivery: JobDelivery, _ error: JobError) async -> JobSettlement {
-        // The queue a replayed dead letter goes back to: an app's bulk queue for a chunk.
-        let queue = lane == .bulk ? delivery.queue ?? queues.bulkJobs : queues.jobs
+        // The queue a replayed dead letter goes back to: the one it came from (an app's bulk
+        // queue for a chunk, the due queue for a released job), else the jobs queue.
+        let queue = delivery.queue ?? (lane == .bulk ? queues.bulkJobs : queues.jobs)
         // A body that was held names its job; a streamed one (over 1 MiB) was never held whole.
         let names = delivery.streamed == nil ? JobDecoder.names(in: delivery.body) : JobDecoder.Names()
         let jobID = names.id ?? delivery.properties.messageID ?? "unknown"

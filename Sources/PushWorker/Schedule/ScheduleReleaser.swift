@@ -4,7 +4,9 @@ import Registry
 import ServiceLifecycle
 
 /// Releases the schedule's jobs at their time: every `pollInterval` it takes the jobs due (a
-/// lease the store gives it alone), publishes each to the jobs queue, confirmed, marked as
+/// lease the store gives it alone), publishes each to the due queue (`push.jobs.due`, which the
+/// now lane takes beside `push.jobs`, so a burst of jobs still to be held never delays a
+/// release), confirmed, marked as
 /// released so that no worker holds it again, and marks them released in the store. Every worker
 /// runs one; the store shares the due jobs out. A worker that dies between the publish and the
 /// mark leaves its jobs to be taken again after the lease: such a job may reach the queue twice,
@@ -100,7 +102,7 @@ public final class ScheduleReleaser: Service, Sendable {
         var headers: AMQPTable = [WireHeader.released: .int64(now), WireHeader.enqueuedAt: .int64(now)]
         if job.releases > 1 { headers[WireHeader.mayRepeat] = .int64(1) }
         if let chunk = job.chunk { headers[WireHeader.chunk] = .string(chunk) }
-        return .toQueue(queues.jobs, body: Array(job.body.utf8), properties: AMQPProperties(
+        return .toQueue(queues.dueJobs, body: Array(job.body.utf8), properties: AMQPProperties(
             contentType: "application/json", headers: headers, persistent: true, replyTo: job.replyTo, messageID: job.jobID,
             timestamp: UInt64(now / 1000)))
     }
@@ -113,7 +115,7 @@ public final class ScheduleReleaser: Service, Sendable {
             return try await connect()
         }, abandoned: { publisher in await publisher.close() })
         guard let publisher = published else { return }
-        logger.info("scheduled jobs released from the store", metadata: ["queue": "\(queues.jobs)", "poll_ms": "\(Self.pollInterval.components.attoseconds / 1_000_000_000_000_000)"])
+        logger.info("scheduled jobs released from the store", metadata: ["queue": "\(queues.dueJobs)", "poll_ms": "\(Self.pollInterval.components.attoseconds / 1_000_000_000_000_000)"])
         let last = await cancelWhenGracefulShutdown { await self.releaseUntilCancelled(publisher) }
         await last.close()
     }

@@ -53,11 +53,11 @@ struct SchedulePipelineTests {
             await pipeline.run(JobDelivery(body: Array(json.utf8), properties: properties))
         }
 
-        /// Runs what the releaser put on the jobs queue through the pipeline, as a worker would.
+        /// Runs what the releaser put on the due queue through the pipeline, as a worker would.
         func runReleased() async -> [JobSettlement] {
             var settlements: [JobSettlement] = []
-            for message in publisher.messages(to: "push.jobs") {
-                settlements.append(await pipeline.run(JobDelivery(body: message.body, properties: message.properties)))
+            for message in publisher.messages(to: "push.jobs.due") {
+                settlements.append(await pipeline.run(JobDelivery(body: message.body, properties: message.properties, queue: "push.jobs.due")))
             }
             return settlements
         }
@@ -86,7 +86,7 @@ struct SchedulePipelineTests {
         harness.advance(1)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 0, "released once")
-        let released = harness.publisher.messages(to: "push.jobs")
+        let released = harness.publisher.messages(to: "push.jobs.due")
         #expect(released.map(\.properties.messageID) == ["later", "later-2"])
         #expect(released.allSatisfy { $0.properties.headers?[WireHeader.released] != nil && $0.properties.persistent == true })
         #expect(await harness.runReleased() == [.acknowledge, .acknowledge])
@@ -159,7 +159,7 @@ struct SchedulePipelineTests {
         // Past the lease another releaser takes it again.
         harness.advance(2_000)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
-        let copy = try #require(harness.publisher.messages(to: "push.jobs").first)
+        let copy = try #require(harness.publisher.messages(to: "push.jobs.due").first)
         #expect(copy.properties.headers?[WireHeader.mayRepeat] != nil, "a second release may repeat the first")
         #expect(await harness.runReleased() == [.acknowledge])
         #expect(harness.sender.sent.count == 2, "the ledger holds both devices: nothing sent again")
