@@ -32,6 +32,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(help: "The app's HTTP/2 transport: nghttp2 or curl.") var transport: APNsTransport = .nghttp2
     @Option(name: .customLong("max-in-flight"), help: "The app's max_in_flight (devices in flight at once; default the worker's).") var maxInFlight: Int?
     @Option(name: .customLong("now-prefetch"), help: "The worker's lanes.now_prefetch (one-device jobs taken at once; default the worker's).") var nowPrefetch: Int?
+    @Option(name: .customLong("due-prefetch"), help: "The worker's lanes.due_prefetch (released jobs taken at once; default the worker's).") var duePrefetch: Int?
     @Flag(help: "Give the worker an SQLite registry of the same devices (N users in group 'all') and time the job again as a group job, in the same run.")
     var group = false
     @Flag(name: .customLong("group-first"), help: "With --group: time the group job before the explicit one (the second job of a run meets a busier broker).")
@@ -94,11 +95,13 @@ struct E2EBenchCommand: AsyncParsableCommand {
             let order = nodes[first...] + nodes[..<first]
             return "amqp: {urls: [\(order.map { "\"\($0)\"" }.joined(separator: ", "))], shuffle: false}"
         }
+        let lanesSettings = [nowPrefetch.map { "now_prefetch: \($0)" }, duePrefetch.map { "due_prefetch: \($0)" }].compactMap { $0 }
+        let lanesLine = lanesSettings.isEmpty ? "" : "lanes: {\(lanesSettings.joined(separator: ", "))}"
         /// The worker's configuration, with or without its metrics endpoint.
         func configurationText(metrics: Bool, worker index: Int = 0) -> String { """
             \(registryLine)
             metrics_address: \(metrics ? "127.0.0.1:\(metricsPort + index)" : "null")
-            \(nowPrefetch.map { "lanes: {now_prefetch: \($0)}" } ?? "")
+            \(lanesLine)
             \(amqpLine(index))
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry, results_type: \(resultsType.rawValue)}
             apps:

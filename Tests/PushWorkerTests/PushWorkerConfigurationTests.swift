@@ -176,6 +176,20 @@ struct PushWorkerConfigurationTests {
         #expect(try await none.openLedger(registry: nil, logger: logger) == nil)
     }
 
+    @Test("lanes.due_prefetch: 64 unless set; out of range is refused naming the key, by run and config check alike")
+    func duePrefetch() throws {
+        #expect(try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml").worker.lanes.duePrefetch == 64)
+        #expect(try PushWorkerConfiguration.parse("lanes: {due_prefetch: 200}\napps: []\n", file: "/tmp/f.yaml").worker.lanes.duePrefetch == 200)
+        let yaml = "lanes: {due_prefetch: 0}\napps: []\n"
+        #expect(throws: ConfigurationError.self) { try WorkerPlan(try PushWorkerConfiguration.parse(yaml, file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:]) }
+        do {
+            _ = try EffectiveConfiguration.check(try PushWorkerConfiguration.parse(yaml, file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:])
+            Issue.record("config check accepted \(yaml)")
+        } catch {
+            #expect("\(error)".contains("lanes.due_prefetch: 0 is not between 1 and 10000"), "\(error)")
+        }
+    }
+
     @Test("the /deliveries page: its token variable must be set and long, on an endpoint that serves, with a ledger; never printed")
     func deliveriesPage() throws {
         func plan(_ yaml: String, _ environment: [String: String]) throws -> WorkerPlan {

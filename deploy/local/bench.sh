@@ -26,7 +26,8 @@
 #                                   spread over the next minute (after SCHEDULE_LEAD seconds, 20):
 #                                   each one's release lag, send_at to summary (p50, p99, worst), on
 #                                   SQLite and then on PostgreSQL (SCHEDULE_LEDGERS="sqlite"), with
-#                                   the worker's CPU per job; NOW_PREFETCH sets lanes.now_prefetch
+#                                   the worker's CPU per job; NOW_PREFETCH sets lanes.now_prefetch,
+#                                   DUE_PREFETCH lanes.due_prefetch
 #   deploy/local/bench.sh cancel [COUNT]   a COUNT-device job (default 200000, results: all) cancelled
 #                                   once a quarter of its devices have their result: how many were
 #                                   delivered after the cancel returned (SQLite ledger)
@@ -209,6 +210,7 @@ if [ "$mode" = schedule ]; then
     fi
     echo "== pushworker-bench e2e --schedule $count --schedule-over ${SCHEDULE_OVER:-60} --ledger $ledger"
     [ -z "${NOW_PREFETCH:-}" ] || extra+=(--now-prefetch "$NOW_PREFETCH")
+    [ -z "${DUE_PREFETCH:-}" ] || extra+=(--due-prefetch "$DUE_PREFETCH")
     "$bin/pushworker-bench" e2e --schedule "$count" --schedule-over "${SCHEDULE_OVER:-60}" --schedule-lead "${SCHEDULE_LEAD:-20}" \
       --ledger "$ledger" "${extra[@]}" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" \
       --jobs 0 --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app

@@ -93,17 +93,18 @@ public struct WorkerAssembly: Sendable {
         }
         self.pipelineMaker = pipeline
         // What each lane consumes: the now lane `push.jobs` and the schedule's releases
-        // (`push.jobs.due`, each with the now lane's prefetch, so a release never waits behind jobs
-        // still to be held), the bulk lane each app's bulk queue by its weight, so one app's
+        // (`push.jobs.due`, with a prefetch of its own, so a release never waits behind jobs still
+        // to be held), the bulk lane each app's bulk queue by its weight, so one app's
         // broadcast neither waits behind another's nor takes all of the worker.
-        let nowPrefetch = UInt16(settings.lanes.nowPrefetch)
         let lanes = [
-            Worker.LanePlan(lane: .now, queues: [(settings.queues.jobs, nowPrefetch), (settings.queues.dueJobs, nowPrefetch)]) { pipeline(.now, $0) },
+            Worker.LanePlan(
+                lane: .now, queues: [(settings.queues.jobs, UInt16(settings.lanes.nowPrefetch)), (settings.queues.dueJobs, UInt16(settings.lanes.duePrefetch))]
+            ) { pipeline(.now, $0) },
             Worker.LanePlan(lane: .bulk, queues: apps.map { ($0.plan.bulkQueue, $0.plan.bulkPrefetch) }) { pipeline(.bulk, $0) },
         ]
         self.lanes = lanes
         let started: Logger.Metadata = [
-            "queue": "\(settings.queues.jobs)", "due_queue": "\(settings.queues.dueJobs)", "prefetch": "\(settings.lanes.nowPrefetch)",
+            "queue": "\(settings.queues.jobs)", "due_queue": "\(settings.queues.dueJobs)", "prefetch": "\(settings.lanes.nowPrefetch)", "due_prefetch": "\(settings.lanes.duePrefetch)",
             "bulk_queues": "\(settings.queues.bulkJobs).<app>", "bulk_prefetch": "\(settings.amqp.prefetch) × weight",
             "apps": "\(apps.map(\.plan.name).joined(separator: ","))", "ledger": "\(writer == nil ? "off" : "on")",
         ]

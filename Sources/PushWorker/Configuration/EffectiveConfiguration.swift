@@ -48,6 +48,7 @@ public enum EffectiveConfiguration {
             ])),
             ("lanes", mapping([
                 ("now_prefetch", scalar(settings.lanes.nowPrefetch)),
+                ("due_prefetch", scalar(settings.lanes.duePrefetch)),
                 ("now_max_devices", scalar(settings.nowMaxDevices)),
                 ("now_share_percent", scalar(settings.lanes.nowSharePercent)),
             ])),

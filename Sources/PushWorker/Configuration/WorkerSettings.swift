@@ -294,6 +294,10 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     public struct Lanes: Sendable, Decodable, Equatable {
         /// Now-lane jobs taken from the broker at once (and processed concurrently).
         public var nowPrefetch = 16
+        /// Released jobs (from `push.jobs.due`) the now lane takes at once, beside `nowPrefetch`:
+        /// jobs come due in bursts (a campaign's minute), mostly one device each, and 16 at a time
+        /// caps a worker at what 16 round trips allow (100,000 in a minute lagged 4.7 s at p99).
+        public var duePrefetch = 64
         /// Devices above which a job goes to the bulk lane as chunk jobs; nil: `chunk_size`.
         public var nowMaxDevices: Int?
         /// Percent of each app's `max_in_flight` kept for the now lane.
@@ -301,6 +305,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case nowPrefetch = "now_prefetch"
+            case duePrefetch = "due_prefetch"
             case nowMaxDevices = "now_max_devices"
             case nowSharePercent = "now_share_percent"
         }
@@ -311,6 +316,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             try KnownKeys.check(decoder, CodingKeys.self)
             let container = try decoder.container(keyedBy: CodingKeys.self)
             nowPrefetch = try container.decodeIfPresent(Int.self, forKey: .nowPrefetch) ?? nowPrefetch
+            duePrefetch = try container.decodeIfPresent(Int.self, forKey: .duePrefetch) ?? duePrefetch
             nowMaxDevices = try container.decodeIfPresent(Int.self, forKey: .nowMaxDevices)
             nowSharePercent = try container.decodeIfPresent(Int.self, forKey: .nowSharePercent) ?? nowSharePercent
         }
@@ -447,6 +453,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         }
         guard (1...10_000).contains(lanes.nowPrefetch) else {
             throw ConfigurationError(file: file, key: "lanes.now_prefetch", "\(lanes.nowPrefetch) is not between 1 and 10000")
+        }
+        guard (1...10_000).contains(lanes.duePrefetch) else {
+            throw ConfigurationError(file: file, key: "lanes.due_prefetch", "\(lanes.duePrefetch) is not between 1 and 10000")
         }
         if let most = lanes.nowMaxDevices, !(1...chunkSize).contains(most) {
             throw ConfigurationError(file: file, key: "lanes.now_max_devices", "\(most) is not between 1 and chunk_size (\(chunkSize)): a job that fits one chunk is sent where it is")
