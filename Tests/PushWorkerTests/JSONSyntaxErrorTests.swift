@@ -40,4 +40,13 @@ struct JSONSyntaxErrorTests {
         let object = try JSONSyntaxError.check(Data("{\"aps\": {\"alert\": \"hi\"}}".utf8))
         #expect((object as? [String: Any])?["aps"] != nil)
     }
+
+    @Test("a tree is written with sorted keys and slashes as they are; one that is not JSON (a date, NaN) gives nil, not a trap")
+    func written() throws {
+        let tree = try JSONDocument.parse(Array(#"{"b": [1, 2.5, true, null], "a": "x/y"}"#.utf8))
+        #expect(JSONDocument.bytes(tree).map { String(decoding: $0, as: UTF8.self) } == #"{"a":"x/y","b":[1,2.5,true,null]}"#)
+        #expect(JSONDocument.bytes("text").map { String(decoding: $0, as: UTF8.self) } == #""text""#)
+        #expect(JSONDocument.bytes(["a": Date()]) == nil)
+        #expect(JSONDocument.bytes(["a": [1, Double.nan]]) == nil)
+    }
 }

@@ -100,7 +100,7 @@ struct SchemaTests {
         }
     }
 
-    @Test("results and summaries as the worker encodes them pass their schemas")
+    @Test("results and summaries as the worker writes them pass their schemas; a summary's bytes are the encoder's")
     func published() throws {
         let encoder = JSONEncoder()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
@@ -145,10 +145,26 @@ struct SchemaTests {
         var chunk = JobSummary(jobID: "j", app: "demo", devices: 3, outcomes: [.delivered: 2, .failed: 1], durationMilliseconds: 12)
         chunk.chunk = "2/5"
         chunk.retrying = 1
-        let summaries = [
-            try write(chunk, "s1.json"),
-            try write(JobSummary(jobID: "bad", app: nil, devices: 0, outcomes: [:], error: JobError(.invalidField, field: "priority", "priority 7"), durationMilliseconds: 0), "s2.json"),
-        ]
-        #expect(try Self.validate("summary.schema.json", summaries) == ["valid", "valid"])
+        chunk.removed = 1
+        var held = JobSummary(jobID: "later", app: "demo", devices: 0, outcomes: [:], durationMilliseconds: 0)
+        held.scheduledFor = "2026-11-27T09:00:00Z"
+        var duplicate = JobSummary(jobID: "twice \"é\" \\", app: "demo", devices: 0, outcomes: [:], durationMilliseconds: 0)
+        duplicate.duplicateOf = "first/1"
+        var deferred = JobSummary(jobID: "q", app: "demo", devices: 4, outcomes: [.cancelled: 1, .filtered: 1, .expired: 1, .rejected: 1], durationMilliseconds: 7)
+        deferred.deferred = 2
+        let refused = JobSummary(jobID: "bad", app: nil, devices: 0, outcomes: [:], error: JobError(.invalidField, field: "priority", "priority 7"), durationMilliseconds: 0)
+        let fieldless = JobSummary(jobID: "bad", app: nil, devices: 0, outcomes: [:], error: JobError(.invalidJSON, field: nil, "not JSON: 'x' at 1"), durationMilliseconds: 0)
+        // The worker splices a summary's bytes; they are what the encoder makes of its Codable form.
+        let sorted = JSONEncoder()
+        sorted.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var summaries: [URL] = []
+        for (index, summary) in [chunk, refused, held, duplicate, deferred, fieldless].enumerated() {
+            #expect(String(decoding: summary.json, as: UTF8.self) == String(decoding: try sorted.encode(summary), as: UTF8.self))
+            #expect(try JSONDecoder().decode(JobSummary.self, from: Data(summary.json)) == summary)
+            let file = directory.appendingPathComponent("s\(index).json")
+            try Data(summary.json).write(to: file)
+            summaries.append(file)
+        }
+        #expect(try Self.validate("summary.schema.json", summaries) == Array(repeating: "valid", count: summaries.count))
     }
 }

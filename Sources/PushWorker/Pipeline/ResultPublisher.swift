@@ -4,7 +4,6 @@ import Foundation
 /// Publishes results and summaries, persistent and confirmed, with `correlation_id` = job id.
 public struct ResultPublisher: Sendable {
     private let publisher: any MessagePublishing
-    private let encoder: JSONEncoder
 
     /// About half a minute of retries, 100 ms doubling to 2 s, for a broker that is briefly away.
     static let outage = RetryPolicy(maxAttempts: 20, initialDelay: .milliseconds(100), maximumDelay: .seconds(2))
@@ -15,10 +14,6 @@ public struct ResultPublisher: Sendable {
 
     public init(publisher: any MessagePublishing) {
         self.publisher = publisher
-        let encoder = JSONEncoder()
-        // A summary is written from its type, as `JSONDocument` explains, with the same options.
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        self.encoder = encoder
     }
 
     public func publish(_ result: PushResult, to queue: String) async throws {
@@ -31,7 +26,7 @@ public struct ResultPublisher: Sendable {
     }
 
     public func publish(_ summary: JobSummary, to queue: String) async throws {
-        try await publish(Array(try encoder.encode(summary)), type: "summary", jobID: summary.jobID, to: queue)
+        try await publish(summary.json, type: "summary", jobID: summary.jobID, to: queue)
     }
 
     /// Publishes again while the broker is briefly away (a restart, a lost connection, a nack), so

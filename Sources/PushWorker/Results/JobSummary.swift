@@ -95,4 +95,60 @@ public struct JobSummary: Sendable, Hashable, Codable {
         try container.encode(scheduledFor, forKey: .scheduledFor)
         try container.encode(deferred, forKey: .deferred)
     }
+
+    /// The outcomes in the order a sorted-keys writer puts them.
+    private static let sortedOutcomes = Outcome.allCases.sorted { $0.rawValue < $1.rawValue }
+
+    /// The summary as the worker publishes it: the bytes `JSONEncoder` with sorted keys makes
+    /// from `encode(to:)` (a test holds them equal), spliced by hand, because a one-device job
+    /// has a summary each and the encoder was a tenth of such a job's CPU.
+    public var json: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256 + jobID.utf8.count + (error?.message.utf8.count ?? 0))
+        func string(_ text: String?) {
+            if let text { JSONText.appendString(text, to: &bytes) } else { bytes += "null".utf8 }
+        }
+        func number(_ value: Int) { bytes += String(value).utf8 }
+        bytes += #"{"app":"#.utf8
+        string(app)
+        bytes += #","chunk":"#.utf8
+        string(chunk)
+        bytes += #","deferred":"#.utf8
+        number(deferred)
+        bytes += #","devices":"#.utf8
+        number(devices)
+        bytes += #","duplicate_of":"#.utf8
+        string(duplicateOf)
+        bytes += #","duration_ms":"#.utf8
+        number(durationMilliseconds)
+        bytes += #","error":"#.utf8
+        if let error {
+            bytes += #"{"code":"#.utf8
+            string(error.code.rawValue)
+            bytes += #","field":"#.utf8
+            string(error.field)
+            bytes += #","message":"#.utf8
+            string(error.message)
+            bytes.append(UInt8(ascii: "}"))
+        } else {
+            bytes += "null".utf8
+        }
+        bytes += #","job_id":"#.utf8
+        string(jobID)
+        bytes += #","outcomes":{"#.utf8
+        for (index, outcome) in Self.sortedOutcomes.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            string(outcome.rawValue)
+            bytes.append(UInt8(ascii: ":"))
+            number(outcomes[outcome] ?? 0)
+        }
+        bytes += #"},"removed":"#.utf8
+        number(removed)
+        bytes += #","retrying":"#.utf8
+        number(retrying)
+        bytes += #","scheduled_for":"#.utf8
+        string(scheduledFor)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
 }
