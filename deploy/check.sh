@@ -32,16 +32,16 @@ assert all(d["apiVersion"] == "keda.sh/v1alpha1" for d in keda)
 auths = {d["metadata"]["name"] for d in keda if d["kind"] == "TriggerAuthentication"}
 (scaled,) = [d for d in keda if d["kind"] == "ScaledObject"]
 triggers = scaled["spec"]["triggers"]
-# The now lane's queue over AMQP, and every app's bulk queue summed over the management API.
+# The now lane's queues over AMQP, and every app's bulk queue summed over the management API.
 queues = [t["metadata"]["queueName"] for t in triggers]
-assert queues == ["push.jobs", r"^push\.jobs\.bulk\..+$"], queues
+assert queues == ["push.jobs", "push.jobs.due", r"^push\.jobs\.bulk\..+$"], queues
 assert all(t["type"] == "rabbitmq" for t in triggers)
-assert triggers[1]["metadata"]["useRegex"] == "true" and triggers[1]["metadata"]["protocol"] == "http", triggers[1]
+assert triggers[2]["metadata"]["useRegex"] == "true" and triggers[2]["metadata"]["protocol"] == "http", triggers[2]
 for t in triggers:
     assert t["authenticationRef"]["name"] in auths, (t["authenticationRef"], auths)
 compose = yaml.safe_load(open(sys.argv[2]))
 assert compose["services"]["worker"]["deploy"]["replicas"] == 3
-print("KEDA: ScaledObject on push.jobs and the bulk queues, each with its TriggerAuthentication; compose: services", ", ".join(compose["services"]))
+print("KEDA: ScaledObject on push.jobs, push.jobs.due and the bulk queues, each with its TriggerAuthentication; compose: services", ", ".join(compose["services"]))
 PY
 echo "== promtool check rules / test rules (deploy/prometheus)"
 command -v promtool >/dev/null || { echo "promtool is missing: apt-get install prometheus (deploy/local/install-deps.sh does)" >&2; exit 1; }

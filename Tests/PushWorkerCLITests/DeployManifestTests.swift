@@ -80,15 +80,16 @@ struct DeployManifestTests {
         // Both lanes: a worker busy with a broadcast's chunks leaves the jobs queue short. The
         // bulk trigger's pattern covers every app's bulk queue, and no other queue.
         let triggers = try #require(Self.dig(keda["ScaledObject"], "spec", "triggers") as? [[String: Any]])
-        #expect(triggers.count == 2)
+        #expect(triggers.count == 3)
         #expect(Self.dig(triggers.first, "metadata", "queueName") as? String == configuration.worker.queues.jobs)
+        #expect(Self.dig(triggers[1], "metadata", "queueName") as? String == configuration.worker.queues.dueJobs)
         let pattern = try #require(Self.dig(triggers.last, "metadata", "queueName") as? String)
         #expect(Self.dig(triggers.last, "metadata", "useRegex") as? String == "true" && Self.dig(triggers.last, "metadata", "operation") as? String == "sum")
         let bulk = try Regex(pattern)
         for app in configuration.apps {
             #expect(try bulk.wholeMatch(in: configuration.worker.queues.bulkJobs(app: app.name)) != nil, "\(pattern) misses \(app.name)")
         }
-        for other in [configuration.worker.queues.jobs, configuration.worker.queues.results, configuration.worker.queues.retryQueue(milliseconds: 5000)] {
+        for other in [configuration.worker.queues.jobs, configuration.worker.queues.dueJobs, configuration.worker.queues.results, configuration.worker.queues.retryQueue(milliseconds: 5000)] {
             #expect(try bulk.wholeMatch(in: other) == nil, "\(pattern) matches \(other)")
         }
         #expect(Self.dig(keda["ScaledObject"], "spec", "scaleTargetRef", "name") as? String == Self.dig(deployment, "metadata", "name") as? String)
