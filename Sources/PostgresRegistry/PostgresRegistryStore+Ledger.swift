@@ -45,27 +45,38 @@ extension PostgresRegistryStore: DeliveryLedger {
             PostgresQuery(unsafeSQL: "CREATE TABLE IF NOT EXISTS deliveries_\(day) PARTITION OF deliveries FOR VALUES IN (\(day))"), logger: logger)
     }
 
+    /// Two batches at once, each on a pooled connection: a device's admission slot comes back
+    /// when its batch commits, so a batch that waits for the one before it holds slots longer.
+    public var concurrentWrites: Int { 2 }
+
     public func write(_ records: [DeliveryRecord]) async throws(RegistryError) {
         guard !records.isEmpty else { return }
         let days = Set(records.map { DeliveryRecord.day(ofMilliseconds: $0.at) })
-        let known = ledgerDays.withLock { $0 }
-        try await transaction { connection in
-            for day in days.subtracting(known).sorted() { try await self.ensurePartition(day, on: connection) }
-            // COPY is the cheapest way in for the server (no statement to plan, no JSON to parse),
-            // but it cannot skip a record already there. That happens only when a chunk is done
-            // again after a crash between the ledger's commit and the broker's ack; then the batch
-            // goes in again as an INSERT that skips what the ledger holds.
-            try await connection.query("SAVEPOINT ledger_copy", logger: self.logger)
+        let missing = days.subtracting(ledgerDays.withLock { $0 })
+        if !missing.isEmpty {
+            try await transaction { connection in
+                for day in missing.sorted() { try await self.ensurePartition(day, on: connection) }
+            }
+            ledgerDays.withLock { $0.formUnion(missing) }
+        }
+        // COPY is the cheapest way in for the server (no statement to plan, no JSON to parse), and
+        // a statement is a transaction of its own: one round trip a batch, not a BEGIN, COPY and
+        // COMMIT. It cannot skip a record already there. That happens only when a chunk is done
+        // again after a crash between the ledger's commit and the broker's ack; then the batch
+        // goes in again as an INSERT that skips what the ledger holds (nothing of the COPY stays).
+        let duplicate: Bool = try await read { connection in
             do {
                 try await connection.copyFrom(table: "deliveries", columns: Self.copyColumns, logger: self.logger) { writer in
                     try await writer.write(LedgerCopyRows.buffer(records))
                 }
+                return false
             } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
-                try await connection.query("ROLLBACK TO SAVEPOINT ledger_copy", logger: self.logger)
-                try await self.insertSkippingKnown(records, on: connection)
+                return true
             }
         }
-        ledgerDays.withLock { $0.formUnion(days) }
+        if duplicate {
+            try await read { connection in try await self.insertSkippingKnown(records, on: connection) }
+        }
     }
 
     private func insertSkippingKnown(_ records: [DeliveryRecord], on connection: PostgresConnection) async throws {

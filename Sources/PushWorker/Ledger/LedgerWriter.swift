@@ -71,11 +71,21 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
     public func run() async throws {
         let expiry = Task { await expireDaily() }
         defer { expiry.cancel() }
+        let concurrent = max(1, ledger.concurrentWrites)
         await withGracefulShutdownHandler {
+            // Up to `concurrent` batches are written at once, and each is marked written only
+            // after the one before it: a job's `sync` waits for every record appended before it.
+            var writing: [Task<Void, Never>] = []
             while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize) {
-                await write(batch)
-                buffer.written(batch.count, callbacks: callbacks)
+                let before = writing.last
+                writing.append(Task {
+                    await self.write(batch)
+                    await before?.value
+                    self.buffer.written(batch.count, callbacks: callbacks)
+                })
+                if writing.count >= concurrent { await writing.removeFirst().value }
             }
+            for task in writing { await task.value }
             buffer.finish()
         } onGracefulShutdown: {
             self.buffer.close()

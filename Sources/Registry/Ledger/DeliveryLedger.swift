@@ -20,4 +20,12 @@ public protocol DeliveryLedger: Sendable {
     /// nil when it is taken now (the key was free, or last taken before `freeBefore`, or it is
     /// this same job's again and `again` — a redelivery); else the id of the job that holds it.
     func claim(key: String, app: String, job: String, again: Bool, now: Int64, freeBefore: Int64) async throws(RegistryError) -> String?
+    /// Batches the writer may have in flight at once: more than one only for a store whose
+    /// writes do not block a thread and go over connections of their own (a server's round trip
+    /// is then not spent waiting behind the batch before it).
+    var concurrentWrites: Int { get }
+}
+
+extension DeliveryLedger {
+    public var concurrentWrites: Int { 1 }
 }
