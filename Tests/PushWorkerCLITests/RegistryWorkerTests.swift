@@ -50,6 +50,15 @@ struct RegistryWorkerTests {
             return Running(base: base, answers: try await TestBroker.consumer(queue: replies, topology: AMQPTopology(queues: [.durable(replies)])))
         }
 
+        /// Closes the test's connections and the mock (the worker is the test's to stop).
+        func close() async {
+            await answers.close()
+            await base.dead.close()
+            await base.results.close()
+            await base.publisher.close()
+            try? await base.mock.shutdown()
+        }
+
         /// Publishes a command as any producer would and returns its answer.
         func send(_ json: String, id: String) async throws -> [String: Any] {
             try await publisher.publish(AMQPMessage(

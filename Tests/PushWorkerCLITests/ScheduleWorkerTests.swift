@@ -80,11 +80,7 @@ struct ScheduleWorkerTests {
             == ["at-30s": "released", "to-cancel": "cancelled", "next-hour": "cancelled"])
 
         #expect(try await next.stop() == 0, "\(next.log)")
-        await running.answers.close()
-        await base.dead.close()
-        await base.results.close()
-        await base.publisher.close()
-        try? await base.mock.shutdown()
+        await running.close()
     }
 
     @Test("a job released at its time goes out beside a backlog of jobs still to be held, not behind it")
@@ -124,10 +120,6 @@ struct ScheduleWorkerTests {
         #expect(base.mock.deliveryCounts == [Self.token(1): 1])
 
         #expect(try await next.stop() == 0, "\(next.log)")
-        await running.answers.close()
-        await base.dead.close()
-        await base.results.close()
-        await base.publisher.close()
-        try? await base.mock.shutdown()
+        await running.close()
     }
 }
