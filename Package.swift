@@ -255,7 +255,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "Registry", "PostgresRegistry", "APNsHTTP2", "MockAPNs", "AMQP", "SecretEnvironment", "TestSupport"],
+            dependencies: [
+                "PushWorker", "Registry", "PostgresRegistry", "APNsHTTP2", "MockAPNs", "AMQP", "SecretEnvironment", "TestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             resources: [.copy("Fixtures")]
         ),
         // Runs the built `pushworker` program as a process, the way operators and producers do.

@@ -54,6 +54,11 @@ struct JobContractTests {
 
         func stop() async throws {
             #expect(try await worker.stop() == 0, "\(worker.log)")
+            await close()
+        }
+
+        /// Closes the test's connections and the mock (for a test that stopped the worker itself).
+        func close() async {
             await dead.close()
             await results.close()
             await publisher.close()

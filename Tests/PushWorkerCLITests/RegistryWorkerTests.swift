@@ -53,10 +53,7 @@ struct RegistryWorkerTests {
         /// Closes the test's connections and the mock (the worker is the test's to stop).
         func close() async {
             await answers.close()
-            await base.dead.close()
-            await base.results.close()
-            await base.publisher.close()
-            try? await base.mock.shutdown()
+            await base.close()
         }
 
         /// Publishes a command as any producer would and returns its answer.

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PushWorker
 import Registry
+import ServiceLifecycle
 import Synchronization
 import Testing
 
@@ -13,14 +14,27 @@ struct LedgerWriterTests {
     /// of each write's start and end: the timing of a slow server, around a real store.
     final class HeldFirstWrite: DeliveryLedger {
         let store: SQLiteDeliveryLedger
-        let events: AsyncStream<String>
-        private let sink: AsyncStream<String>.Continuation
-        private let state = Mutex<(writes: Int, gate: CheckedContinuation<Void, Never>?, open: Bool)>((0, nil, false))
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString.prefix(8)).db").path
+        private let state = Mutex<(writes: Int, gate: CheckedContinuation<Void, Never>?, open: Bool, events: [String])>((0, nil, false, []))
 
         init() throws {
-            store = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString.prefix(8)).db").path)
-            (events, sink) = AsyncStream<String>.makeStream()
+            store = try SQLiteDeliveryLedger(path: path)
         }
+
+        var events: [String] { state.withLock { $0.events } }
+
+        /// Whether `event` happened; gives up after `limit` without it (a deadline on a wait
+        /// for one step, not on the test).
+        func saw(_ event: String, within limit: Duration = .seconds(30)) async -> Bool {
+            let clock = ContinuousClock(), end = clock.now + limit
+            while clock.now < end {
+                if events.contains(event) { return true }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return events.contains(event)
+        }
+
+        private func record(_ event: String) { state.withLock { $0.events.append(event) } }
 
         var concurrentWrites: Int { 2 }
 
@@ -38,7 +52,7 @@ struct LedgerWriterTests {
                 state.writes += 1
                 return state.writes
             }
-            sink.yield("start \(number)")
+            record("start \(number)")
             if number == 1 {
                 await withCheckedContinuation { continuation in
                     let now = state.withLock { state in
@@ -50,7 +64,7 @@ struct LedgerWriterTests {
                 }
             }
             try await store.write(records)
-            sink.yield("end \(number)")
+            record("end \(number)")
         }
 
         func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord] {
@@ -73,16 +87,16 @@ struct LedgerWriterTests {
     @Test("two batches in flight: the second, committed first, gives its slots back and ends a sync only after the first")
     func inOrder() async throws {
         let ledger = try HeldFirstWrite()
-        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: Logger(label: "test.writer"))
-        let running = Task { try await writer.run() }
-        defer { running.cancel() }
-        var events = ledger.events.makeAsyncIterator()
+        defer { try? FileManager.default.removeItem(atPath: ledger.path) }
+        let logger = Logger(label: "test.writer")
+        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: logger)
+        let group = ServiceGroup(services: [writer], logger: logger)
+        let running = Task { try await group.run() }
         let given = Mutex<[String]>([])
         await writer.append(Self.record("a")) { given.withLock { $0.append("a") } }
-        #expect(await events.next() == "start 1")
+        #expect(await ledger.saw("start 1"))
         await writer.append(Self.record("b")) { given.withLock { $0.append("b") } }
-        #expect(await events.next() == "start 2")
-        #expect(await events.next() == "end 2", "the second batch is written while the first is held")
+        #expect(await ledger.saw("end 2"), "the second batch is written while the first is held: \(ledger.events)")
         let synced = Task {
             await writer.sync()
             return given.withLock { $0 }
@@ -92,8 +106,10 @@ struct LedgerWriterTests {
         try await Task.sleep(for: .milliseconds(50))
         #expect(given.withLock { $0 }.isEmpty, "b's slot came back before a was written")
         ledger.open()
-        #expect(await events.next() == "end 1")
+        #expect(await ledger.saw("end 1"))
         #expect(await synced.value == ["a", "b"])
         #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b"]).count == 2)
+        await group.triggerGracefulShutdown()
+        try await running.value
     }
 }

@@ -153,7 +153,7 @@ struct SchemaTests {
         var deferred = JobSummary(jobID: "q", app: "demo", devices: 4, outcomes: [.cancelled: 1, .filtered: 1, .expired: 1, .rejected: 1], durationMilliseconds: 7)
         deferred.deferred = 2
         let refused = JobSummary(jobID: "bad", app: nil, devices: 0, outcomes: [:], error: JobError(.invalidField, field: "priority", "priority 7"), durationMilliseconds: 0)
-        let fieldless = JobSummary(jobID: "bad", app: nil, devices: 0, outcomes: [:], error: JobError(.invalidJSON, field: nil, "not JSON: 'x' at 1"), durationMilliseconds: 0)
+        let fieldless = JobSummary(jobID: "bad\ttab", app: nil, devices: 0, outcomes: [:], error: JobError(.invalidJSON, field: nil, "not JSON:\n'x' at 1\r\u{08}\u{0C}\u{01}\u{1F}"), durationMilliseconds: 0)
         // The worker splices a summary's bytes; they are what the encoder makes of its Codable form.
         let sorted = JSONEncoder()
         sorted.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

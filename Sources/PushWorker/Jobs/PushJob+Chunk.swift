@@ -75,6 +75,12 @@ enum JSONText {
             switch byte {
             case UInt8(ascii: "\""): bytes += #"\""#.utf8
             case UInt8(ascii: "\\"): bytes += #"\\"#.utf8
+            // The short forms, as JSONEncoder and JSONSerialization write them.
+            case 0x0A: bytes += #"\n"#.utf8
+            case 0x09: bytes += #"\t"#.utf8
+            case 0x0D: bytes += #"\r"#.utf8
+            case 0x08: bytes += #"\b"#.utf8
+            case 0x0C: bytes += #"\f"#.utf8
             case 0x00..<0x20:
                 bytes += #"\u00"#.utf8
                 bytes.append(hexDigits[Int(byte >> 4)])

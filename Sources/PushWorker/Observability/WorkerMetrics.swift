@@ -22,7 +22,7 @@ public final class WorkerMetrics: Sendable {
         case movedToBulk = "moved_to_bulk"
         /// Its idempotency key was taken by an earlier job: nothing sent, a summary naming it.
         case duplicate
-        /// Its `send_at` is ahead: held in the schedule, released to the jobs queue at its time.
+        /// Its `send_at` is ahead: held in the schedule, released to the due queue at its time.
         case scheduled
     }
 
@@ -103,7 +103,7 @@ public final class WorkerMetrics: Sendable {
         deadLetters.increment([queue, code])
     }
 
-    /// A scheduled job published to the jobs queue, `lag` after its `send_at`.
+    /// A scheduled job published to the due queue, `lag` after its `send_at`.
     func scheduleReleased(lagMilliseconds: Int64, app: String) {
         releaseLags.record(app, .milliseconds(lagMilliseconds))
     }

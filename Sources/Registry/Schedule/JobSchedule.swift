@@ -9,7 +9,7 @@ public protocol JobSchedule: Sendable {
     /// release until `leaseUntil`: a job whose worker died mid-release is taken again once that
     /// time passes. Two workers asking at once never take the same job.
     func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [ScheduledJob]
-    /// Marks jobs released (their messages are confirmed on the jobs queue).
+    /// Marks jobs released (their messages are confirmed on the due queue).
     func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError)
     /// Cancels a waiting job, or the chunks not yet sent of a job sending, named by its id or its
     /// idempotency key (within `app` when named); a job held in the schedule is looked for first.

@@ -1,11 +1,11 @@
 /// A job held until its `send_at`: its body as the producer sent it, which a worker publishes
-/// again to the jobs queue at its time. Held in the store, not in a worker's memory or as a
+/// again to the due queue (`push.jobs.due`) at its time. Held in the store, not in a worker's memory or as a
 /// message's TTL, so it is released on time whichever workers are running then.
 public struct ScheduledJob: Sendable, Hashable {
     public enum State: String, Sendable {
         /// Held: released at `releaseAt`.
         case waiting
-        /// Published to the jobs queue (confirmed) at `releasedAt`.
+        /// Published to the due queue (confirmed) at `releasedAt`.
         case released
         /// Cancelled before its release, at `cancelledAt`.
         case cancelled

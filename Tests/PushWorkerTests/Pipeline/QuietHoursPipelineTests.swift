@@ -88,7 +88,7 @@ struct QuietHoursPipelineTests {
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 0)
         harness.advance(1)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
-        let part = try #require(harness.publisher.messages(to: "push.jobs.due").first)
+        let part = try #require(harness.publisher.messages(to: WorkerSettings().queues.dueJobs).first)
         #expect(part.properties.headers?[WireHeader.chunk]?.stringValue == JobPipeline.deferredChunk)
         #expect(await harness.bulk.run(JobDelivery(body: part.body, properties: part.properties)) == .acknowledge)
         #expect(harness.sender.sent.map(\.deviceToken).last == Self.token(1) && harness.sender.sent.count == 3)
@@ -156,14 +156,14 @@ struct QuietHoursPipelineTests {
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 0)
         harness.advance(1)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
-        for part in harness.publisher.messages(to: "push.jobs.due") {
+        for part in harness.publisher.messages(to: WorkerSettings().queues.dueJobs) {
             #expect(part.properties.headers?[WireHeader.chunk]?.stringValue == JobPipeline.localChunk)
             #expect(await harness.bulk.run(JobDelivery(body: part.body, properties: part.properties)) == .acknowledge)
         }
         #expect(Set(harness.sender.sent.map(\.deviceToken)) == [Self.token(1), Self.token(2), Self.token(9)], "Berlin: ada, bob (the app's zone), the unknown token")
         harness.advance(6 * 3_600_000)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
-        let newYork = try #require(harness.publisher.messages(to: "push.jobs.due").last)
+        let newYork = try #require(harness.publisher.messages(to: WorkerSettings().queues.dueJobs).last)
         #expect(await harness.bulk.run(JobDelivery(body: newYork.body, properties: newYork.properties)) == .acknowledge)
         #expect(harness.sender.sent.count == 5 && Set(harness.sender.sent.suffix(2).map(\.deviceToken)) == [Self.token(3), Self.token(4)])
         let parts = try harness.publisher.summaries(to: Self.results).dropFirst()

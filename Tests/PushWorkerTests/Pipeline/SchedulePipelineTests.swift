@@ -56,8 +56,8 @@ struct SchedulePipelineTests {
         /// Runs what the releaser put on the due queue through the pipeline, as a worker would.
         func runReleased() async -> [JobSettlement] {
             var settlements: [JobSettlement] = []
-            for message in publisher.messages(to: "push.jobs.due") {
-                settlements.append(await pipeline.run(JobDelivery(body: message.body, properties: message.properties, queue: "push.jobs.due")))
+            for message in publisher.messages(to: WorkerSettings().queues.dueJobs) {
+                settlements.append(await pipeline.run(JobDelivery(body: message.body, properties: message.properties, queue: WorkerSettings().queues.dueJobs)))
             }
             return settlements
         }
@@ -86,7 +86,7 @@ struct SchedulePipelineTests {
         harness.advance(1)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 0, "released once")
-        let released = harness.publisher.messages(to: "push.jobs.due")
+        let released = harness.publisher.messages(to: WorkerSettings().queues.dueJobs)
         #expect(released.map(\.properties.messageID) == ["later", "later-2"])
         #expect(released.allSatisfy { $0.properties.headers?[WireHeader.released] != nil && $0.properties.persistent == true })
         #expect(await harness.runReleased() == [.acknowledge, .acknowledge])
@@ -159,7 +159,7 @@ struct SchedulePipelineTests {
         // Past the lease another releaser takes it again.
         harness.advance(2_000)
         #expect(try await harness.releaser.releaseDue(via: harness.publisher) == 1)
-        let copy = try #require(harness.publisher.messages(to: "push.jobs.due").first)
+        let copy = try #require(harness.publisher.messages(to: WorkerSettings().queues.dueJobs).first)
         #expect(copy.properties.headers?[WireHeader.mayRepeat] != nil, "a second release may repeat the first")
         #expect(await harness.runReleased() == [.acknowledge])
         #expect(harness.sender.sent.count == 2, "the ledger holds both devices: nothing sent again")
