@@ -123,4 +123,53 @@ struct DeliveryLedgerTests {
         _ = try await ledger.expire(before: Self.now + 30 * hour)
         #expect(try await claim("after", now: Self.now + 27 * hour) == nil)
     }
+
+    @Test("a PostgreSQL ledger made by 0.4.1 (unique key led by the job, an index on the token) gets this version's indexes at start, its records and their uniqueness kept")
+    func postgresOldLayout() async throws {
+        let url = try await TestPostgres.freshDatabase()
+        let day = DeliveryRecord.day(ofMilliseconds: Self.now)
+        let token = TestDeviceTokens.hex(1, series: 0x1ED6)
+        // What prepareLedger of 0.4.1 made, and a record written then.
+        _ = try await TestPostgres.query([
+            """
+            CREATE TABLE deliveries(
+              job_id TEXT COLLATE "C" NOT NULL, app TEXT COLLATE "C" NOT NULL, token TEXT COLLATE "C" NOT NULL, chunk TEXT,
+              user_id TEXT COLLATE "C", outcome TEXT NOT NULL,
+              status INTEGER, reason TEXT, apns_id TEXT, apns_unique_id TEXT, attempts INTEGER NOT NULL, at BIGINT NOT NULL,
+              day BIGINT NOT NULL, channel TEXT, request_id TEXT,
+              UNIQUE (job_id, app, token, day)) PARTITION BY LIST (day)
+            """,
+            "CREATE INDEX deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL",
+            "CREATE INDEX deliveries_token ON deliveries(token, at)",
+            "CREATE TABLE deliveries_\(day) PARTITION OF deliveries FOR VALUES IN (\(day))",
+            """
+            INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, apns_id, attempts, at, day)
+            VALUES ('j-old', 'demo', '\(token)', '1/2', 'u-1', 'delivered', 200, 'apns-1', 1, \(Self.now), \(day))
+            """,
+        ], at: url)
+        let layout = """
+            SELECT string_agg(indexname || ' ' || regexp_replace(indexdef, '^.* USING ', ''), '; ' ORDER BY indexname)
+            FROM pg_indexes WHERE tablename = 'deliveries'
+            """
+        let expected = "deliveries_job btree (job_id, at); deliveries_once btree (token, job_id, app, day); deliveries_user btree (user_id, at) WHERE (user_id IS NOT NULL)"
+
+        let store = try await PostgresRegistryStore(url: url, logger: Logger(label: "test.ledger"))
+        try await store.prepareLedger()
+        #expect(try await TestPostgres.query([layout], at: url) == [expected])
+        #expect(try await TestPostgres.query(["SELECT COUNT(*)::TEXT FROM pg_indexes WHERE tablename = 'deliveries_\(day)'"], at: url) == ["3"],
+                "the day's partition has the same three")
+        try await store.prepareLedger()
+        #expect(try await TestPostgres.query([layout], at: url) == [expected], "a second start changes nothing")
+
+        try await store.write([Self.record("j-old", 1, outcome: "failed"), Self.record("j-old", 2)])
+        let found = try await store.finals(job: "j-old", app: "demo", tokens: [1, 2].map { TestDeviceTokens.hex($0, series: 0x1ED6) })
+        #expect(found[token] == Self.record("j-old", 1, user: "u-1"), "the record written before the upgrade stays as first written")
+        #expect(found.count == 2)
+        #expect(try await store.deliveries(DeliveryQuery(.job("j-old"))).count == 2)
+
+        // A new ledger has the same layout.
+        let fresh = try await TestPostgres.freshDatabase()
+        try await PostgresRegistryStore(url: fresh, logger: Logger(label: "test.ledger")).prepareLedger()
+        #expect(try await TestPostgres.query([layout], at: fresh) == [expected])
+    }
 }

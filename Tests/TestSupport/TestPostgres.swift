@@ -13,39 +13,55 @@ public enum TestPostgres {
 
     /// Creates a database of its own for one test and returns its URL.
     public static func freshDatabase() async throws -> String {
-        guard var components = URLComponents(string: url), let host = components.host else {
+        guard var components = URLComponents(string: url) else {
             throw Unavailable(description: "PUSHWORKER_TEST_POSTGRES_URL '\(url)' is not a postgres:// URL")
         }
         let name = "test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+        _ = try await query(["CREATE DATABASE \(name)"], at: url)
+        components.path = "/" + name
+        return components.string!
+    }
+
+    /// Runs `statements` in order on the database at `url` (each on its own, as a test sets up
+    /// what an older version left behind) and returns the last one's first column as text.
+    public static func query(_ statements: [String], at url: String) async throws -> [String] {
+        guard let components = URLComponents(string: url), let host = components.host else {
+            throw Unavailable(description: "PUSHWORKER_TEST_POSTGRES_URL '\(url)' is not a postgres:// URL")
+        }
         let configuration = PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
             database: String(components.path.dropFirst()), tls: .disable)
         let client = PostgresClient(configuration: configuration, backgroundLogger: Logger(label: "test.postgres"))
-        let created: Bool = try await withThrowingTaskGroup(of: Bool.self) { group in
+        let rows: [String]? = try await withThrowingTaskGroup(of: [String]?.self) { group in
             group.addTask {
                 await client.run()
-                return false
+                return nil
             }
             group.addTask {
-                try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
-                return true
+                var rows: [String] = []
+                for statement in statements {
+                    rows = []
+                    for try await row in try await client.query(PostgresQuery(unsafeSQL: statement)) {
+                        rows.append(try row.decode(String?.self) ?? "")
+                    }
+                }
+                return rows
             }
             group.addTask {
                 try await Task.sleep(for: .seconds(60))
-                return false
+                return nil
             }
-            var created = false
+            var rows: [String]?
             for try await result in group {
-                created = result
+                rows = result
                 break
             }
             group.cancelAll()
-            return created
+            return rows
         }
-        guard created else {
+        guard let rows else {
             throw Unavailable(description: "no PostgreSQL answers at \(url) (run deploy/local/postgres.sh start, or set PUSHWORKER_TEST_POSTGRES_URL)")
         }
-        components.path = "/" + name
-        return components.string!
+        return rows
     }
 }
