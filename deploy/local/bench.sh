@@ -146,9 +146,17 @@ verdict = 'the server was the bottleneck' if share > 0.9 else 'the server was no
 print(f'   $server_name: {cpu:.1f} CPU-s in {wall:.1f} s = {cpu / wall * 100:.0f}% of one core, {share * 100:.0f}% of the {usable} it can use: {verdict}')"
 }
 
+# The single node, started when it is not running. A run's queues are named
+# pushworker.bench.<id>.*, a new id each run, and the worker declares a dozen: a policy makes them
+# go once unused for two minutes, so runs do not pile up thousands of queues that slow the node.
+ensure_broker() {
+  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  deploy/local/rabbitmq.sh ctl set_policy --apply-to queues pushworker-bench-expiry '^pushworker\.bench\.' '{"expires":120000}' >/dev/null
+}
+
 if [ "$mode" = cluster ]; then
   cluster_started_here=false
-  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  ensure_broker
   if ! deploy/local/rabbitmq.sh cluster status >/dev/null 2>&1; then deploy/local/rabbitmq.sh cluster start >/dev/null; cluster_started_here=true; fi
   trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $cluster_started_here; then deploy/local/rabbitmq.sh cluster stop >/dev/null || true; fi' EXIT
   single_pids="$(deploy/local/rabbitmq.sh pid)"
@@ -177,7 +185,7 @@ fi
 
 if [ "$mode" = localtime ]; then
   [ -n "${2:-}" ] || count=1000000
-  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  ensure_broker
   echo "== pushworker-bench e2e --group --local-time --count $count"
   "$bin/pushworker-bench" e2e --group --local-time --count "$count" --transport "$transport" \
     --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --jobs 0 \
@@ -186,7 +194,7 @@ if [ "$mode" = localtime ]; then
 fi
 
 if [ "$mode" = cancel ]; then
-  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  ensure_broker
   echo "== pushworker-bench e2e --count $count --cancel-after $((count / 4)) --ledger sqlite"
   "$bin/pushworker-bench" e2e --count "$count" --cancel-after "$((count / 4))" --ledger sqlite --transport "$transport" \
     --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --jobs 0 \
@@ -196,7 +204,7 @@ fi
 
 if [ "$mode" = schedule ]; then
   [ -n "${2:-}" ] || count=100000
-  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  ensure_broker
   postgres_started_here=false
   if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
   trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
@@ -220,7 +228,7 @@ if [ "$mode" = schedule ]; then
 fi
 
 if [ "$mode" = ledger ]; then
-  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  ensure_broker
   postgres_started_here=false
   if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
   trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
@@ -250,7 +258,11 @@ if [ "$mode" = ledger ]; then
     after=$(postgres_cpu)
     python3 -c "print(f'   PostgreSQL CPU (server and backends): {$after - $before:.2f} s = {($after - $before) / $count * 1e6:.1f} µs per device')"
     mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
-    if [[ "$ledger" == postgres* ]]; then psql -q "$base" -c "DROP DATABASE IF EXISTS $database" || true; fi
+    if [[ "$ledger" == postgres* ]]; then
+      # Committed transactions in the run's database: the registry's reads, and one per ledger batch.
+      psql -tAq "$base" -c "SELECT 'PostgreSQL transactions committed: ' || xact_commit FROM pg_stat_database WHERE datname = '$database'" | sed 's/^/   /'
+      psql -q "$base" -c "DROP DATABASE IF EXISTS $database" || true
+    fi
   done
   rate() { grep -o '= [0-9]* devices/s' "$work/ledger-$1.txt" | grep -o '[0-9]*'; }
   cpu() { grep -o 'worker CPU [0-9.]* µs' "$work/ledger-$1.txt" | grep -o '[0-9.]*'; }
@@ -265,7 +277,7 @@ PY
 fi
 
 if [ "$mode" = lanes ]; then
-  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  ensure_broker
   count="${2:-300000}"
   echo "== pushworker-bench e2e --lanes --count $count --interval-ms ${INTERVAL_MS:-250} --connections $connections"
   server_cpu=$(cpu_of $mock_pid); wall=$(now)
@@ -285,10 +297,7 @@ if [ "$mode" = apns ]; then
     --payload-file "$work/payload.json" --token "$token_hex" | tee "$work/ours.txt"
   rate_pattern='= [0-9]* notifications/s'
 else
-  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then
-    deploy/local/rabbitmq.sh start >/dev/null
-    broker_started_here=true
-  fi
+  ensure_broker
   broker_pid="$(deploy/local/rabbitmq.sh pid)"
   if [ "$mode" = modes ]; then
     # One e2e run per results mode, each with a new worker (the large job only; the latency

@@ -2,7 +2,7 @@
 # Starts or stops user-space RabbitMQ nodes for tests, the demo and benchmarks, listening on
 # 127.0.0.1 only.
 #
-#   deploy/local/rabbitmq.sh start|stop|reset|status|url|pid
+#   deploy/local/rabbitmq.sh start|stop|reset|status|url|pid|ctl ARGS...
 #   deploy/local/rabbitmq.sh cluster start|stop|reset|status|urls|pids|kill N|restart N|stop-node N|start-node N|ctl N ARGS...
 #
 # PUSHWORKER_RABBITMQ_PORT      AMQP port (default 5672); TLS listens on PORT-1 (default 5671)
@@ -19,7 +19,8 @@
 # /tmp/pushworker-rabbitmq-cluster/N. `kill N` is a SIGKILL of node N's Erlang VM (a machine lost);
 # `restart N` stops it cleanly and starts it again (a rolling restart's step); `start-node N` brings
 # back a killed or stopped node, which rejoins the cluster by itself. `pid`/`pids`: the Erlang VMs'
-# process ids (for CPU figures); `ctl N ARGS`: rabbitmqctl against node N.
+# process ids (for CPU figures); `ctl N ARGS`: rabbitmqctl against node N (`ctl ARGS` without
+# `cluster`: against the single node).
 set -euo pipefail
 
 port="${PUSHWORKER_RABBITMQ_PORT:-5672}"
@@ -220,6 +221,7 @@ case "${1:-}" in
   status) running && echo running || { echo stopped; exit 1; } ;;
   url) echo "amqp://guest:guest@127.0.0.1:$port/" ;;
   pid) pid_of_node ;;
+  ctl) shift; ctl "$@" ;;
   cluster) shift; cluster_command "$@" ;;
   *) echo "usage: $0 start|stop|reset|status|url|pid|cluster ..." >&2; exit 2 ;;
 esac

@@ -158,7 +158,8 @@ final class LedgerBuffer: Sendable {
                 if state.finished { return (true, nil, true) }
                 guard state.pending.count < maximumPending || state.closed else { return (false, nil, false) }
                 state.pending += records
-                state.callbacks += Array(repeating: nil, count: max(records.count - 1, 0)) + [written]
+                if records.count > 1 { state.callbacks.append(contentsOf: repeatElement(nil, count: records.count - 1)) }
+                state.callbacks.append(written)
                 state.appended += records.count
                 defer { state.taker = nil }
                 return (true, state.taker, false)
@@ -195,10 +196,19 @@ final class LedgerBuffer: Sendable {
         while true {
             let taken = state.withLock { state -> (batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])?, end: Bool, room: [CheckedContinuation<Void, Never>]) in
                 guard !state.pending.isEmpty else { return (nil, state.closed, []) }
-                let n = min(count, state.pending.count)
-                let batch = (Array(state.pending.prefix(n)), Array(state.callbacks.prefix(n)))
-                state.pending.removeFirst(n)
-                state.callbacks.removeFirst(n)
+                let batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])
+                if state.pending.count <= count {
+                    // Mostly everything gathered goes: handed over whole, no record copied.
+                    batch = (state.pending, state.callbacks)
+                    state.pending = []
+                    state.callbacks = []
+                    state.pending.reserveCapacity(batch.records.count)
+                    state.callbacks.reserveCapacity(batch.records.count)
+                } else {
+                    batch = (Array(state.pending.prefix(count)), Array(state.callbacks.prefix(count)))
+                    state.pending.removeFirst(count)
+                    state.callbacks.removeFirst(count)
+                }
                 defer { state.roomWaiters = [] }
                 return (batch, false, state.roomWaiters)
             }
