@@ -235,7 +235,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RegistryTests",
-            dependencies: ["Registry", "RegistryAuth", "PostgresRegistry", "APNs", "TestSupport"]
+            dependencies: ["Registry", "RegistryAuth", "PostgresRegistry", "APNs", "TestSupport", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(
             name: "DeviceTokensTests",

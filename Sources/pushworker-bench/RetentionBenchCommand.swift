@@ -17,6 +17,8 @@ struct RetentionBenchCommand: AsyncParsableCommand {
     @Option(help: "An SQLite file to use (made); else --postgres.") var sqlite: String?
     @Option(help: "An empty PostgreSQL database's URL.") var postgres: String?
     @Option(help: "Records per write, as the worker's writer takes them at most.") var batch = 2_000
+    @Flag(help: "Fill the ledger, then stop: for its size on disk (the SQLite file's is printed; ask PostgreSQL for the partitions').")
+    var fillOnly = false
 
     func run() async throws {
         let ledger: any DeliveryLedger
@@ -47,6 +49,13 @@ struct RetentionBenchCommand: AsyncParsableCommand {
             written += count
         }
         print(String(format: "filled: %d records 40 days old in %.1f s", rows, (ContinuousClock.now - filling) / .seconds(1)))
+        if fillOnly {
+            if let sqlite {
+                let size = ["", "-wal"].compactMap { try? FileManager.default.attributesOfItem(atPath: sqlite + $0)[.size] as? Int }.reduce(0, +)
+                print(String(format: "SQLite file (with its WAL): %.1f MiB = %d bytes per record", Double(size) / 1_048_576, size / rows))
+            }
+            return
+        }
 
         /// Writes batches of today's records until `stop`; the latency of each, in ms.
         func writeBatches(until stop: @escaping @Sendable () -> Bool, offset: Int) async throws -> [Double] {

@@ -20,8 +20,9 @@
 #                                   and the broadcast's rate with them
 #   deploy/local/bench.sh ledger [COUNT]   e2e of a COUNT-device (default 200000) results: batched job
 #                                   with the delivery ledger off, on SQLite, and on PostgreSQL (its
-#                                   registry with the ledger off, then on): devices/s, worker and
-#                                   store CPU per device, worker peak memory, and the ratios
+#                                   registry with the ledger off, then on), ROUNDS (2) rounds in
+#                                   turns: devices/s, worker and store CPU per device, worker peak
+#                                   memory, and the ratios of the mean rates
 #   deploy/local/bench.sh schedule [COUNT]   COUNT (default 100000) one-device jobs whose send_at is
 #                                   spread over the next minute (after SCHEDULE_LEAD seconds, 20):
 #                                   each one's release lag, send_at to summary (p50, p99, worst), on
@@ -242,36 +243,55 @@ if [ "$mode" = ledger ]; then
     { awk -v t="$ticks" '{ printf "%.3f\n", ($14 + $15 + $16 + $17) / t }' "/proc/$postmaster/stat"
       for child in $(pgrep -P "$postmaster"); do cpu_of "$child" 2>/dev/null && echo; done; } | awk '{ total += $1 } END { printf "%.2f", total }'
   }
-  for ledger in off sqlite postgres-off postgres; do
-    extra=()
-    if [[ "$ledger" == postgres* ]]; then
-      database="bench_ledger_$(date +%s%N)"
-      psql -q "$base" -c "CREATE DATABASE $database"
-      extra=(--postgres-url "${base%/*}/$database")
-    fi
-    echo "== pushworker-bench e2e --results batched --ledger $ledger --count $count"
-    before=$(postgres_cpu); server_cpu=$(cpu_of $mock_pid); wall=$(now)
-    "$bin/pushworker-bench" e2e --results batched --ledger "$ledger" "${extra[@]}" --broker-pid "$broker_pid" --transport "$transport" \
-      --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs 0 \
-      --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app \
-      ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} | tee "$work/ledger-$ledger.txt"
-    after=$(postgres_cpu)
-    python3 -c "print(f'   PostgreSQL CPU (server and backends): {$after - $before:.2f} s = {($after - $before) / $count * 1e6:.1f} µs per device')"
-    mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
-    if [[ "$ledger" == postgres* ]]; then
-      # Committed transactions in the run's database: the registry's reads, and one per ledger batch.
-      psql -tAq "$base" -c "SELECT 'PostgreSQL transactions committed: ' || xact_commit FROM pg_stat_database WHERE datname = '$database'" | sed 's/^/   /'
-      psql -q "$base" -c "DROP DATABASE IF EXISTS $database" || true
-    fi
+  # ROUNDS (default 2) rounds, in turns (off, SQLite, PostgreSQL off, on; then the other way
+  # round; …), so that a machine that slows down or speeds up during the run weighs on both
+  # sides of each ratio alike. The ratios are of the mean rates.
+  rounds="${ROUNDS:-2}"
+  for round in $(seq "$rounds"); do
+    order="off sqlite postgres-off postgres"
+    if [ $((round % 2)) = 0 ]; then order="postgres postgres-off sqlite off"; fi
+    for ledger in $order; do
+      extra=()
+      if [[ "$ledger" == postgres* ]]; then
+        database="bench_ledger_$(date +%s%N)"
+        psql -q "$base" -c "CREATE DATABASE $database"
+        extra=(--postgres-url "${base%/*}/$database")
+      fi
+      echo "== round $round: pushworker-bench e2e --results batched --ledger $ledger --count $count"
+      before=$(postgres_cpu); server_cpu=$(cpu_of $mock_pid); wall=$(now)
+      "$bin/pushworker-bench" e2e --results batched --ledger "$ledger" "${extra[@]}" --broker-pid "$broker_pid" --transport "$transport" \
+        --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs 0 \
+        --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app \
+        ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} | tee "$work/ledger-$ledger-$round.txt"
+      after=$(postgres_cpu)
+      python3 -c "print(f'   PostgreSQL CPU (server and backends): {$after - $before:.2f} s = {($after - $before) / $count * 1e6:.1f} µs per device')" |
+        tee -a "$work/ledger-$ledger-$round.txt"
+      mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
+      if [[ "$ledger" == postgres* ]]; then
+        # Committed transactions in the run's database: the registry's reads, and one per ledger batch.
+        psql -tAq "$base" -c "SELECT 'PostgreSQL transactions committed: ' || xact_commit FROM pg_stat_database WHERE datname = '$database'" | sed 's/^/   /'
+        psql -q "$base" -c "DROP DATABASE IF EXISTS $database" || true
+      fi
+    done
   done
-  rate() { grep -o '= [0-9]* devices/s' "$work/ledger-$1.txt" | grep -o '[0-9]*'; }
-  cpu() { grep -o 'worker CPU [0-9.]* µs' "$work/ledger-$1.txt" | grep -o '[0-9.]*'; }
-  peak() { grep -o 'VmHWM of the pushworker run process) [0-9.]*' "$work/ledger-$1.txt" | grep -o '[0-9.]*$'; }
-  python3 - <<PY
-off, sqlite, pgoff, pg = $(rate off), $(rate sqlite), $(rate postgres-off), $(rate postgres)
-print(f"== devices/s with the ledger / without, same run: SQLite {sqlite / off:.3f} (off {off}, on {sqlite}); PostgreSQL {pg / pgoff:.3f} (registry, ledger off {pgoff}, on {pg}); target >= 0.90")
-print(f"== worker CPU per device: off $(cpu off) µs, SQLite $(cpu sqlite) µs, PostgreSQL registry off $(cpu postgres-off) µs, on $(cpu postgres) µs")
-print(f"== worker peak memory: off $(peak off) MiB, SQLite $(peak sqlite) MiB (+{$(peak sqlite) - $(peak off):.1f}), PostgreSQL off $(peak postgres-off) MiB, on $(peak postgres) MiB (+{$(peak postgres) - $(peak postgres-off):.1f}); target +10 MiB at most")
+  python3 - "$work" "$rounds" <<'PY'
+import re, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def figures(ledger, pattern):
+    return [float(re.search(pattern, open(f"{work}/ledger-{ledger}-{r}.txt").read()).group(1)) for r in range(1, rounds + 1)]
+rate = {l: figures(l, r"= (\d+) devices/s") for l in ("off", "sqlite", "postgres-off", "postgres")}
+cpu = {l: statistics.mean(figures(l, r"worker CPU ([\d.]+) µs")) for l in rate}
+store = {l: statistics.mean(figures(l, r"PostgreSQL CPU \(server and backends\): [\d.]+ s = ([\d.]+) µs")) for l in rate}
+peak = {l: max(figures(l, r"VmHWM of the pushworker run process\) ([\d.]+)")) for l in rate}
+mean = {l: statistics.mean(v) for l, v in rate.items()}
+each = lambda on, off: ", ".join(f"{a / b:.3f}" for a, b in zip(rate[on], rate[off]))
+print(f"== devices/s with the ledger / without, mean of {rounds} round(s) in turns: SQLite {mean['sqlite'] / mean['off']:.3f} (off {mean['off']:.0f}, on {mean['sqlite']:.0f}; "
+      f"each round {each('sqlite', 'off')}); PostgreSQL {mean['postgres'] / mean['postgres-off']:.3f} (registry, ledger off {mean['postgres-off']:.0f}, "
+      f"on {mean['postgres']:.0f}; each round {each('postgres', 'postgres-off')}); target >= 0.90")
+print(f"== worker CPU per device: off {cpu['off']:.1f} µs, SQLite {cpu['sqlite']:.1f} µs, PostgreSQL registry off {cpu['postgres-off']:.1f} µs, on {cpu['postgres']:.1f} µs; "
+      f"PostgreSQL server CPU per device: registry off {store['postgres-off']:.1f} µs, ledger on {store['postgres']:.1f} µs")
+print(f"== worker peak memory: off {peak['off']} MiB, SQLite {peak['sqlite']} MiB ({peak['sqlite'] - peak['off']:+.1f}), PostgreSQL off {peak['postgres-off']} MiB, "
+      f"on {peak['postgres']} MiB ({peak['postgres'] - peak['postgres-off']:+.1f}); target +10 MiB at most")
 PY
   exit 0
 fi
