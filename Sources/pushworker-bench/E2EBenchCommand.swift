@@ -59,6 +59,8 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(help: "The delivery ledger: off (no registry), sqlite (a file of its own), postgres (the --postgres-url registry's, partitioned by day) or postgres-off (that registry, ledger off).")
     var ledger: LedgerChoice = .off
     @Option(name: .customLong("postgres-url"), help: "With --ledger postgres or postgres-off: an empty database for the registry.") var postgresURL: String?
+    @Flag(name: .customLong("random-tokens"), help: "The large job's tokens look random, as APNs's do (the default ascends: cheap for an index on tokens).")
+    var randomTokens = false
     @Option(name: .customLong("compare-metrics"), help: "Instead: time the job this many times with metrics off and as many with metrics on (a new worker each, in the order off, on, on, off, …), and compare.")
     var compareMetrics: Int?
 
@@ -189,7 +191,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
         body.reserveCapacity(count * 67 + 100)
         for index in 0..<count {
             if index > 0 { body += "," }
-            body += "\"" + SyntheticRegistry.token(index) + "\""
+            body += "\"" + (randomTokens ? SyntheticRegistry.randomToken(index) : SyntheticRegistry.token(index)) + "\""
         }
         body += #"]}, "results": "\#(resultsMode.rawValue)", "payload": {"aps": {"alert": "benchmark"}}}"#
         if group && localTime {

@@ -36,7 +36,7 @@ struct RetentionBenchCommand: AsyncParsableCommand {
         func records(_ count: Int, from start: Int, at: Int64) -> [DeliveryRecord] {
             (start..<(start + count)).map { index in
                 DeliveryRecord(
-                    jobID: "job-\(index / 1000)", chunk: "\(index / 1000 % 50 + 1)/50", app: "bench", token: SyntheticRegistry.token(index),
+                    jobID: "job-\(index / 1000)", chunk: "\(index / 1000 % 50 + 1)/50", app: "bench", token: SyntheticRegistry.randomToken(index),
                     user: "user-\(index)", outcome: "delivered", status: 200, apnsID: "00000000-0000-0000-0000-\(String(format: "%012d", index))",
                     attempts: 1, at: at + Int64(index / 10_000))
             }

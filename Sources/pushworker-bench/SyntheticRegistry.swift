@@ -17,6 +17,26 @@ struct SyntheticRegistry {
 
     static func token(_ index: Int) -> String { String(format: "%064x", index + 1) }
 
+    /// A token as APNs gives them: 32 bytes that look random, so an index keyed on tokens is
+    /// written at random places, not appended to in order as `token` (ascending) lets it be.
+    /// The same index always gives the same token (SplitMix64 of the index), and distinct indexes
+    /// distinct tokens (its first 64 bits are a bijection of the index).
+    static func randomToken(_ index: Int) -> String {
+        var state = UInt64(truncatingIfNeeded: index)
+        var hex = ""
+        hex.reserveCapacity(64)
+        for _ in 0..<4 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            z ^= z >> 31
+            let digits = String(z, radix: 16)
+            hex += String(repeating: "0", count: 16 - digits.count) + digits
+        }
+        return hex
+    }
+
     func commands(of index: Int) -> [RegistryCommand] {
         let user = "u\(index)"
         var commands: [RegistryCommand] = [

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresRegistry
-import Registry
+@testable import Registry
 import TestSupport
 import Testing
 
@@ -171,5 +171,58 @@ struct DeliveryLedgerTests {
         let fresh = try await TestPostgres.freshDatabase()
         try await PostgresRegistryStore(url: fresh, logger: Logger(label: "test.ledger")).prepareLedger()
         #expect(try await TestPostgres.query([layout], at: fresh) == [expected])
+    }
+
+    @Test("an SQLite ledger: a new file's unique key leads with the token beside (job, time); a file made by 0.4.1 keeps its layout and works alike")
+    func sqliteLayouts() async throws {
+        func indexes(_ path: String) throws -> [String] {
+            let database = try SQLiteDatabase(path: path)
+            var found: [String] = []
+            try database.prepare("SELECT sql FROM sqlite_master WHERE tbl_name = 'deliveries' AND type = 'index' AND sql IS NOT NULL ORDER BY name").run([]) { row in
+                found.append(row.text(0) ?? "")
+            }
+            var unique: [String] = []
+            try database.prepare("SELECT sql FROM sqlite_master WHERE name = 'deliveries'").run([]) { row in unique.append(row.text(0) ?? "") }
+            return found + unique.map { String($0[$0.range(of: "UNIQUE")!.lowerBound...]) }
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-layout-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        let fresh = directory.appendingPathComponent("new.db").path
+        _ = try SQLiteDeliveryLedger(path: fresh)
+        #expect(try indexes(fresh) == [
+            "CREATE INDEX deliveries_job ON deliveries(job_id, at)",
+            "CREATE INDEX deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL",
+            "UNIQUE(token, job_id, app))",
+        ])
+
+        // What 0.4.1 made, with a record written then.
+        let old = directory.appendingPathComponent("old.db").path
+        let token = TestDeviceTokens.hex(1, series: 0x1ED6)
+        do {
+            let database = try SQLiteDatabase(path: old)
+            try database.execute("""
+                CREATE TABLE deliveries(
+                  job_id TEXT NOT NULL, app TEXT NOT NULL, token TEXT NOT NULL, chunk TEXT, user_id TEXT, outcome TEXT NOT NULL,
+                  status INTEGER, reason TEXT, apns_id TEXT, apns_unique_id TEXT, attempts INTEGER NOT NULL, at INTEGER NOT NULL,
+                  day INTEGER NOT NULL, channel TEXT, request_id TEXT,
+                  UNIQUE(job_id, app, token));
+                CREATE INDEX deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL;
+                CREATE INDEX deliveries_token ON deliveries(token, at);
+                INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, apns_id, attempts, at, day)
+                VALUES ('j-old', 'demo', '\(token)', '1/2', 'u-1', 'delivered', 200, 'apns-1', 1, \(Self.now), \(DeliveryRecord.day(ofMilliseconds: Self.now)));
+                """)
+        }
+        let before = try indexes(old)
+        let ledger = try SQLiteDeliveryLedger(path: old)
+        #expect(try indexes(old) == before, "the old layout is kept")
+        #expect(before.contains("CREATE INDEX deliveries_token ON deliveries(token, at)"))
+        try await ledger.write([Self.record("j-old", 1, outcome: "failed"), Self.record("j-old", 2)])
+        let found = try await ledger.finals(job: "j-old", app: "demo", tokens: [1, 2].map { TestDeviceTokens.hex($0, series: 0x1ED6) })
+        #expect(found[token] == Self.record("j-old", 1, user: "u-1"), "the record written by 0.4.1 stays as first written")
+        #expect(found.count == 2)
+        #expect(try await ledger.deliveries(DeliveryQuery(.token(token))).map(\.jobID) == ["j-old"])
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("j-old"))).count == 2)
     }
 }

@@ -21,8 +21,9 @@
 #   deploy/local/bench.sh ledger [COUNT]   e2e of a COUNT-device (default 200000) results: batched job
 #                                   with the delivery ledger off, on SQLite, and on PostgreSQL (its
 #                                   registry with the ledger off, then on), ROUNDS (2) rounds in
-#                                   turns: devices/s, worker and store CPU per device, worker peak
-#                                   memory, and the ratios of the mean rates
+#                                   turns, tokens that look random as APNs's do: devices/s, worker
+#                                   and store CPU per device, worker peak memory, and the ratios of
+#                                   the mean rates
 #   deploy/local/bench.sh schedule [COUNT]   COUNT (default 100000) one-device jobs whose send_at is
 #                                   spread over the next minute (after SCHEDULE_LEAD seconds, 20):
 #                                   each one's release lag, send_at to summary (p50, p99, worst), on
@@ -259,7 +260,7 @@ if [ "$mode" = ledger ]; then
       fi
       echo "== round $round: pushworker-bench e2e --results batched --ledger $ledger --count $count"
       before=$(postgres_cpu); server_cpu=$(cpu_of $mock_pid); wall=$(now)
-      "$bin/pushworker-bench" e2e --results batched --ledger "$ledger" "${extra[@]}" --broker-pid "$broker_pid" --transport "$transport" \
+      "$bin/pushworker-bench" e2e --results batched --ledger "$ledger" "${extra[@]}" --random-tokens --broker-pid "$broker_pid" --transport "$transport" \
         --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs 0 \
         --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 --topic com.example.app \
         ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} | tee "$work/ledger-$ledger-$round.txt"
