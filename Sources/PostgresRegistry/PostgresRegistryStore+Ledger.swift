@@ -11,16 +11,20 @@ import Registry
 /// insert a collation call.
 ///
 /// Index inserts are most of the server's work per record, so the indexes are laid out for them.
-/// The unique key leads with the token: the records of a batch mostly share their job and app,
-/// so a key led by the job compared three columns at every step of a descent, and one led by the
-/// token is decided by its first. That index also serves the queries by token (a device's rows
-/// are few, sorted after), so the job gets the second index, (job, at), which orders a job's
-/// records for `deliveries --job`. The user index stays partial. Measured with COPY of 200,000
-/// records: 10–13 µs of server CPU per record before, 6–9 µs after.
+/// Tokens look random, and an index on them is written at a random place per record: there is
+/// one such index, the unique key, led by the token (a key led by the job also compared three
+/// columns at every step of a descent, its job and app being the same for a whole batch). It
+/// also serves the queries by token (a device's rows are few, sorted after), so the job gets the
+/// second index, (job, at), written in order, which orders a job's records for `deliveries --job`
+/// and, with `app` included, counts a job's records for `cancel_job` from the index. The user
+/// index stays partial. COPY of 200,000 records with random tokens, in turns with the old layout:
+/// 0.60–0.77 of its server CPU (docs/benchmarks.md, session 23).
 extension PostgresRegistryStore: DeliveryLedger {
     /// Creates the partitioned table and its indexes when they are missing. Called once when the
-    /// worker opens its ledger; workers starting together take turns.
-    public func prepareLedger() async throws(RegistryError) {
+    /// worker opens its ledger; workers starting together take turns. Without
+    /// `rebuildingIndexes` (a command that only reads), a ledger of an older layout is left as it
+    /// is: it answers the same questions, and the first worker rebuilds it.
+    public func prepareLedger(rebuildingIndexes: Bool = true) async throws(RegistryError) {
         try await transaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(7245311)", logger: self.logger)
             for statement in [
@@ -41,7 +45,7 @@ extension PostgresRegistryStore: DeliveryLedger {
             ] {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
             }
-            try await self.layLedgerIndexes(on: connection)
+            try await self.layLedgerIndexes(on: connection, rebuilding: rebuildingIndexes)
             try await self.prepareSchedule(on: connection)
         }
     }
@@ -49,9 +53,10 @@ extension PostgresRegistryStore: DeliveryLedger {
     /// Makes the job's index, and gives a ledger made by 0.4.0 or 0.4.1 (unique key led by the
     /// job, and an index on the token) the layout above, in the caller's transaction: the new
     /// unique key is built before the old one goes, so a record is never unguarded, and a crash
-    /// midway leaves the old layout. Writers of running workers wait meanwhile (a build takes its table's lock); it
-    /// happens once, at the first start of a worker of this version.
-    private func layLedgerIndexes(on connection: PostgresConnection) async throws {
+    /// midway leaves the old layout. The ledger's reads and writes wait meanwhile (adding a
+    /// unique key locks the table); it happens once, at the first start of a worker of this
+    /// version, never for a command that only reads.
+    private func layLedgerIndexes(on connection: PostgresConnection, rebuilding: Bool) async throws {
         var uniques: [String] = []
         for try await name in try await connection.query(
             "SELECT conname::TEXT FROM pg_constraint WHERE conrelid = 'deliveries'::regclass AND contype = 'u'", logger: logger
@@ -65,13 +70,17 @@ extension PostgresRegistryStore: DeliveryLedger {
             indexes.append(name)
         }
         let stale = uniques.filter { $0 != "deliveries_once" }
-        let job = "CREATE INDEX IF NOT EXISTS deliveries_job ON deliveries(job_id, at)"
+        let job = "CREATE INDEX IF NOT EXISTS deliveries_job ON deliveries(job_id, at) INCLUDE (app)"
         guard !uniques.contains("deliveries_once") || !stale.isEmpty || indexes.contains("deliveries_token") else {
             try await connection.query(PostgresQuery(unsafeSQL: job), logger: logger)
             return
         }
+        guard rebuilding else {
+            logger.notice("the delivery ledger has an older version's indexes; the first worker of this version to start rebuilds them")
+            return
+        }
         let started = ContinuousClock.now
-        logger.notice("rebuilding the delivery ledger's indexes for this version's layout; ledger writes wait until it is done")
+        logger.notice("rebuilding the delivery ledger's indexes for this version's layout; the ledger's reads and writes wait until it is done")
         if !uniques.contains("deliveries_once") {
             try await connection.query("ALTER TABLE deliveries ADD CONSTRAINT deliveries_once UNIQUE (token, job_id, app, day)", logger: logger)
         }

@@ -3,7 +3,10 @@ import APNs
 import APNsHTTP2
 import Foundation
 import MockAPNs
+import Logging
 import PushWorker
+import Registry
+import ServiceLifecycle
 import TestSupport
 import Testing
 
@@ -152,6 +155,39 @@ struct JobProcessorTests {
         #expect(results[Self.token(1)]?["outcome"] as? String == "filtered")
         #expect(results[Self.token(1)]?["user"] as? String == "u-9")
         #expect(harness.server.requestCount == 1)
+        await harness.stop()
+    }
+
+    @Test("a job that comes back sends and publishes nothing again to the devices the ledger holds: sent, filtered and withheld by quiet hours alike")
+    func cameBack() async throws {
+        let harness = try await Harness.start()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("came-back-\(UUID().uuidString.prefix(8)).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) } }
+        let logger = Logger(label: "test.came-back")
+        let writer = LedgerWriter(ledger: try SQLiteDeliveryLedger(path: file), retentionDays: 30, logger: logger)
+        let group = ServiceGroup(services: [writer], logger: logger)
+        let running = Task { try await group.run() }
+        var processor = harness.processor
+        processor.ledger = writer
+        let job = PushJob(id: "job-back", app: "demo", audience: .init(tokens: [Self.token(0)]), payload: Array("{}".utf8))
+        func process() async throws -> JobProcessor.Report {
+            try await processor.process(
+                job, recipients: [Recipient(token: Self.token(0))], filtered: [Recipient(token: Self.token(1), user: "u-1")], replyTo: harness.queue,
+                consultLedger: true, withheld: [(Recipient(token: Self.token(2), user: "u-2"), "quiet_hours")])
+        }
+        let first = try await process()
+        #expect(first.summary.outcomes == [.delivered: 1, .filtered: 2])
+        let (results, _) = try await harness.collect()
+        #expect(Set(results.keys) == Set([0, 1, 2].map(Self.token)))
+
+        // Redelivered: every device is in the ledger, so nothing is sent or published but the summary.
+        let again = try await process()
+        #expect(again.summary.outcomes == [.delivered: 1, .filtered: 2], "the held devices count in the summary as before")
+        let (repeated, _) = try await harness.collect()
+        #expect(repeated.isEmpty, "published again: \(repeated.keys.sorted())")
+        #expect(harness.server.requestCount == 1)
+        await group.triggerGracefulShutdown()
+        try await running.value
         await harness.stop()
     }
 }

@@ -150,10 +150,12 @@ print(f'   $server_name: {cpu:.1f} CPU-s in {wall:.1f} s = {cpu / wall * 100:.0f
 
 # The single node, started when it is not running. A run's queues are named
 # pushworker.bench.<id>.*, a new id each run, and the worker declares a dozen: a policy makes them
-# go once unused for two minutes, so runs do not pile up thousands of queues that slow the node.
+# go once unused for 30 minutes (no consumer, no get: so even a retry queue outlives its run), so
+# runs do not pile up thousands of queues that slow the node. It names the benchmarks' queues
+# only, and stays on the node.
 ensure_broker() {
   if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
-  deploy/local/rabbitmq.sh ctl set_policy --apply-to queues pushworker-bench-expiry '^pushworker\.bench\.' '{"expires":120000}' >/dev/null
+  deploy/local/rabbitmq.sh ctl set_policy --apply-to queues pushworker-bench-expiry '^pushworker\.bench\.' '{"expires":1800000}' >/dev/null
 }
 
 if [ "$mode" = cluster ]; then
@@ -248,6 +250,7 @@ if [ "$mode" = ledger ]; then
   # round; …), so that a machine that slows down or speeds up during the run weighs on both
   # sides of each ratio alike. The ratios are of the mean rates.
   rounds="${ROUNDS:-2}"
+  [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number of 1 or more, not '$rounds'" >&2; exit 2; }
   for round in $(seq "$rounds"); do
     order="off sqlite postgres-off postgres"
     if [ $((round % 2)) = 0 ]; then order="postgres postgres-off sqlite off"; fi

@@ -223,5 +223,5 @@ case "${1:-}" in
   pid) pid_of_node ;;
   ctl) shift; ctl "$@" ;;
   cluster) shift; cluster_command "$@" ;;
-  *) echo "usage: $0 start|stop|reset|status|url|pid|cluster ..." >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|reset|status|url|pid|ctl ARGS...|cluster ..." >&2; exit 2 ;;
 esac

@@ -41,7 +41,7 @@ public struct WorkerAssembly: Sendable {
         let store = try await plan.configuration.openRegistryStore(file: plan.file, logger: logger)
         let authorizer = try await plan.configuration.registryAuthorizer(file: plan.file)
         if let store { health.watch(registry: store) }
-        let ledger = try await plan.openLedger(registry: store, logger: logger)
+        let ledger = try await plan.openLedger(registry: store, rebuildingIndexes: true, logger: logger)
         let schedule = try plan.openSchedule(ledger: ledger)
         return WorkerAssembly(
             plan, apns: apns, registry: store.map { RegistryResolver(store: $0, logger: logger) }, authorizer: authorizer, ledger: ledger,

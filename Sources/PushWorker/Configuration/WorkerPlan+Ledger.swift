@@ -23,7 +23,10 @@ extension WorkerPlan {
         }
     }
 
-    public func openLedger(registry: (any RegistryStore)?, logger: Logger) async throws -> (any DeliveryLedger)? {
+    /// - Parameter rebuildingIndexes: true for a worker, which gives a PostgreSQL ledger made by
+    ///   an older version this version's indexes (minutes, with the table locked); a command that
+    ///   only reads (`pushworker deliveries`, `schedule`) leaves that to the first worker.
+    public func openLedger(registry: (any RegistryStore)?, rebuildingIndexes: Bool = false, logger: Logger) async throws -> (any DeliveryLedger)? {
         let settings = self.settings.ledger
         guard settings.enabled else { return nil }
         let path: String
@@ -33,7 +36,7 @@ extension WorkerPlan {
         } else if let sqlite = self.settings.registry?.sqlite, registry != nil {
             (path, key) = (PushWorkerConfiguration.path(sqlite, besides: file), "registry.sqlite")
         } else if let postgres = registry as? PostgresRegistryStore {
-            do { try await postgres.prepareLedger() } catch {
+            do { try await postgres.prepareLedger(rebuildingIndexes: rebuildingIndexes) } catch {
                 throw ConfigurationError(file: file, key: "ledger", "cannot make the ledger's table in the PostgreSQL registry: \(error.message)")
             }
             return postgres

@@ -123,7 +123,7 @@ public struct JobProcessor: Sendable {
         if consultLedger, let ledger {
             // A job or chunk that came back (a node lost, a worker killed): the devices the ledger
             // holds had their result published already; count them, send and publish nothing.
-            let held = await ledger.finals(job: job.id, app: appName, tokens: (recipients + filtered).map(\.token))
+            let held = await ledger.finals(job: job.id, app: appName, tokens: (recipients + filtered).map(\.token) + withheld.map(\.recipient.token))
             if !held.isEmpty {
                 recipients.removeAll { held[$0.token] != nil }
                 filtered.removeAll { held[$0.token] != nil }

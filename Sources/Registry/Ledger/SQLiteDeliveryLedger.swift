@@ -35,10 +35,18 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
             // of the host up for minutes; the old layout is as correct, at one more index insert
             // at a random place per record. A new file's unique key leads with the token and
             // serves those questions; (job, time) serves the job's, written in order.
+            // Told by the table's own text, not by its indexes: 0.4.1 run on a newer file adds
+            // its token index, which a newer worker then drops again.
             var madeBefore = false
-            try database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'deliveries_token'").run([]) { _ in madeBefore = true }
+            try database.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'deliveries'").run([]) { row in
+                madeBefore = row.text(0)?.contains("UNIQUE(job_id, app, token)") ?? false
+            }
             if !madeBefore {
-                try database.execute("CREATE INDEX IF NOT EXISTS deliveries_job ON deliveries(job_id, at)")
+                // `app` in the job's index: `cancel_job` counts a job's records from it alone.
+                try database.execute("""
+                    CREATE INDEX IF NOT EXISTS deliveries_job ON deliveries(job_id, at, app);
+                    DROP INDEX IF EXISTS deliveries_token;
+                    """)
             }
             take = try database.prepare("""
                 INSERT INTO idempotency(app, key, job_id, taken_at) VALUES (?1, ?2, ?3, ?4)
