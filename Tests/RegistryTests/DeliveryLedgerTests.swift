@@ -238,4 +238,19 @@ struct DeliveryLedgerTests {
         #expect(try await ledger.deliveries(DeliveryQuery(.token(token))).map(\.jobID) == ["j-old"])
         #expect(try await ledger.deliveries(DeliveryQuery(.job("j-old"))).count == 2)
     }
+
+    @Test("an SQLite batch that spans two days, its records in any order: one expiry removes every record of the older day, by rowid steps")
+    func sqliteBatchAcrossDays() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-days-\(UUID().uuidString.prefix(8)).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let ledger = try SQLiteDeliveryLedger(path: path)
+        // More than two expiry steps, the days alternating: written as given, an expiry step
+        // would meet kept rows among the first rowids and stop with old ones left behind.
+        let count = Int(SQLiteDeliveryLedger.expiryStep) * 2 + 2
+        let records = (0..<count).map { Self.record("mixed", $0, at: $0.isMultiple(of: 2) ? Self.now : Self.now - 40 * Self.day) }
+        try await ledger.write(records)
+        #expect(try await ledger.expire(before: Self.now - 30 * Self.day) == count / 2)
+        let kept = try await ledger.finals(job: "mixed", app: "demo", tokens: records.map(\.token))
+        #expect(kept.count == count / 2 && kept.values.allSatisfy { $0.at == Self.now })
+    }
 }

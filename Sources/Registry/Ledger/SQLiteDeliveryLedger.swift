@@ -84,9 +84,20 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
 
     public func write(_ records: [DeliveryRecord]) async throws(RegistryError) {
         guard !records.isEmpty else { return }
+        // In the unique key's order, its day first (rowids must rise with the day: the expiry
+        // counts on it): a batch's inserts then visit the key's pages from left to right, each
+        // once, instead of one at random per record. It matters once the key outgrows SQLite's
+        // page cache, as a ledger of weeks does: batches of 2,000 records with random tokens
+        // cost 8–22 % less CPU per record so, in three pairs (docs/benchmarks.md, session 24).
+        let order = records.indices.sorted { a, b in
+            let (dayA, dayB) = (DeliveryRecord.day(ofMilliseconds: records[a].at), DeliveryRecord.day(ofMilliseconds: records[b].at))
+            if dayA != dayB { return dayA < dayB }
+            return records[a].token != records[b].token ? records[a].token < records[b].token : a < b
+        }
         try state.withLock { connection throws(RegistryError) in
             try connection.database.transaction { () throws(RegistryError) in
-                for record in records {
+                for index in order {
+                    let record = records[index]
                     try connection.insert.run([
                         .text(record.jobID), .text(record.app), .text(record.token), Self.text(record.chunk), Self.text(record.user),
                         .text(record.outcome), Self.integer(record.status), Self.text(record.reason), Self.text(record.apnsID),

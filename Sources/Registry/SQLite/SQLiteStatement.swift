@@ -37,8 +37,11 @@ final class SQLiteStatement {
             let index = Int32(offset + 1)
             let status: Int32
             switch value {
-            case .text(let text):
-                status = text.utf8CString.withUnsafeBufferPointer { pw_sqlite3_bind_text_copy(statement, index, $0.baseAddress, Int32($0.count - 1)) }
+            case .text(var text):
+                // The string's own bytes (SQLite copies them): no C string made per value.
+                status = text.withUTF8 { bytes in
+                    bytes.withMemoryRebound(to: CChar.self) { pw_sqlite3_bind_text_copy(statement, index, $0.baseAddress, Int32($0.count)) }
+                }
             case .integer(let number): status = sqlite3_bind_int64(statement, index, number)
             case .real(let number): status = sqlite3_bind_double(statement, index, number)
             case .null: status = sqlite3_bind_null(statement, index)
