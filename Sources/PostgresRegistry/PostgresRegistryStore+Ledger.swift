@@ -24,7 +24,7 @@ extension PostgresRegistryStore: DeliveryLedger {
     /// worker opens its ledger; workers starting together take turns. Without
     /// `rebuildingIndexes` (a command that only reads), a ledger of an older layout is left as it
     /// is: it answers the same questions, and the first worker rebuilds it.
-    public func prepareLedger(rebuildingIndexes: Bool = true) async throws(RegistryError) {
+    public func prepareLedger(rebuildingIndexes: Bool) async throws(RegistryError) {
         try await transaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(7245311)", logger: self.logger)
             for statement in [

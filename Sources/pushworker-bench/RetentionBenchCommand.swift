@@ -26,7 +26,7 @@ struct RetentionBenchCommand: AsyncParsableCommand {
             ledger = try SQLiteDeliveryLedger(path: sqlite)
         } else if let postgres {
             let store = try await PostgresRegistryStore(url: postgres, logger: Logger(label: "bench.retention"))
-            try await store.prepareLedger()
+            try await store.prepareLedger(rebuildingIndexes: true)
             ledger = store
         } else {
             throw ValidationError("name --sqlite FILE or --postgres URL")

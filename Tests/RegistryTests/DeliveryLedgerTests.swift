@@ -18,7 +18,7 @@ struct DeliveryLedgerTests {
                 return try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString.prefix(8)).db").path)
             case .postgres:
                 let store = try await PostgresRegistryStore(url: try await TestPostgres.freshDatabase(), logger: Logger(label: "test.ledger"))
-                try await store.prepareLedger()
+                try await store.prepareLedger(rebuildingIndexes: true)
                 return store
             }
         }
@@ -161,12 +161,12 @@ struct DeliveryLedgerTests {
         let old = try await TestPostgres.query([layout], at: url)
         try await store.prepareLedger(rebuildingIndexes: false)
         #expect(try await TestPostgres.query([layout], at: url) == old, "a command that only reads leaves the layout to a worker")
-        try await store.prepareLedger()
+        try await store.prepareLedger(rebuildingIndexes: true)
         #expect(try await TestPostgres.query([layout], at: url) == [expected])
         #expect(try await TestPostgres.query([partition], at: url) == [
             "btree (job_id, at) INCLUDE (app); btree (token, job_id, app, day); btree (user_id, at) WHERE (user_id IS NOT NULL)",
         ], "the day's partition has the same three")
-        try await store.prepareLedger()
+        try await store.prepareLedger(rebuildingIndexes: true)
         #expect(try await TestPostgres.query([layout], at: url) == [expected], "a second start changes nothing")
 
         try await store.write([Self.record("j-old", 1, outcome: "failed"), Self.record("j-old", 2)])
@@ -177,7 +177,7 @@ struct DeliveryLedgerTests {
 
         // A new ledger has the same layout.
         let fresh = try await TestPostgres.freshDatabase()
-        try await PostgresRegistryStore(url: fresh, logger: Logger(label: "test.ledger")).prepareLedger()
+        try await PostgresRegistryStore(url: fresh, logger: Logger(label: "test.ledger")).prepareLedger(rebuildingIndexes: true)
         #expect(try await TestPostgres.query([layout], at: fresh) == [expected])
     }
 

@@ -22,7 +22,7 @@ struct JobScheduleTests {
             case .postgres:
                 let url = try await TestPostgres.freshDatabase()
                 let first = try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule"))
-                try await first.prepareLedger()
+                try await first.prepareLedger(rebuildingIndexes: true)
                 return (first, try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule")), first)
             }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// The throw-away PostgreSQL `deploy/local/postgres.sh` starts (test.sh starts it and sets
 /// `PUSHWORKER_TEST_POSTGRES_URL`), and a new empty database on it for each test that needs one.
@@ -32,6 +33,7 @@ public enum TestPostgres {
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
             database: String(components.path.dropFirst()), tls: .disable)
         let client = PostgresClient(configuration: configuration, backgroundLogger: Logger(label: "test.postgres"))
+        let progress = Progress()
         let rows: [String]? = try await withThrowingTaskGroup(of: [String]?.self) { group in
             group.addTask {
                 await client.run()
@@ -44,11 +46,13 @@ public enum TestPostgres {
                     for try await row in try await client.query(PostgresQuery(unsafeSQL: statement)) {
                         rows.append(try row.decode(String?.self) ?? "")
                     }
+                    progress.made()
                 }
                 return rows
             }
             group.addTask {
-                try await Task.sleep(for: .seconds(60))
+                // A limit on lack of progress, not on the total: each statement has 60 s.
+                while !progress.stalled(for: .seconds(60)) { try await Task.sleep(for: .seconds(1)) }
                 return nil
             }
             var rows: [String]?
@@ -63,5 +67,12 @@ public enum TestPostgres {
             throw Unavailable(description: "no PostgreSQL answers at \(url) (run deploy/local/postgres.sh start, or set PUSHWORKER_TEST_POSTGRES_URL)")
         }
         return rows
+    }
+
+    /// When the last statement answered.
+    private final class Progress: Sendable {
+        private let last = Mutex(ContinuousClock.now)
+        func made() { last.withLock { $0 = .now } }
+        func stalled(for limit: Duration) -> Bool { last.withLock { ContinuousClock.now - $0 >= limit } }
     }
 }

@@ -26,7 +26,7 @@ extension WorkerPlan {
     /// - Parameter rebuildingIndexes: true for a worker, which gives a PostgreSQL ledger made by
     ///   an older version this version's indexes (minutes, with the table locked); a command that
     ///   only reads (`pushworker deliveries`, `schedule`) leaves that to the first worker.
-    public func openLedger(registry: (any RegistryStore)?, rebuildingIndexes: Bool = false, logger: Logger) async throws -> (any DeliveryLedger)? {
+    public func openLedger(registry: (any RegistryStore)?, rebuildingIndexes: Bool, logger: Logger) async throws -> (any DeliveryLedger)? {
         let settings = self.settings.ledger
         guard settings.enabled else { return nil }
         let path: String
@@ -68,7 +68,7 @@ extension WorkerPlan {
     /// without a ledger.
     public func openScheduler(logger: Logger) async throws -> JobScheduler? {
         let store = try await configuration.openRegistryStore(file: file, logger: logger)
-        return try openSchedule(ledger: try await openLedger(registry: store, logger: logger))
+        return try openSchedule(ledger: try await openLedger(registry: store, rebuildingIndexes: false, logger: logger))
             .map { JobScheduler(store: $0, horizonDays: settings.ledger.scheduleHorizonDays) }
     }
 }

@@ -35,11 +35,14 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
             // of the host up for minutes; the old layout is as correct, at one more index insert
             // at a random place per record. A new file's unique key leads with the token and
             // serves those questions; (job, time) serves the job's, written in order.
-            // Told by the table's own text, not by its indexes: 0.4.1 run on a newer file adds
-            // its token index, which a newer worker then drops again.
+            // Told by the first column of the table's own unique key, not by the other indexes:
+            // 0.4.1 run on a newer file adds its token index, which a newer worker drops again.
             var madeBefore = false
-            try database.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'deliveries'").run([]) { row in
-                madeBefore = row.text(0)?.contains("UNIQUE(job_id, app, token)") ?? false
+            try database.prepare("""
+                SELECT info.name FROM pragma_index_list('deliveries') AS list, pragma_index_info(list.name) AS info
+                WHERE list.origin = 'u' AND info.seqno = 0
+                """).run([]) { row in
+                madeBefore = madeBefore || row.text(0) == "job_id"
             }
             if !madeBefore {
                 // `app` in the job's index: `cancel_job` counts a job's records from it alone.
