@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import Logging
 import PostgresRegistry
@@ -252,5 +253,15 @@ struct DeliveryLedgerTests {
         #expect(try await ledger.expire(before: Self.now - 30 * Self.day) == count / 2)
         let kept = try await ledger.finals(job: "mixed", app: "demo", tokens: records.map(\.token))
         #expect(kept.count == count / 2 && kept.values.allSatisfy { $0.at == Self.now })
+    }
+
+    @Test("SQLite keeps no allocation statistics: they would take a process-wide mutex on every allocation of every connection")
+    func sqliteWithoutMemoryStatistics() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-stats-\(UUID().uuidString.prefix(8)).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let ledger = try SQLiteDeliveryLedger(path: path)
+        try await ledger.write((0..<100).map { Self.record("stats", $0) })
+        #expect(try await ledger.finals(job: "stats", app: "demo", tokens: [TestDeviceTokens.hex(1, series: 0x1ED6)]).count == 1)
+        #expect(sqlite3_memory_used() == 0, "SQLite counted its allocations")
     }
 }

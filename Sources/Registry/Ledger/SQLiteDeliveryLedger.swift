@@ -87,14 +87,16 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
 
     public func write(_ records: [DeliveryRecord]) async throws(RegistryError) {
         guard !records.isEmpty else { return }
-        // In the unique key's order, its day first (rowids must rise with the day: the expiry
-        // counts on it): a batch's inserts then visit the key's pages from left to right, each
-        // once, instead of one at random per record. It matters once the key outgrows SQLite's
-        // page cache, as a ledger of weeks does: batches of 2,000 records with random tokens
-        // cost 8–22 % less CPU per record so, in three pairs (docs/benchmarks.md, session 24).
+        // In token order, its day first (rowids must rise with the day: the expiry counts on it;
+        // within a day the batch's own order breaks ties, so the first of two results stays): a
+        // batch's inserts then visit the pages of the index on tokens (a new file's unique key,
+        // an older file's token index) from left to right, each once, instead of one at random
+        // per record. It matters once that index outgrows SQLite's page cache, as a ledger of
+        // weeks does: batches of 2,000 records with random tokens cost 8–22 % less CPU per record
+        // so, in three pairs (docs/benchmarks.md, session 24).
+        let days = records.map { DeliveryRecord.day(ofMilliseconds: $0.at) }
         let order = records.indices.sorted { a, b in
-            let (dayA, dayB) = (DeliveryRecord.day(ofMilliseconds: records[a].at), DeliveryRecord.day(ofMilliseconds: records[b].at))
-            if dayA != dayB { return dayA < dayB }
+            if days[a] != days[b] { return days[a] < days[b] }
             return records[a].token != records[b].token ? records[a].token < records[b].token : a < b
         }
         try state.withLock { connection throws(RegistryError) in

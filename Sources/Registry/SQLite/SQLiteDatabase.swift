@@ -10,7 +10,7 @@ final class SQLiteDatabase {
     /// Opens (creating) the file in WAL mode, so workers on one host share it: readers never wait
     /// for the writer, and writers wait up to `busyTimeout` for each other instead of failing.
     init(path: String, busyTimeoutMilliseconds: Int32 = 10_000) throws(RegistryError) {
-        Self.configured
+        _ = Self.memoryStatistics
         var handle: OpaquePointer?
         let status = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard status == SQLITE_OK, let handle else {
@@ -29,8 +29,9 @@ final class SQLiteDatabase {
         try execute("PRAGMA foreign_keys = ON")
     }
 
-    /// SQLite's process-wide settings, made once before its first open.
-    private static let configured: Void = { _ = pw_sqlite3_skip_memory_statistics() }()
+    /// SQLite's process-wide settings, made once before its first open (SQLITE_OK, or
+    /// SQLITE_MISUSE when something in the process opened a database first).
+    private static let memoryStatistics: Int32 = pw_sqlite3_skip_memory_statistics()
 
     deinit {
         sqlite3_close_v2(handle)
