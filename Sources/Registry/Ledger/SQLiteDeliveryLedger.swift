@@ -85,8 +85,22 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         state = Mutex(try Connection(SQLiteDatabase(path: path)))
     }
 
+    /// The writes' own thread. A batch's transaction takes milliseconds of CPU; run on the
+    /// caller's, it would hold one of the few threads Swift's concurrency has (one per core) for
+    /// that long, and every device's send and result on this worker would queue behind it.
+    private let writer = DispatchQueue(label: "pushworker.ledger.sqlite")
+
     public func write(_ records: [DeliveryRecord]) async throws(RegistryError) {
         guard !records.isEmpty else { return }
+        let outcome: Result<Void, RegistryError> = await withCheckedContinuation { continuation in
+            writer.async {
+                continuation.resume(returning: Result { () throws(RegistryError) in try self.insert(records) })
+            }
+        }
+        try outcome.get()
+    }
+
+    private func insert(_ records: [DeliveryRecord]) throws(RegistryError) {
         // In token order, its day first (rowids must rise with the day: the expiry counts on it;
         // within a day the batch's own order breaks ties, so the first of two results stays): a
         // batch's inserts then visit the pages of the index on tokens (a new file's unique key,
