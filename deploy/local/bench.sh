@@ -23,7 +23,8 @@
 #                                   registry with the ledger off, then on), ROUNDS (2) rounds in
 #                                   turns, tokens that look random as APNs's do: devices/s, worker
 #                                   and store CPU per device, worker peak memory, and the ratios of
-#                                   the mean rates
+#                                   the mean rates; LEDGER_STORES="sqlite" (or "postgres")
+#                                   runs one store's pair only
 #   deploy/local/bench.sh schedule [COUNT]   COUNT (default 100000) one-device jobs whose send_at is
 #                                   spread over the next minute (after SCHEDULE_LEAD seconds, 20):
 #                                   each one's release lag, send_at to summary (p50, p99, worst), on
@@ -252,8 +253,12 @@ if [ "$mode" = ledger ]; then
   rounds="${ROUNDS:-2}"
   [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number of 1 or more, not '$rounds'" >&2; exit 2; }
   for round in $(seq "$rounds"); do
-    order="off sqlite postgres-off postgres"
-    if [ $((round % 2)) = 0 ]; then order="postgres postgres-off sqlite off"; fi
+    order=""
+    for store in ${LEDGER_STORES:-sqlite postgres}; do
+      case "$store" in sqlite) order="$order off sqlite" ;; postgres) order="$order postgres-off postgres" ;;
+        *) echo "LEDGER_STORES holds sqlite and/or postgres, not '$store'" >&2; exit 2 ;; esac
+    done
+    if [ $((round % 2)) = 0 ]; then order="$(echo $order | tr ' ' '\n' | tac | tr '\n' ' ')"; fi
     for ledger in $order; do
       extra=()
       if [[ "$ledger" == postgres* ]]; then
@@ -281,21 +286,30 @@ if [ "$mode" = ledger ]; then
   python3 - "$work" "$rounds" <<'PY'
 import re, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
+import os
 def figures(ledger, pattern):
     return [float(re.search(pattern, open(f"{work}/ledger-{ledger}-{r}.txt").read()).group(1)) for r in range(1, rounds + 1)]
-rate = {l: figures(l, r"= (\d+) devices/s") for l in ("off", "sqlite", "postgres-off", "postgres")}
+ran = [l for l in ("off", "sqlite", "postgres-off", "postgres") if os.path.exists(f"{work}/ledger-{l}-1.txt")]
+rate = {l: figures(l, r"= (\d+) devices/s") for l in ran}
 cpu = {l: statistics.mean(figures(l, r"worker CPU ([\d.]+) µs")) for l in rate}
 store = {l: statistics.mean(figures(l, r"PostgreSQL CPU \(server and backends\): [\d.]+ s = ([\d.]+) µs")) for l in rate}
 peak = {l: max(figures(l, r"VmHWM of the pushworker run process\) ([\d.]+)")) for l in rate}
 mean = {l: statistics.mean(v) for l, v in rate.items()}
 each = lambda on, off: ", ".join(f"{a / b:.3f}" for a, b in zip(rate[on], rate[off]))
-print(f"== devices/s with the ledger / without, mean of {rounds} round(s) in turns: SQLite {mean['sqlite'] / mean['off']:.3f} (off {mean['off']:.0f}, on {mean['sqlite']:.0f}; "
-      f"each round {each('sqlite', 'off')}); PostgreSQL {mean['postgres'] / mean['postgres-off']:.3f} (registry, ledger off {mean['postgres-off']:.0f}, "
-      f"on {mean['postgres']:.0f}; each round {each('postgres', 'postgres-off')}); target >= 0.90")
-print(f"== worker CPU per device: off {cpu['off']:.1f} µs, SQLite {cpu['sqlite']:.1f} µs, PostgreSQL registry off {cpu['postgres-off']:.1f} µs, on {cpu['postgres']:.1f} µs; "
-      f"PostgreSQL server CPU per device: registry off {store['postgres-off']:.1f} µs, ledger on {store['postgres']:.1f} µs")
-print(f"== worker peak memory: off {peak['off']} MiB, SQLite {peak['sqlite']} MiB ({peak['sqlite'] - peak['off']:+.1f}), PostgreSQL off {peak['postgres-off']} MiB, "
-      f"on {peak['postgres']} MiB ({peak['postgres'] - peak['postgres-off']:+.1f}); target +10 MiB at most")
+ratios, cpus, peaks = [], [f"off {cpu['off']:.1f} µs"] if "off" in rate else [], []
+if "sqlite" in rate:
+    ratios.append(f"SQLite {mean['sqlite'] / mean['off']:.3f} (off {mean['off']:.0f}, on {mean['sqlite']:.0f}; each round {each('sqlite', 'off')})")
+    cpus.append(f"SQLite {cpu['sqlite']:.1f} µs")
+    peaks.append(f"off {peak['off']} MiB, SQLite {peak['sqlite']} MiB ({peak['sqlite'] - peak['off']:+.1f})")
+if "postgres" in rate:
+    ratios.append(f"PostgreSQL {mean['postgres'] / mean['postgres-off']:.3f} (registry, ledger off {mean['postgres-off']:.0f}, on {mean['postgres']:.0f}; "
+                  f"each round {each('postgres', 'postgres-off')})")
+    cpus.append(f"PostgreSQL registry off {cpu['postgres-off']:.1f} µs, on {cpu['postgres']:.1f} µs; "
+                f"PostgreSQL server CPU per device: registry off {store['postgres-off']:.1f} µs, ledger on {store['postgres']:.1f} µs")
+    peaks.append(f"PostgreSQL off {peak['postgres-off']} MiB, on {peak['postgres']} MiB ({peak['postgres'] - peak['postgres-off']:+.1f})")
+print(f"== devices/s with the ledger / without, mean of {rounds} round(s) in turns: {'; '.join(ratios)}; target >= 0.90")
+print(f"== worker CPU per device: {', '.join(cpus)}")
+print(f"== worker peak memory: {', '.join(peaks)}; target +10 MiB at most")
 PY
   exit 0
 fi
