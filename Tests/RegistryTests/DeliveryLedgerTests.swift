@@ -255,6 +255,24 @@ struct DeliveryLedgerTests {
         #expect(kept.count == count / 2 && kept.values.allSatisfy { $0.at == Self.now })
     }
 
+    @Test("an SQLite batch in token order: tokens alike in their first eight bytes, or shorter, are told apart byte by byte; of two results for one device in one batch the first stays")
+    func sqliteBatchOrder() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-order-\(UUID().uuidString.prefix(8)).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let ledger = try SQLiteDeliveryLedger(path: path)
+        func record(_ token: String, _ outcome: String) -> DeliveryRecord {
+            DeliveryRecord(jobID: "order", app: "demo", token: token, outcome: outcome, attempts: 1, at: Self.now)
+        }
+        // "é" is two bytes (C3 A9): after "z" as bytes, before it in no other order SQLite uses.
+        let tokens = ["aaaaaaaa2", "aaaaaaaa10", "aaaaaaaa", "aaaa", "", "zz", "éa", "aaaaaaaa1"]
+        let batch = tokens.map { record($0, "delivered") } + [record("aaaaaaaa1", "failed"), record("aaaa", "failed"), record("", "failed")]
+        try await ledger.write(batch)
+        let kept = try await ledger.finals(job: "order", app: "demo", tokens: tokens)
+        #expect(kept.count == tokens.count)
+        #expect(kept.values.allSatisfy { $0.outcome == "delivered" }, "\(kept.values.filter { $0.outcome != "delivered" }.map(\.token))")
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("order"))).map(\.token) == tokens.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+    }
+
     @Test("SQLite keeps no allocation statistics: they would take a process-wide mutex on every allocation of every connection")
     func sqliteWithoutMemoryStatistics() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-stats-\(UUID().uuidString.prefix(8)).db").path

@@ -8,6 +8,12 @@ static inline int pw_sqlite3_bind_text_copy(sqlite3_stmt *statement, int index, 
     return sqlite3_bind_text(statement, index, text ? text : "", bytes, SQLITE_TRANSIENT);
 }
 
+// SQLITE_STATIC (no copy): the caller keeps the bytes unchanged until the statement is reset
+// and its bindings cleared, which it does before the buffer can change.
+static inline int pw_sqlite3_bind_text_borrowed(sqlite3_stmt *statement, int index, const char *text, int bytes) {
+    return sqlite3_bind_text(statement, index, text ? text : "", bytes, SQLITE_STATIC);
+}
+
 // By default SQLite counts every allocation under one process-wide mutex, for statistics this
 // process never reads (a lock and an unlock per malloc of every connection). Must run before
 // SQLite initialises (the first open); afterwards it is refused, harmlessly (SQLITE_MISUSE).

@@ -157,7 +157,9 @@ final class LedgerBuffer: Sendable {
             let outcome = state.withLock { state -> (done: Bool, taker: CheckedContinuation<Void, Never>?, runNow: Bool) in
                 if state.finished { return (true, nil, true) }
                 guard state.pending.count < maximumPending || state.closed else { return (false, nil, false) }
-                state.pending += records
+                // Mostly the writer has taken everything: the records are then kept as handed
+                // over, not copied record by record (a dozen strings retained each).
+                if state.pending.isEmpty { state.pending = records } else { state.pending += records }
                 if records.count > 1 { state.callbacks.append(contentsOf: repeatElement(nil, count: records.count - 1)) }
                 state.callbacks.append(written)
                 state.appended += records.count

@@ -50,6 +50,34 @@ final class SQLiteStatement {
         }
     }
 
+    /// Binds `row` to ?1, ?2…, runs the statement to its end (rows it returns are not read) and
+    /// resets it. The texts are bound without a copy: SQLite reads them in place while the
+    /// statement runs, within the one scope where their address is valid, and the reset there
+    /// clears the bindings before it ends.
+    func run(_ row: SQLiteRow) throws(RegistryError) {
+        let outcome: Result<Void, RegistryError> = row.bytes.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { texts in
+                defer { reset() }
+                for (offset, slot) in row.slots.enumerated() {
+                    let index = Int32(offset + 1)
+                    let status: Int32
+                    switch slot {
+                    case .text(let start, let count):
+                        // An empty buffer may have no address; the shim binds '' for it, never NULL.
+                        status = pw_sqlite3_bind_text_borrowed(statement, index, texts.baseAddress.map { $0 + start }, Int32(count))
+                    case .integer(let number): status = sqlite3_bind_int64(statement, index, number)
+                    case .null: status = sqlite3_bind_null(statement, index)
+                    }
+                    guard status == SQLITE_OK else { return .failure(database.failure("binding parameter \(index)")) }
+                }
+                return Result { () throws(RegistryError) in
+                    while try step() != nil {}
+                }
+            }
+        }
+        try outcome.get()
+    }
+
     /// The next row, valid until the next step or reset; nil when there are no more.
     func step() throws(RegistryError) -> Row? {
         switch sqlite3_step(statement) {
