@@ -85,22 +85,32 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         state = Mutex(try Connection(SQLiteDatabase(path: path)))
     }
 
-    /// The writes' own thread. A batch's transaction takes milliseconds of CPU; run on the
-    /// caller's, it would hold one of the few threads Swift's concurrency has (one per core) for
-    /// that long, and every device's send and result on this worker would queue behind it.
-    private let writer = DispatchQueue(label: "pushworker.ledger.sqlite")
+    /// The connection's own thread: every use of it runs here, in turn. A batch's transaction
+    /// takes milliseconds of CPU, a claim or a write may wait up to `busy_timeout` for another
+    /// worker of the host holding the file's write lock, and an expiry step deletes thousands of
+    /// rows. Run on the caller's thread, each would hold one of the few threads Swift's
+    /// concurrency has (one per core), and every device's send and result on this worker would
+    /// queue behind it; so would a read of `finals` that waits for a batch to commit.
+    private let queue = DispatchQueue(label: "pushworker.ledger.sqlite")
+
+    /// Runs `body` on the connection's thread, holding the connection.
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable (Connection) throws(RegistryError) -> T) async throws(RegistryError) -> T {
+        let outcome: Result<T, RegistryError> = await withCheckedContinuation { continuation in
+            queue.async {
+                continuation.resume(returning: Result { () throws(RegistryError) in
+                    try self.state.withLock { connection throws(RegistryError) in try body(connection) }
+                })
+            }
+        }
+        return try outcome.get()
+    }
 
     public func write(_ records: [DeliveryRecord]) async throws(RegistryError) {
         guard !records.isEmpty else { return }
-        let outcome: Result<Void, RegistryError> = await withCheckedContinuation { continuation in
-            writer.async {
-                continuation.resume(returning: Result { () throws(RegistryError) in try self.insert(records) })
-            }
-        }
-        try outcome.get()
+        try await onQueue { connection throws(RegistryError) in try Self.insert(records, on: connection) }
     }
 
-    private func insert(_ records: [DeliveryRecord]) throws(RegistryError) {
+    private static func insert(_ records: [DeliveryRecord], on connection: Connection) throws(RegistryError) {
         // In token order, its day first (rowids must rise with the day: the expiry counts on it;
         // within a day the batch's own order breaks ties, so the first of two results stays): a
         // batch's inserts then visit the pages of the index on tokens (a new file's unique key,
@@ -118,29 +128,27 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
             let (first, second) = (records[a.index].token.utf8, records[b.index].token.utf8)
             return first.elementsEqual(second) ? a.index < b.index : first.lexicographicallyPrecedes(second)
         }
-        try state.withLock { connection throws(RegistryError) in
-            try connection.database.transaction { () throws(RegistryError) in
-                var row = SQLiteRow()
-                try records.withUnsafeBufferPointer { records throws(RegistryError) in
-                    for key in order {
-                        row.removeAll()
-                        row.append(records[key.index].jobID)
-                        row.append(records[key.index].app)
-                        row.append(records[key.index].token)
-                        row.append(records[key.index].chunk)
-                        row.append(records[key.index].user)
-                        row.append(records[key.index].outcome)
-                        row.append(records[key.index].status.map(Int64.init))
-                        row.append(records[key.index].reason)
-                        row.append(records[key.index].apnsID)
-                        row.append(records[key.index].apnsUniqueID)
-                        row.append(Int64(records[key.index].attempts))
-                        row.append(records[key.index].at)
-                        row.append(key.day)
-                        row.append(records[key.index].channel)
-                        row.append(records[key.index].requestID)
-                        try connection.insert.run(row)
-                    }
+        try connection.database.transaction { () throws(RegistryError) in
+            var row = SQLiteRow()
+            try records.withUnsafeBufferPointer { records throws(RegistryError) in
+                for key in order {
+                    row.removeAll()
+                    row.append(records[key.index].jobID)
+                    row.append(records[key.index].app)
+                    row.append(records[key.index].token)
+                    row.append(records[key.index].chunk)
+                    row.append(records[key.index].user)
+                    row.append(records[key.index].outcome)
+                    row.append(records[key.index].status.map(Int64.init))
+                    row.append(records[key.index].reason)
+                    row.append(records[key.index].apnsID)
+                    row.append(records[key.index].apnsUniqueID)
+                    row.append(Int64(records[key.index].attempts))
+                    row.append(records[key.index].at)
+                    row.append(key.day)
+                    row.append(records[key.index].channel)
+                    row.append(records[key.index].requestID)
+                    try connection.insert.run(row)
                 }
             }
         }
@@ -169,7 +177,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
     public func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord] {
         guard !tokens.isEmpty else { return [:] }
         let list = String(decoding: (try? JSONSerialization.data(withJSONObject: tokens)) ?? Data("[]".utf8), as: UTF8.self)
-        return try state.withLock { connection throws(RegistryError) in
+        return try await onQueue { connection throws(RegistryError) in
             var found: [String: DeliveryRecord] = [:]
             try connection.finals.run([.text(job), .text(app), .text(list)]) { row in
                 let record = Self.record(row)
@@ -180,7 +188,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
     }
 
     public func deliveries(_ query: DeliveryQuery) async throws(RegistryError) -> [DeliveryRecord] {
-        try state.withLock { connection throws(RegistryError) in
+        try await onQueue { connection throws(RegistryError) in
             let (statement, subject): (SQLiteStatement, String) = switch query.subject {
             case .job(let id): (connection.byJob, id)
             case .user(let user): (connection.byUser, user)
@@ -198,22 +206,21 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         let day = DeliveryRecord.day(ofMilliseconds: before)
         var total = 0
         while true {
-            // One step per lock: the writers go between steps.
-            let removed = try state.withLock { connection throws(RegistryError) -> Int in
+            // One step at a time on the connection's thread: the writes queued meanwhile go between steps.
+            let removed = try await onQueue { connection throws(RegistryError) -> Int in
                 try connection.expireSome.run([.integer(day), .integer(Self.expiryStep)])
                 return connection.database.changes
             }
             total += removed
             if removed < Self.expiryStep {
-                try state.withLock { connection throws(RegistryError) in try connection.expireKeys.run([.integer(before)]) }
+                try await onQueue { connection throws(RegistryError) in try connection.expireKeys.run([.integer(before)]) }
                 return total
             }
-            await Task.yield()
         }
     }
 
     public func claim(key: String, app: String, job: String, again: Bool, now: Int64, freeBefore: Int64) async throws(RegistryError) -> String? {
-        try state.withLock { connection throws(RegistryError) -> String? in
+        try await onQueue { connection throws(RegistryError) -> String? in
             try connection.database.transaction { () throws(RegistryError) -> String? in
                 var taken = false
                 try connection.take.run([.text(app), .text(key), .text(job), .integer(now), .integer(freeBefore)]) { _ in taken = true }
