@@ -263,14 +263,20 @@ struct DeliveryLedgerTests {
         func record(_ token: String, _ outcome: String) -> DeliveryRecord {
             DeliveryRecord(jobID: "order", app: "demo", token: token, outcome: outcome, attempts: 1, at: Self.now)
         }
-        // "é" is two bytes (C3 A9): after "z" as bytes, before it in no other order SQLite uses.
-        let tokens = ["aaaaaaaa2", "aaaaaaaa10", "aaaaaaaa", "aaaa", "", "zz", "éa", "aaaaaaaa1"]
+        // "e\u{301}x" (65 CC 81 78) comes before "\u{E9}a" (C3 A9 61) as bytes, as SQLite's index
+        // has them; Swift's String order puts it after (it compares them as "éx" and "éa").
+        let tokens = ["aaaaaaaa2", "aaaaaaaa10", "aaaaaaaa", "aaaa", "", "zz", "\u{E9}a", "e\u{301}x", "aaaaaaaa1"]
         let batch = tokens.map { record($0, "delivered") } + [record("aaaaaaaa1", "failed"), record("aaaa", "failed"), record("", "failed")]
         try await ledger.write(batch)
         let kept = try await ledger.finals(job: "order", app: "demo", tokens: tokens)
         #expect(kept.count == tokens.count)
         #expect(kept.values.allSatisfy { $0.outcome == "delivered" }, "\(kept.values.filter { $0.outcome != "delivered" }.map(\.token))")
-        #expect(try await ledger.deliveries(DeliveryQuery(.job("order"))).map(\.token) == tokens.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        let bytewise = tokens.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("order"))).map(\.token) == bytewise)
+        // Written in that order: the rowids rise with the tokens' bytes.
+        var written: [String] = []
+        try SQLiteDatabase(path: path).prepare("SELECT token FROM deliveries ORDER BY rowid").run([]) { row in written.append(row.text(0) ?? "?") }
+        #expect(written == bytewise)
     }
 
     @Test("SQLite keeps no allocation statistics: they would take a process-wide mutex on every allocation of every connection")

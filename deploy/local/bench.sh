@@ -233,6 +233,11 @@ if [ "$mode" = schedule ]; then
 fi
 
 if [ "$mode" = ledger ]; then
+  stores="${LEDGER_STORES:-sqlite postgres}"
+  for store in $stores; do
+    case "$store" in sqlite|postgres) ;; *) echo "LEDGER_STORES holds sqlite and/or postgres, not '$store'" >&2; exit 2 ;; esac
+  done
+  [ -n "${stores// /}" ] || { echo "LEDGER_STORES names no store (sqlite and/or postgres)" >&2; exit 2; }
   ensure_broker
   postgres_started_here=false
   if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
@@ -254,9 +259,8 @@ if [ "$mode" = ledger ]; then
   [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number of 1 or more, not '$rounds'" >&2; exit 2; }
   for round in $(seq "$rounds"); do
     order=""
-    for store in ${LEDGER_STORES:-sqlite postgres}; do
-      case "$store" in sqlite) order="$order off sqlite" ;; postgres) order="$order postgres-off postgres" ;;
-        *) echo "LEDGER_STORES holds sqlite and/or postgres, not '$store'" >&2; exit 2 ;; esac
+    for store in $stores; do
+      case "$store" in sqlite) order="$order off sqlite" ;; postgres) order="$order postgres-off postgres" ;; esac
     done
     if [ $((round % 2)) = 0 ]; then order="$(echo $order | tr ' ' '\n' | tac | tr '\n' ' ')"; fi
     for ledger in $order; do

@@ -157,9 +157,11 @@ final class LedgerBuffer: Sendable {
             let outcome = state.withLock { state -> (done: Bool, taker: CheckedContinuation<Void, Never>?, runNow: Bool) in
                 if state.finished { return (true, nil, true) }
                 guard state.pending.count < maximumPending || state.closed else { return (false, nil, false) }
-                // Mostly the writer has taken everything: the records are then kept as handed
-                // over, not copied record by record (a dozen strings retained each).
-                if state.pending.isEmpty { state.pending = records } else { state.pending += records }
+                // A batch's records (a results message's) mostly find the writer's buffer
+                // empty: kept as handed over, they are not copied record by record (a dozen
+                // strings retained each). A single device's record goes into the room `take`
+                // reserved.
+                if state.pending.isEmpty, records.count > 1 { state.pending = records } else { state.pending += records }
                 if records.count > 1 { state.callbacks.append(contentsOf: repeatElement(nil, count: records.count - 1)) }
                 state.callbacks.append(written)
                 state.appended += records.count
