@@ -288,9 +288,8 @@ if [ "$mode" = ledger ]; then
     done
   done
   python3 - "$work" "$rounds" <<'PY'
-import re, statistics, sys
+import os, re, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
-import os
 def figures(ledger, pattern):
     return [float(re.search(pattern, open(f"{work}/ledger-{ledger}-{r}.txt").read()).group(1)) for r in range(1, rounds + 1)]
 ran = [l for l in ("off", "sqlite", "postgres-off", "postgres") if os.path.exists(f"{work}/ledger-{l}-1.txt")]

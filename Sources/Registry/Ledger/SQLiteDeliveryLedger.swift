@@ -85,7 +85,8 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         state = Mutex(try Connection(SQLiteDatabase(path: path)))
     }
 
-    /// The connection's own thread: every use of it runs here, in turn. A batch's transaction
+    /// The connection's own serial queue (run on a thread of the system's pool, never one of
+    /// Swift's cooperative threads): every use of it runs here, in turn. A batch's transaction
     /// takes milliseconds of CPU, a claim or a write may wait up to `busy_timeout` for another
     /// worker of the host holding the file's write lock, and an expiry step deletes thousands of
     /// rows. Run on the caller's thread, each would hold one of the few threads Swift's
@@ -93,7 +94,8 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
     /// queue behind it; so would a read of `finals` that waits for a batch to commit.
     private let queue = DispatchQueue(label: "pushworker.ledger.sqlite")
 
-    /// Runs `body` on the connection's thread, holding the connection.
+    /// Runs `body` on the connection's queue, holding the connection. The lock is never
+    /// contended (the queue runs one body at a time); it is what lets `Connection` be shared.
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable (Connection) throws(RegistryError) -> T) async throws(RegistryError) -> T {
         let outcome: Result<T, RegistryError> = await withCheckedContinuation { continuation in
             queue.async {
