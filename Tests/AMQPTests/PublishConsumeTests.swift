@@ -88,10 +88,14 @@ extension BrokerTests {
             let reader = Task {
                 for try await delivery in consumer { await collected.add(delivery) }
             }
-            try await Task.sleep(for: .milliseconds(700))
+            // The prefetch's worth arrives (however slowly the machine runs), then nothing more
+            // while none is acknowledged: a broken prefetch shows as a sixth within the pause.
+            try await collected.waitFor(5)
+            try await Task.sleep(for: .milliseconds(500))
             #expect(await collected.count == 5)
             for delivery in await collected.takeAll() { try await delivery.ack() }
-            try await Task.sleep(for: .milliseconds(700))
+            try await collected.waitFor(5)
+            try await Task.sleep(for: .milliseconds(500))
             #expect(await collected.count == 5)
             for delivery in await collected.takeAll() { try await delivery.ack(multiple: false) }
             reader.cancel()
@@ -223,6 +227,17 @@ actor DeliveryCollector {
     private var deliveries: [AMQPDelivery] = []
     func add(_ delivery: AMQPDelivery) { deliveries.append(delivery) }
     var count: Int { deliveries.count }
+
+    /// Returns once `count` deliveries are in; fails when none has come for `stall`.
+    func waitFor(_ count: Int, stall: Duration = .seconds(30)) async throws {
+        var seen = deliveries.count, lastProgress = ContinuousClock.now
+        while deliveries.count < count {
+            if deliveries.count > seen { (seen, lastProgress) = (deliveries.count, ContinuousClock.now) }
+            guard ContinuousClock.now - lastProgress < stall else { throw TestFailure("\(deliveries.count) of \(count) deliveries, none for \(stall)") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     func takeAll() -> [AMQPDelivery] {
         defer { deliveries.removeAll() }
         return deliveries

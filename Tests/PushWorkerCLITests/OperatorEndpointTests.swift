@@ -13,15 +13,17 @@ struct OperatorEndpointTests {
     /// Polls `path` until `accept` takes the answer; a deadline on an endpoint that stops
     /// changing, not on the whole wait.
     static func poll(port: Int, _ path: String, within limit: Duration = .seconds(60), until accept: (HTTPProbe.Answer) -> Bool) async throws -> HTTPProbe.Answer {
-        let deadline = ContinuousClock.now + limit
+        var deadline = ContinuousClock.now + limit
         var last: HTTPProbe.Answer?
         while true {
             if let answer = await HTTPProbe.get(port: port, path) {
+                // A changed answer is progress (counters moving, a probe turning): the wait goes on.
+                if last.map({ $0.status != answer.status || $0.body != answer.body }) ?? true { deadline = ContinuousClock.now + limit }
                 last = answer
                 if accept(answer) { return answer }
             }
             guard ContinuousClock.now < deadline else {
-                throw TestFailure("\(path) did not give the expected answer within \(limit); last: \(last.map { "\($0.status) \($0.body)" } ?? "nothing")")
+                throw TestFailure("\(path) did not change for \(limit) without giving the expected answer; last: \(last.map { "\($0.status) \($0.body)" } ?? "nothing")")
             }
             try await Task.sleep(for: .milliseconds(200))
         }
