@@ -28,7 +28,9 @@ enum LedgerCopyRows {
                 number(records[index].at, &bytes); bytes.append(tab)
                 number(DeliveryRecord.day(ofMilliseconds: records[index].at), &bytes); bytes.append(tab)
                 text(records[index].channel, &bytes); bytes.append(tab)
-                text(records[index].requestID, &bytes)
+                text(records[index].requestID, &bytes); bytes.append(tab)
+                number(records[index].timestamp, &bytes); bytes.append(tab)
+                number(records[index].resultsMessage, &bytes)
                 bytes.append(UInt8(ascii: "\n"))
             }
         }

@@ -33,8 +33,15 @@ extension PostgresRegistryStore: DeliveryLedger {
                   job_id TEXT COLLATE "C" NOT NULL, app TEXT COLLATE "C" NOT NULL, token TEXT COLLATE "C" NOT NULL, chunk TEXT,
                   user_id TEXT COLLATE "C", outcome TEXT NOT NULL,
                   status INTEGER, reason TEXT, apns_id TEXT, apns_unique_id TEXT, attempts INTEGER NOT NULL, at BIGINT NOT NULL,
-                  day BIGINT NOT NULL, channel TEXT, request_id TEXT,
+                  day BIGINT NOT NULL, channel TEXT, request_id TEXT, apns_timestamp BIGINT, results_message BIGINT,
                   CONSTRAINT deliveries_once UNIQUE (token, job_id, app, day)) PARTITION BY LIST (day)
+                """,
+                // A ledger made before 0.4.3 gains the columns a record has since (NULL in its rows;
+                // no rewrite): under the lock above, workers starting together add them once.
+                "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS apns_timestamp BIGINT, ADD COLUMN IF NOT EXISTS results_message BIGINT",
+                """
+                CREATE TABLE IF NOT EXISTS confirmed_messages(job_id TEXT COLLATE "C" NOT NULL, message BIGINT NOT NULL, day BIGINT NOT NULL,
+                  PRIMARY KEY (job_id, message))
                 """,
                 // Devices without a user (explicit tokens) are never asked for by user: not indexed, as in SQLite.
                 "CREATE INDEX IF NOT EXISTS deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL",
@@ -42,6 +49,8 @@ extension PostgresRegistryStore: DeliveryLedger {
                 CREATE TABLE IF NOT EXISTS idempotency(app TEXT NOT NULL, key TEXT NOT NULL, job_id TEXT NOT NULL, taken_at BIGINT NOT NULL,
                   PRIMARY KEY (app, key))
                 """,
+                // A key alone finds its job (`deliveries --key`, in whatever app): one index entry per keyed job.
+                "CREATE INDEX IF NOT EXISTS idempotency_key ON idempotency(key)",
             ] {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
             }
@@ -136,49 +145,67 @@ extension PostgresRegistryStore: DeliveryLedger {
     private func insertSkippingKnown(_ records: [DeliveryRecord], on connection: PostgresConnection) async throws {
         let rows = String(decoding: try JSONEncoder().encode(records), as: UTF8.self)
         try await connection.query("""
-            INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, day, channel, request_id)
-            SELECT job_id, app, token, chunk, "user", outcome, status, reason, apns_id, apns_unique_id, attempts, at, at / 86400000, channel, request_id
+            INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, day, channel, request_id,
+              apns_timestamp, results_message)
+            SELECT job_id, app, token, chunk, "user", outcome, status, reason, apns_id, apns_unique_id, attempts, at, at / 86400000, channel, request_id,
+              timestamp, results_message
             FROM jsonb_to_recordset(\(rows)::jsonb) AS r(job_id TEXT, app TEXT, token TEXT, chunk TEXT, "user" TEXT, outcome TEXT, status INTEGER,
-              reason TEXT, apns_id TEXT, apns_unique_id TEXT, attempts INTEGER, at BIGINT, channel TEXT, request_id TEXT)
+              reason TEXT, apns_id TEXT, apns_unique_id TEXT, attempts INTEGER, at BIGINT, channel TEXT, request_id TEXT, timestamp BIGINT,
+              results_message BIGINT)
             ON CONFLICT DO NOTHING
             """, logger: logger)
     }
 
     static let copyColumns = [
         "job_id", "app", "token", "chunk", "user_id", "outcome", "status", "reason", "apns_id", "apns_unique_id", "attempts", "at", "day", "channel",
-        "request_id",
+        "request_id", "apns_timestamp", "results_message",
     ]
+
+    public func confirm(_ messages: [ConfirmedMessage]) async throws(RegistryError) {
+        guard !messages.isEmpty else { return }
+        let jobs = messages.map(\.jobID), ids = messages.map(\.message), days = messages.map { DeliveryRecord.day(ofMilliseconds: $0.at) }
+        try await read { connection in
+            try await connection.query("""
+                INSERT INTO confirmed_messages(job_id, message, day) SELECT * FROM unnest(\(jobs)::TEXT[], \(ids)::BIGINT[], \(days)::BIGINT[])
+                ON CONFLICT DO NOTHING
+                """, logger: self.logger)
+        }
+    }
 
     public func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord] {
         guard !tokens.isEmpty else { return [:] }
+        // A record's message, while no mark says the broker confirmed it.
         let rows = try await read { connection in
-            try await Self.records(connection.query(
-                "SELECT \(unescaped: Self.columns) FROM deliveries WHERE job_id = \(job) AND app = \(app) AND token = ANY(\(tokens))", logger: self.logger))
+            try await Self.records(connection.query("""
+                SELECT \(unescaped: Self.columns), CASE WHEN d.results_message IS NULL
+                  OR EXISTS (SELECT 1 FROM confirmed_messages AS c WHERE c.job_id = d.job_id AND c.message = d.results_message)
+                  THEN NULL ELSE d.results_message END
+                FROM deliveries AS d WHERE d.job_id = \(job) AND d.app = \(app) AND d.token = ANY(\(tokens))
+                """, logger: self.logger), pending: true)
         }
         return Dictionary(rows.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     public func deliveries(_ query: DeliveryQuery) async throws(RegistryError) -> [DeliveryRecord] {
-        try await read { connection in
-            let since = query.since, until = query.until, limit = query.limit
-            let rows: PostgresRowSequence = switch query.subject {
-            case .job(let id):
-                try await connection.query("""
-                    SELECT \(unescaped: Self.columns) FROM deliveries WHERE job_id = \(id) AND (\(since)::BIGINT IS NULL OR at >= \(since))
-                    AND (\(until)::BIGINT IS NULL OR at <= \(until)) ORDER BY at DESC, token LIMIT \(limit)
-                    """, logger: self.logger)
-            case .user(let user):
-                try await connection.query("""
-                    SELECT \(unescaped: Self.columns) FROM deliveries WHERE user_id = \(user) AND (\(since)::BIGINT IS NULL OR at >= \(since))
-                    AND (\(until)::BIGINT IS NULL OR at <= \(until)) ORDER BY at DESC, token LIMIT \(limit)
-                    """, logger: self.logger)
-            case .token(let token):
-                try await connection.query("""
-                    SELECT \(unescaped: Self.columns) FROM deliveries WHERE token = \(token) AND (\(since)::BIGINT IS NULL OR at >= \(since))
-                    AND (\(until)::BIGINT IS NULL OR at <= \(until)) ORDER BY at DESC, token LIMIT \(limit)
-                    """, logger: self.logger)
-            }
-            return try await Self.records(rows)
+        // The subject's condition, around its one parameter.
+        let (subject, opening, closing): (String, String, String) = switch query.subject {
+        case .job(let id): (id, "job_id = ", "")
+        case .user(let user): (user, "user_id = ", "")
+        case .token(let token): (token, "token = ", "")
+        case .idempotencyKey(let key): (key, "(job_id, app) IN (SELECT job_id, app FROM idempotency WHERE key = ", ")")
+        }
+        let bounds = query.bounds, limit = query.limit, app = query.app, owner = query.owner
+        let tieToken = bounds.tie?.token, tieJob = bounds.tie?.jobID, tieApp = bounds.tie?.app
+        // `DeliveryQuery.bounds`: a range on `at` the (job, at) and (user, at) indexes can use, and
+        // at its upper end, the instant a page before ended in, the records after its last one.
+        return try await read { connection in
+            try await Self.records(connection.query("""
+                SELECT \(unescaped: Self.columns) FROM deliveries WHERE \(unescaped: opening)\(subject)\(unescaped: closing)
+                AND at >= \(bounds.lower) AND at <= \(bounds.upper)
+                AND (\(tieToken)::TEXT IS NULL OR at < \(bounds.upper) OR (token, job_id, app) > (\(tieToken)::TEXT, \(tieJob)::TEXT, \(tieApp)::TEXT))
+                AND (\(app)::TEXT IS NULL OR app = \(app)) AND (\(owner)::TEXT IS NULL OR user_id = \(owner))
+                ORDER BY at DESC, token, job_id, app LIMIT \(limit)
+                """, logger: self.logger))
         }
     }
 
@@ -209,6 +236,7 @@ extension PostgresRegistryStore: DeliveryLedger {
             ledgerDays.withLock { _ = $0.remove(day) }
         }
         try await transaction { connection in
+            try await connection.query("DELETE FROM confirmed_messages WHERE day < \(cutoff)", logger: self.logger)
             try await connection.query("DELETE FROM idempotency WHERE taken_at < \(before)", logger: self.logger)
         }
         return removed
@@ -235,15 +263,30 @@ extension PostgresRegistryStore: DeliveryLedger {
         }
     }
 
-    static let columns = "job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, channel, request_id"
+    @discardableResult
+    public func expireKeys(takenBefore: Int64) async throws(RegistryError) -> Int {
+        try await read { connection in
+            var removed = 0
+            for try await count in try await connection.query(
+                "WITH gone AS (DELETE FROM idempotency WHERE taken_at < \(takenBefore) RETURNING 1) SELECT count(*)::BIGINT FROM gone", logger: self.logger
+            ).decode(Int.self) {
+                removed = count
+            }
+            return removed
+        }
+    }
 
-    private static func records(_ rows: PostgresRowSequence) async throws -> [DeliveryRecord] {
+    static let columns = "job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, channel, request_id, apns_timestamp"
+
+    /// - Parameter pending: the rows end with the record's message while it is not marked confirmed (`finals`).
+    private static func records(_ rows: PostgresRowSequence, pending: Bool = false) async throws -> [DeliveryRecord] {
         var records: [DeliveryRecord] = []
         for try await row in rows {
-            let c = try row.decode((String, String, String, String?, String?, String, Int?, String?, String?, String?, Int, Int64, String?, String?).self)
+            let c = try row.decode((String, String, String, String?, String?, String, Int?, String?, String?, String?, Int, Int64, String?, String?, Int64?).self)
             records.append(DeliveryRecord(
                 jobID: c.0, chunk: c.3, app: c.1, token: c.2, user: c.4, outcome: c.5, status: c.6, reason: c.7, apnsID: c.8, apnsUniqueID: c.9,
-                attempts: c.10, at: c.11, channel: c.12, requestID: c.13))
+                attempts: c.10, at: c.11, channel: c.12, requestID: c.13, timestamp: c.14,
+                resultsMessage: pending ? try PostgresRandomAccessRow(row)[15].decode(Int64?.self) : nil))
         }
         return records
     }

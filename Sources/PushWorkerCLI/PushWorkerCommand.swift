@@ -30,5 +30,5 @@ struct PushWorkerCommand: AsyncParsableCommand {
     }
 
     /// Printed by `pushworker --version`; raised with every release.
-    static let version = "0.4.2"
+    static let version = "0.4.3"
 }

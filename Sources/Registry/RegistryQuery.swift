@@ -10,9 +10,9 @@ public enum RegistryQuery: Sendable, Hashable {
     /// The whitelist and blacklist kept at one scope: a user's (for every app, or with `app` for
     /// one), or a device's with no user (`app` and `token`).
     case getPreferences(PreferenceScope)
-    /// What the delivery ledger holds for a job, a user, or a device (`app` and `token`), newest
-    /// first: answered from the ledger, not the registry.
-    case getDeliveries(DeliveryQuery, app: String?)
+    /// What the delivery ledger holds for a job, a user, a device (`app` and `token`) or an
+    /// idempotency key, newest first, a page at a time: answered from the ledger, not the registry.
+    case getDeliveries(DeliveryQuery)
 
     public var name: String {
         switch self {
@@ -25,7 +25,7 @@ public enum RegistryQuery: Sendable, Hashable {
     static let fields: [String: Set<String>] = [
         "status": ["app", "token", "type", "subtype"],
         "get_preferences": ["user", "app", "token"],
-        "get_deliveries": ["job", "user", "app", "token", "since", "until", "limit"],
+        "get_deliveries": ["job", "user", "app", "token", "idempotency_key", "since", "until", "limit", "after"],
     ]
 
     init(_ object: [String: Any], name: String) throws(RegistryError) {
@@ -47,26 +47,30 @@ public enum RegistryQuery: Sendable, Hashable {
         self = .status(app: try reader.app(), token: try reader.token(), type: type, subtype: subtype)
     }
 
-    /// `get_deliveries`: exactly one of `job`, `user`, or `token` (with its `app`); `since` and
-    /// `until` as RFC 3339 or Unix seconds; `limit` 1–10000 (default 100).
+    /// `get_deliveries`: exactly one of `job`, `user`, `token` (with its `app`) or
+    /// `idempotency_key`; `since` and `until` as RFC 3339 or Unix seconds; `limit` 1–10000
+    /// (default 100); `after`: the `next` of the page before.
     private static func deliveries(_ reader: RegistryFields) throws(RegistryError) -> RegistryQuery {
         let job = try reader.optionalString("job"), user = try reader.optionalString("user")
         let token = reader.object["token"] == nil ? nil : try reader.token()
-        guard [job as Any?, user, token].compactMap({ $0 }).count == 1 else {
-            throw RegistryError(.invalidField, field: "job", "get_deliveries names exactly one of job, user and token")
+        let key = try reader.optionalString("idempotency_key")
+        guard [job as Any?, user, token, key].compactMap({ $0 }).count == 1 else {
+            throw RegistryError(.invalidField, field: "job", "get_deliveries names exactly one of job, user, token and idempotency_key")
         }
         let app = token == nil ? try reader.optionalApp() : try reader.app()
         func time(_ key: String) throws(RegistryError) -> Int64? {
-            switch reader.object[key] {
-            case nil, is NSNull: return nil
-            case is Bool: break
-            case let seconds as Int: return Int64(seconds) * 1000
-            case let text as String:
-                guard let milliseconds = RFC3339.milliseconds(text) else { break }
-                return milliseconds
-            default: break
+            guard let value = reader.object[key], !(value is NSNull) else { return nil }
+            guard let milliseconds = RFC3339.milliseconds(json: value) else {
+                throw RegistryError(.invalidField, field: key, "\(key) must be an RFC 3339 time (2026-11-24T09:00:00Z) or Unix seconds")
             }
-            throw RegistryError(.invalidField, field: key, "\(key) must be an RFC 3339 time (2026-11-24T09:00:00Z) or Unix seconds")
+            return milliseconds
+        }
+        var after: DeliveryCursor?
+        if let value = reader.object["after"], !(value is NSNull) {
+            guard let text = value as? String, let cursor = DeliveryCursor(text) else {
+                throw RegistryError(.invalidField, field: "after", "after must be the next of an earlier get_deliveries answer, as it was given")
+            }
+            after = cursor
         }
         var limit = 100
         if let value = reader.object["limit"], !(value is NSNull) {
@@ -75,8 +79,9 @@ public enum RegistryQuery: Sendable, Hashable {
             }
             limit = number
         }
-        let subject: DeliveryQuery.Subject = if let job { .job(job) } else if let user { .user(user) } else { .token(token ?? "") }
-        return .getDeliveries(DeliveryQuery(subject, since: try time("since"), until: try time("until"), limit: limit), app: app)
+        let subject: DeliveryQuery.Subject =
+            if let job { .job(job) } else if let user { .user(user) } else if let key { .idempotencyKey(key) } else { .token(token ?? "") }
+        return .getDeliveries(DeliveryQuery(subject, app: app, since: try time("since"), until: try time("until"), limit: limit, after: after))
     }
 
     /// Runs the query; the answer is the reply's JSON object (besides `"ok": true`).

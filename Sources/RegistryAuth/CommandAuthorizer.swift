@@ -157,12 +157,12 @@ public struct CommandAuthorizer: Sendable {
             switch query {
             case .status(let app, let token, _, _): return ([], [(app, token)])
             case .getPreferences(let target): return scope(target)
-            case .getDeliveries(let query, let app):
+            case .getDeliveries(let query):
                 switch query.subject {
                 case .user(let user): return ([user], [])
-                case .token(let token): return ([], app.map { [($0, token)] } ?? [])
+                case .token(let token): return ([], query.app.map { [($0, token)] } ?? [])
                 // Answered with the asking user's own devices only (`check` asks for a token).
-                case .job: return ([], [])
+                case .job, .idempotencyKey: return ([], [])
                 }
             }
         }

@@ -11,7 +11,7 @@ struct DeliveriesPageTests {
     static func token(_ index: Int) -> String { TestDeviceTokens.hex(index, series: 0x9A6E) }
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/deliveries_page.py")
 
-    @Test("off by default; with its bearer token a search by user or job shows one line per device, newest first, with outcome and reason; a wrong token is refused")
+    @Test("off by default; with its bearer token a search by user, job or idempotency key shows one line per device, newest first, with outcome and reason, and Older the next page; a wrong token is refused")
     func page() async throws {
         let port = try TestPorts.free()
         let bearer = "page-token-\(UUID().uuidString)"
@@ -31,9 +31,10 @@ struct DeliveriesPageTests {
         #expect(worker.log.contains("deliveries_page=on"), "\(worker.log)")
         let publisher = try await TestBroker.publisher()
         let results = try await TestBroker.consumer(queue: "\(setup.prefix).results", prefetch: 10)
-        for (id, tokens) in [("first", [1, 2]), ("second", [1])] {
+        for (id, tokens) in [("first", [1, 2]), ("second", [1]), ("third", [3, 4, 5])] {
+            let key = id == "third" ? #""idempotency_key": "order-3", "# : ""
             try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(
-                #"{"id": "\#(id)", "audience": {"tokens": [\#(tokens.map { "\"\(Self.token($0))\"" }.joined(separator: ","))]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)))
+                #"{"id": "\#(id)", \#(key)"audience": {"tokens": [\#(tokens.map { "\"\(Self.token($0))\"" }.joined(separator: ","))]}, "payload": {"aps": {"alert": "hi"}}}"#.utf8)))
             while true {
                 let delivery = try await results.next(within: .seconds(30))
                 try await delivery.ack()
@@ -63,6 +64,16 @@ struct DeliveriesPageTests {
         #expect(Set(jobRows.map { $0[2] }) == [Self.token(1), Self.token(2)])
         #expect(jobRows.contains { $0[2] == Self.token(2) && $0[4] == "rejected" && $0[5] == "410" && $0[6] == "Unregistered" }, "\(jobRows)")
         #expect((byJob["row_classes"] as? [String])?.contains("rejected") == true)
+
+        // By the key alone, two lines a page: Older shows the next page until there is none.
+        let byKey = try await browse(port: port, bearer: bearer, field: "key", value: "order-3", screenshot: screenshot, limit: 2)
+        let pages = try #require(byKey["pages"] as? [[String: Any]], "\(byKey)")
+        let pageRows = pages.map { ($0["rows"] as? [[String]]) ?? [] }
+        #expect(pageRows.map(\.count) == [2, 1], "\(byKey)")
+        #expect(pageRows.joined().allSatisfy { $0[1] == "third" } && Set(pageRows.joined().map { $0[2] }) == Set([3, 4, 5].map(Self.token)), "\(pageRows)")
+        #expect((pages.first?["status"] as? String)?.contains("older ones follow") == true && (pages.last?["status"] as? String)?.contains("(3 to 3)") == true, "\(pages)")
+        let badCursor = try #require(await HTTPProbe.get(port: port, "/deliveries/search?key=order-3&after=nonsense", headers: [("authorization", "Bearer \(bearer)")]))
+        #expect(badCursor.status == 400 && badCursor.body.contains("after"), "\(badCursor.body)")
         print("deliveries page screenshot: \(screenshot)")
 
         #expect(try await worker.stop() == 0, "\(worker.log)")
@@ -71,9 +82,9 @@ struct DeliveriesPageTests {
     }
 
     /// What the browser showed, as the script prints it.
-    private func browse(port: Int, bearer: String, field: String, value: String, screenshot: String) async throws -> [String: Any] {
+    private func browse(port: Int, bearer: String, field: String, value: String, screenshot: String, limit: Int? = nil) async throws -> [String: Any] {
         let run = try await Program.running(
-            [Self.script.path, "http://127.0.0.1:\(port)", bearer, field, value, screenshot],
+            [Self.script.path, "http://127.0.0.1:\(port)", bearer, field, value, screenshot] + (limit.map { ["\($0)"] } ?? []),
             program: URL(fileURLWithPath: "/usr/bin/python3"), killAfter: .seconds(180))
         #expect(run.status == 0, "the browser script failed: \(run.standardError)")
         return try #require(try JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any], "\(run.standardOutput)\(run.standardError)")

@@ -53,3 +53,46 @@ enum Reply {
     var result: PushResult? { if case .result(let result) = self { result } else { nil } }
     var summary: JobSummary? { if case .summary(let summary) = self { summary } else { nil } }
 }
+
+/// What a producer read of a job in any results mode: each device's results, alone or packed in
+/// `results` messages, and the summaries.
+struct Replies {
+    var perDevice: [String: Int] = [:]
+    /// Results published alone (`all`, `failures`).
+    var single = 0
+    /// Each chunk's last summary, by its chunk ("whole" for a job sent whole).
+    var lastSummaries: [String: JobSummary] = [:]
+    /// Devices the summaries say were answered from the ledger.
+    var fromLedger = 0
+}
+
+/// Reads until every one of `chunks` chunks has its summary (a chunk's results come before it).
+/// Fails only when the replies stop coming: no new message for `stall`.
+func collectReplies(from consumer: AMQPConsumer, chunks: Int, stall: Duration = .seconds(30)) async throws -> Replies {
+    var replies = Replies()
+    while replies.lastSummaries.count < chunks {
+        let delivery: AMQPDelivery
+        do {
+            delivery = try await consumer.next(within: stall)
+        } catch {
+            throw TestFailure("no reply for \(stall): \(replies.perDevice.count) devices with results, \(replies.lastSummaries.count) of \(chunks) chunk summaries (\(error))")
+        }
+        try? await delivery.ack()
+        switch delivery.properties.type {
+        case "summary":
+            let summary = try JSONDecoder().decode(JobSummary.self, from: Data(delivery.body))
+            replies.lastSummaries[summary.chunk ?? "whole"] = summary
+            replies.fromLedger += summary.fromLedger
+        case "results":
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+            for entry in try #require(object["results"] as? [Any]) {
+                let result = try JSONDecoder().decode(PushResult.self, from: JSONSerialization.data(withJSONObject: entry))
+                replies.perDevice[result.token, default: 0] += 1
+            }
+        default:
+            replies.single += 1
+            replies.perDevice[try JSONDecoder().decode(PushResult.self, from: Data(delivery.body)).token, default: 0] += 1
+        }
+    }
+    return replies
+}

@@ -71,9 +71,13 @@ struct LedgerWriterTests {
             try await store.finals(job: job, app: app, tokens: tokens)
         }
 
+        func confirm(_ messages: [ConfirmedMessage]) async throws(RegistryError) { try await store.confirm(messages) }
+
         func deliveries(_ query: DeliveryQuery) async throws(RegistryError) -> [DeliveryRecord] { try await store.deliveries(query) }
 
         func expire(before: Int64) async throws(RegistryError) -> Int { try await store.expire(before: before) }
+
+        func expireKeys(takenBefore: Int64) async throws(RegistryError) -> Int { try await store.expireKeys(takenBefore: takenBefore) }
 
         func claim(key: String, app: String, job: String, again: Bool, now: Int64, freeBefore: Int64) async throws(RegistryError) -> String? {
             try await store.claim(key: key, app: app, job: job, again: again, now: now, freeBefore: freeBefore)
@@ -109,6 +113,34 @@ struct LedgerWriterTests {
         #expect(await ledger.saw("end 1"))
         #expect(await synced.value == ["a", "b"])
         #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b"]).count == 2)
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+
+    @Test("at start the writer forgets the idempotency keys past their window and keeps the others: a key's job is found by it only while it holds")
+    func keysExpireAtTheirWindow() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("writer-keys-\(UUID().uuidString.prefix(8)).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let ledger = try SQLiteDeliveryLedger(path: path)
+        let now = Int64(Date().timeIntervalSince1970 * 1000), hour: Int64 = 3_600_000
+        for (key, taken) in [("lapsed", now - 3 * hour), ("held", now - hour)] {
+            #expect(try await ledger.claim(key: key, app: "demo", job: "job-\(key)", again: false, now: taken, freeBefore: taken - 2 * hour) == nil)
+            try await ledger.write([DeliveryRecord(jobID: "job-\(key)", app: "demo", token: "ab", outcome: "delivered", attempts: 1, at: taken)])
+        }
+        let logger = Logger(label: "test.writer")
+        // Thirty days' retention, a two-hour window: only the window can take the lapsed key.
+        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, idempotencyHours: 2, logger: logger)
+        let group = ServiceGroup(services: [writer], logger: logger)
+        let running = Task { try await group.run() }
+        // The one step awaited: the first expiry, which runs as the writer starts.
+        var polls = 0
+        while try await !ledger.deliveries(DeliveryQuery(.idempotencyKey("lapsed"))).isEmpty, polls < 3_000 {
+            try await Task.sleep(for: .milliseconds(10))
+            polls += 1
+        }
+        #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("lapsed"))).isEmpty, "the lapsed key still finds its job")
+        #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("held"))).map(\.jobID) == ["job-held"])
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("job-lapsed"))).count == 1, "the job's records stay until the retention")
         await group.triggerGracefulShutdown()
         try await running.value
     }

@@ -140,6 +140,38 @@ struct RegistryCommandHandlerTests {
         #expect(error["code"] as? String == "unknown_command" && (error["message"] as? String)?.contains("ledger") == true, "\(error)")
     }
 
+    @Test("get_deliveries by idempotency_key finds the job holding the key; after and next page through the records until next is null; a bad after is answered naming it")
+    func deliveriesByKeyInPages() async throws {
+        let ledger = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
+        let now: Int64 = 1_795_000_000_000
+        #expect(try await ledger.claim(key: "order-77", app: "demo", job: "j-7", again: false, now: now, freeBefore: now - 86_400_000) == nil)
+        let tokens = (0..<5).map { TestDeviceTokens.hex($0, series: 0x4E62) }
+        try await ledger.write(tokens.enumerated().map { index, token in
+            DeliveryRecord(jobID: "j-7", app: "demo", token: token, outcome: "delivered", status: 200, attempts: 1, at: now + Int64(index / 2))
+        } + [DeliveryRecord(jobID: "j-8", app: "demo", token: tokens[0], outcome: "delivered", attempts: 1, at: now + 10)])
+        let harness = try Harness(ledger: ledger)
+        var pages: [[String]] = []
+        var after: String?
+        repeat {
+            let id = "p-\(pages.count)"
+            let field = after.map { #", "after": "\#($0)""# } ?? ""
+            #expect(await harness.handle(#"{"command": "get_deliveries", "idempotency_key": "order-77", "limit": 2\#(field)}"#, id: id) == .acknowledge)
+            let reply = try #require(try harness.replies().last)
+            let records = try #require(reply["deliveries"] as? [[String: Any]], "\(reply)")
+            #expect(records.allSatisfy { $0["job_id"] as? String == "j-7" }, "only the key's job: \(records)")
+            pages.append(records.compactMap { $0["token"] as? String })
+            after = reply["next"] as? String
+            #expect(after != nil || reply["next"] is NSNull, "next is always in the answer: \(reply)")
+        } while after != nil && pages.count < 10
+        #expect(pages == [[tokens[4], tokens[2]], [tokens[3], tokens[0]], [tokens[1]]], "newest first, then by token, each once")
+
+        #expect(await harness.handle(#"{"command": "get_deliveries", "idempotency_key": "order-77", "after": "not-a-cursor"}"#, id: "bad") == .acknowledge)
+        let error = try #require(try harness.replies().last?["error"] as? [String: Any])
+        #expect(error["code"] as? String == "invalid_field" && error["field"] as? String == "after", "\(error)")
+        #expect(await harness.handle(#"{"command": "get_deliveries", "idempotency_key": "order-77", "job": "j-7"}"#, id: "two") == .acknowledge)
+        #expect((try harness.replies().last?["error"] as? [String: Any])?["field"] as? String == "job")
+    }
+
     @Test("with registry.auth, get_deliveries needs a user's token and answers with that user's devices only, whatever it names")
     func deliveriesWithAuth() async throws {
         let tokens = await TestUserTokens()

@@ -15,18 +15,30 @@ struct ResultBatchTests {
     @Test("results added from many tasks at once come out each exactly once, in messages that stay under the bound (plus one result) and are JSON with the job, app and chunk")
     func bounded() async throws {
         let batch = ResultBatch(jobID: "j\"1", app: "demo", chunk: "2/5", maximumBytes: 10_000)
-        let collected = await withTaskGroup(of: [ResultBatch.Message].self) { group in
+        let collected = await withTaskGroup(of: ([ResultBatch.Message], [String: Int64]).self) { group in
             for task in 0..<8 {
                 group.addTask {
-                    (0..<250).compactMap { batch.add(Self.result(task * 250 + $0)) }
+                    var full: [ResultBatch.Message] = [], went: [String: Int64] = [:]
+                    for index in 0..<250 {
+                        let result = Self.result(task * 250 + index)
+                        let added = batch.add(result)
+                        went[result.token] = added.message
+                        if let message = added.full { full.append(message) }
+                    }
+                    return (full, went)
                 }
             }
-            var all: [ResultBatch.Message] = []
-            for await messages in group { all += messages }
-            return all
+            var all: [ResultBatch.Message] = [], went: [String: Int64] = [:]
+            for await (messages, ids) in group {
+                all += messages
+                went.merge(ids) { $1 }
+            }
+            return (all, went)
         }
-        let messages = collected + [try #require(batch.drain())]
+        let messages = collected.0 + [try #require(batch.drain())]
         #expect(batch.drain() == nil)
+        // Each result's record names the message that carries it; no two messages share an id.
+        #expect(Set(messages.map(\.id)).count == messages.count)
         var tokens: [String] = []
         let single = Self.result(0).json.count
         for message in messages {
@@ -38,6 +50,7 @@ struct ResultBatchTests {
             for entry in results {
                 let result = try JSONDecoder().decode(PushResult.self, from: JSONSerialization.data(withJSONObject: entry))
                 #expect(result == Self.result(Int(result.token, radix: 16)!))
+                #expect(collected.1[result.token] == message.id, "the message id given for \(result.token)")
                 tokens.append(result.token)
             }
         }
@@ -49,7 +62,7 @@ struct ResultBatchTests {
     func whole() throws {
         let batch = ResultBatch(jobID: "j", app: "demo", chunk: nil)
         #expect(batch.drain() == nil)
-        #expect(batch.add(Self.result(1)) == nil)
+        #expect(batch.add(Self.result(1)).full == nil)
         let message = try #require(batch.drain())
         let object = try #require(try JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any])
         #expect(object["chunk"] is NSNull && (object["results"] as? [Any])?.count == 1)
@@ -68,5 +81,21 @@ struct ResultBatchTests {
             let object = try #require(try JSONSerialization.jsonObject(with: Data(result.json)) as? [String: Any])
             #expect(object.count == 11)
         }
+    }
+}
+
+extension ResultBatchTests {
+    @Test("results published again from the ledger carry the messages they were first in, which the message that now holds them confirms")
+    func answers() throws {
+        let batch = ResultBatch(jobID: "j", app: "demo", chunk: "1/2")
+        let fresh = batch.add(Self.result(1)).message
+        #expect(batch.add(Self.result(2), answering: 41).message == fresh)
+        _ = batch.add(Self.result(3), answering: 42)
+        let message = try #require(batch.drain())
+        #expect(message.id == fresh && message.answers == [41, 42] && message.count == 3)
+        // The next message starts clean, with an id of its own.
+        let next = batch.add(Self.result(4)).message
+        #expect(next != fresh)
+        #expect(try #require(batch.drain()).answers.isEmpty)
     }
 }

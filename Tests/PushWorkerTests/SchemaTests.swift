@@ -89,6 +89,7 @@ struct SchemaTests {
         let valid = examples + queries.map { $0.replacingOccurrences(of: "…", with: String(repeating: "0", count: 56)) } + channels + [
             #"{"command": "list_channels", "app": "sports"}"#, #"{"command": "show_channel", "app": "sports", "channel": "dHN0LXNyY2gtY2hubA=="}"#,
             #"{"command": "delete_channel", "app": "sports", "channel": "dHN0LXNyY2gtY2hubA=="}"#,
+            #"{"command": "get_deliveries", "idempotency_key": "order-1", "app": "demo", "limit": 2, "after": "WzE3OTUwMDAwMDAwMDAsImFiYWIiLCJqLTEiLCJkZW1vIl0"}"#,
         ]
         for text in valid { _ = try RegistryRequest(json: Array(text.utf8)) }
         #expect(try Self.validate("registry-command.schema.json", try files(valid, "valid")) == Array(repeating: "valid", count: valid.count))

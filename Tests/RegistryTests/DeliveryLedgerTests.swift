@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresRegistry
 @testable import Registry
+import Synchronization
 import TestSupport
 import Testing
 
@@ -113,7 +114,10 @@ struct DeliveryLedgerTests {
         #expect(try await ledger.claim(key: "k", app: "other", job: "third", again: false, now: Self.now, freeBefore: 0) == nil, "keys are per app")
         #expect(try await claim("late", now: Self.now + 25 * hour) == nil, "past the window the key is free")
         #expect(try await claim("later", now: Self.now + 26 * hour) == "late")
-        // Ten workers at the same moment: the store decides, one takes it.
+        // Ten claims at the same moment: the store decides, one takes it. On PostgreSQL they go
+        // over pooled connections, as from many workers; in one process SQLite's claims go
+        // through the ledger's one serial queue, so two processes race on one file in
+        // IdempotencyRaceTests.
         let holders = try await withThrowingTaskGroup(of: String?.self) { group in
             for index in 0..<10 { group.addTask { try await claim("racer-\(index)", key: "race") } }
             return try await group.reduce(into: [String?]()) { $0.append($1) }
@@ -287,5 +291,170 @@ struct DeliveryLedgerTests {
         try await ledger.write((0..<100).map { Self.record("stats", $0) })
         #expect(try await ledger.finals(job: "stats", app: "demo", tokens: [TestDeviceTokens.hex(1, series: 0x1ED6)]).count == 1)
         #expect(sqlite3_memory_used() == 0, "SQLite counted its allocations")
+    }
+
+    @Test("by job, user or token, only one app's records or one owner's devices; a page's cursor goes on within since and until", arguments: Kind.allCases)
+    func filtersAndWindowedPages(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        try await ledger.write((0..<5).map { Self.record("j-\($0)", 7, user: "u-7", at: Self.now + Int64($0) * 1000) })
+        var elsewhere = Self.record("j-0", 7, user: "u-7")
+        elsewhere.app = "other"
+        try await ledger.write([Self.record("j-0", 8, user: "u-8"), elsewhere])
+        let token = TestDeviceTokens.hex(7, series: 0x1ED6)
+        #expect(try await ledger.deliveries(DeliveryQuery(.token(token))).count == 6)
+        #expect(try await ledger.deliveries(DeliveryQuery(.token(token), app: "other")) == [elsewhere])
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("j-0"), owner: "u-8")).map(\.user) == ["u-8"])
+        #expect(try await ledger.deliveries(DeliveryQuery(.job("j-0"), app: "demo", owner: "u-7")).map(\.app) == ["demo"])
+
+        // Pages within until: the cursor is older than until, and bounds the window itself.
+        let first = try await ledger.page(DeliveryQuery(.user("u-7"), app: "demo", until: Self.now + 3000, limit: 2))
+        #expect(first.records.map(\.jobID) == ["j-3", "j-2"])
+        let second = try await ledger.page(DeliveryQuery(.user("u-7"), app: "demo", until: Self.now + 3000, limit: 2, after: first.next))
+        #expect(second.records.map(\.jobID) == ["j-1", "j-0"] && second.next == nil, "the page that ends the list says so: \(second)")
+        // A cursor newer than until (a page read before until was set): until bounds the window.
+        let newest = try await ledger.page(DeliveryQuery(.user("u-7"), app: "demo", limit: 1))
+        #expect(newest.records.map(\.jobID) == ["j-4"])
+        let narrowed = try await ledger.page(DeliveryQuery(.user("u-7"), app: "demo", since: Self.now + 1000, until: Self.now + 2000, after: newest.next))
+        #expect(narrowed.records.map(\.jobID) == ["j-2", "j-1"] && narrowed.next == nil)
+    }
+
+    @Test("by idempotency key: the records of the job holding the key, in every app or the one named; expireKeys forgets the keys taken before its time, which then find nothing and are free", arguments: Kind.allCases)
+    func byIdempotencyKey(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        let hour: Int64 = 3_600_000
+        func claim(_ key: String, app: String = "demo", job: String, at: Int64 = DeliveryLedgerTests.now) async throws -> String? {
+            try await ledger.claim(key: key, app: app, job: job, again: false, now: at, freeBefore: at - 24 * hour)
+        }
+        #expect(try await claim("k-1", job: "j-1") == nil)
+        #expect(try await claim("k-1", app: "other", job: "j-9") == nil)
+        #expect(try await claim("k-2", job: "j-2", at: Self.now + 2 * hour) == nil)
+        var nine = Self.record("j-9", 9, at: Self.now + 10)
+        nine.app = "other"
+        var sameIDElsewhere = Self.record("j-1", 8, at: Self.now + 20)
+        sameIDElsewhere.app = "other"
+        try await ledger.write((0..<3).map { Self.record("j-1", $0, at: Self.now + Int64($0)) } + [Self.record("j-2", 5), nine, sameIDElsewhere])
+
+        let found = try await ledger.deliveries(DeliveryQuery(.idempotencyKey("k-1")))
+        #expect(found.map { "\($0.app)/\($0.jobID)" } == ["other/j-9", "demo/j-1", "demo/j-1", "demo/j-1"],
+            "the key's job in each app, not another app's job of the same id: \(found)")
+        #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("k-1"), app: "demo")).map(\.token) == [2, 1, 0].map { TestDeviceTokens.hex($0, series: 0x1ED6) })
+        #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("k-3"))).isEmpty)
+
+        #expect(try await ledger.expireKeys(takenBefore: Self.now + hour) == 2)
+        #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("k-1"))).isEmpty, "a key forgotten finds no job")
+        #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("k-2"))).map(\.jobID) == ["j-2"], "a key within its window stays")
+        #expect(try await ledger.expireKeys(takenBefore: Self.now + hour) == 0)
+        #expect(try await claim("k-1", job: "j-10", at: Self.now + 3 * hour) == nil, "a forgotten key is free")
+        #expect(try await claim("k-2", job: "j-11", at: Self.now + 3 * hour) == "j-2", "the key still held is not")
+    }
+
+    @Test("a cursor is URL-safe text that comes back as it went; text that is not one is no cursor")
+    func cursorText() throws {
+        let record = DeliveryRecord(jobID: "job/ü?&=+", app: "demo", token: "ab+/cd", outcome: "delivered", attempts: 1, at: 1_795_000_000_123)
+        let cursor = DeliveryCursor(after: record)
+        #expect(cursor.text.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }, "\(cursor.text)")
+        #expect(DeliveryCursor(cursor.text) == cursor)
+        func encoded(_ json: String) -> String {
+            Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        #expect(DeliveryCursor(encoded(#"[1795000000123,"ab","j","demo"]"#)) != nil, "the form a cursor has")
+        for text in ["", "not a cursor!", cursor.text + "=", encoded("[1,2]"), encoded(#"["a","b","c","d"]"#), encoded(#"[true,"b","c","d"]"#),
+                     encoded(#"[1.5,"b","c","d"]"#), encoded(#"{"at":1}"#), String(repeating: "A", count: 5000)] {
+            #expect(DeliveryCursor(text) == nil, "\(text.prefix(40))")
+        }
+    }
+
+    /// What the writer of another job's records has done so far.
+    final class Progress: Sendable {
+        let state = Mutex<(batches: Int, failure: String?)>((0, nil))
+    }
+
+    @Test("a 25,000-device job listed whole a page at a time through the cursor, and a user's records across jobs: none twice, none missing, in order, while another job's records are written", arguments: Kind.allCases)
+    func pagingWhileWriting(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        let devices = 25_000
+        // Seven records an instant, so pages end inside an instant, where the token, job and app
+        // decide; tokens in an order unlike the records' (7919 is prime to 25,000), and the
+        // first hundred devices also in another app under the same job id.
+        var big = (0..<devices).map { index in
+            DeliveryRecord(
+                jobID: "big", app: "demo", token: TestDeviceTokens.hex(index * 7919 % devices, series: 0x9A61), user: "u-\(index % 3)", outcome: "delivered",
+                status: 200, attempts: 1, at: Self.now + Int64(index / 7))
+        }
+        big += big.prefix(100).map { record in
+            var elsewhere = record
+            elsewhere.app = "other"
+            return elsewhere
+        }
+        for start in stride(from: 0, to: big.count, by: 2_000) { try await ledger.write(Array(big[start..<min(start + 2_000, big.count)])) }
+        func before(_ a: DeliveryRecord, _ b: DeliveryRecord) -> Bool {
+            if a.at != b.at { return a.at > b.at }
+            for (x, y) in [(a.token, b.token), (a.jobID, b.jobID), (a.app, b.app)] where x != y { return x.utf8.lexicographicallyPrecedes(y.utf8) }
+            return false
+        }
+
+        // Another job's records, newer than any, for one of the same users: written on and on
+        // while the pages are read. A record newer than a page's cursor is in no page after it.
+        let written = Progress()
+        let writer = Task {
+            var index = 0
+            while !Task.isCancelled {
+                let batch = (0..<50).map { offset in
+                    DeliveryRecord(
+                        jobID: "meanwhile", app: "demo", token: TestDeviceTokens.hex(index + offset, series: 0x0C0C), user: "u-0", outcome: "delivered",
+                        attempts: 1, at: Self.now + 10_000_000 + Int64(index + offset))
+                }
+                index += 50
+                do {
+                    try await ledger.write(batch)
+                } catch {
+                    written.state.withLock { $0.failure = "\(error)" }
+                    return
+                }
+                written.state.withLock { $0.batches += 1 }
+            }
+        }
+        defer { writer.cancel() }
+        /// Waits until the writer has written a batch more than `seen`: every page is read with writes between.
+        func writes(after seen: Int) async throws -> Int {
+            while true {
+                let (batches, failure) = written.state.withLock { $0 }
+                if let failure { Issue.record("the writer failed: \(failure)"); return batches }
+                if batches > seen { return batches }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+
+        func list(_ subject: DeliveryQuery.Subject, limit: Int) async throws -> (records: [DeliveryRecord], pages: [Int]) {
+            var records: [DeliveryRecord] = []
+            var pages: [Int] = []
+            var after: DeliveryCursor?
+            var seen = try await writes(after: 0)
+            repeat {
+                let page = try await ledger.page(DeliveryQuery(subject, limit: limit, after: after))
+                records += page.records
+                pages.append(page.records.count)
+                // As a client holds it: the text, handed back.
+                after = try page.next.map { try #require(DeliveryCursor($0.text)) }
+                seen = try await writes(after: seen)
+            } while after != nil
+            return (records, pages)
+        }
+
+        let job = try await list(.job("big"), limit: 997)
+        #expect(job.pages.dropLast().allSatisfy { $0 == 997 } && job.pages.count == big.count / 997 + 1, "\(job.pages)")
+        #expect(job.records.count == big.count && Set(job.records) == Set(big), "none twice, none missing")
+        #expect(job.records == big.sorted(by: before), "in order")
+
+        let user = try await list(.user("u-0"), limit: 1_000)
+        let mine = big.filter { $0.user == "u-0" }
+        let keys = user.records.map { "\($0.at) \($0.token) \($0.jobID) \($0.app)" }
+        #expect(Set(keys).count == keys.count, "none twice")
+        #expect(user.records.filter { $0.jobID == "big" } == mine.sorted(by: before), "none of the job's missing, in order")
+        #expect(zip(user.records, user.records.dropFirst()).allSatisfy { before($0, $1) }, "every record after the one before it")
+        writer.cancel()
+        _ = await writer.value
+        let total = written.state.withLock { $0.batches }
+        #expect(user.records.count < mine.count + total * 50, "records written after the first page are in no page")
     }
 }

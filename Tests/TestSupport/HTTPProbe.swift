@@ -11,9 +11,10 @@ public enum HTTPProbe {
     }
 
     /// nil while nothing answers on the port (the endpoint not up yet).
-    public static func get(port: Int, _ path: String) async -> Answer? {
+    public static func get(port: Int, _ path: String, headers: [(String, String)] = []) async -> Answer? {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.timeoutInterval = 10
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         guard let (data, response) = try? await URLSession.shared.data(for: request), let http = response as? HTTPURLResponse else {
             return nil
         }

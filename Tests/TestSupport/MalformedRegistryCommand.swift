@@ -68,5 +68,9 @@ public struct MalformedRegistryCommand: Sendable, CustomStringConvertible {
         MalformedRegistryCommand(json: #"{"command": "unregister_push_to_start_token", "token": "\#(token)"}"#, code: "missing_field", field: "app"),
         MalformedRegistryCommand(json: #"{"command": "register_push_to_start_token", "app": "news#push-to-start", "token": "\#(token)"}"#, code: "invalid_field", field: "app"),
         MalformedRegistryCommand(json: #"{"command": "unregister_device", "app": "news#activity:A", "token": "\#(token)"}"#, code: "invalid_field", field: "app"),
+        // get_deliveries: one subject; a cursor as it was given; a time, not a boolean.
+        MalformedRegistryCommand(json: #"{"command": "get_deliveries", "idempotency_key": "order-1", "job": "j-1"}"#, code: "invalid_field", field: "job"),
+        MalformedRegistryCommand(json: #"{"command": "get_deliveries", "job": "j-1", "after": "not a cursor!"}"#, code: "invalid_field", field: "after"),
+        MalformedRegistryCommand(json: #"{"command": "get_deliveries", "user": "u-1", "since": true}"#, code: "invalid_field", field: "since"),
     ]
 }

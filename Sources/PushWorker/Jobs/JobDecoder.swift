@@ -344,23 +344,16 @@ public struct JobDecoder: Sendable {
         return Names(id: text("id"), app: text("app"), replyTo: text("reply_to"))
     }
 
-    /// An RFC 3339 time, with or without fractional seconds (`2026-11-22T10:00:00.5Z`).
-    public static func rfc3339(_ text: String) -> Date? {
-        RFC3339.date(text)
-    }
-
-    /// `send_at`: an RFC 3339 time, or Unix seconds as `expiration` takes them.
+    /// `send_at`: an RFC 3339 time, or Unix seconds as `expiration` takes them (`RFC3339`'s one
+    /// reading of a time, as `get_deliveries` and the command line use it).
     static func sendAt(_ value: Any?) throws(JobError) -> Date? {
+        guard let value, !(value is NSNull) else { return nil }
+        if let milliseconds = RFC3339.milliseconds(json: value) { return Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
         switch value {
-        case nil, is NSNull: return nil
         case let text as String:
-            if let date = rfc3339(text) { return date }
             throw JobError(.invalidField, field: "send_at", "send_at '\(text)' is not an RFC 3339 time (2026-11-27T09:00:00Z, or with an offset: 2026-11-27T09:00:00+01:00)")
         case let number as NSNumber where !JobFields.isBoolean(number):
-            guard let seconds = Int64(exactly: number.doubleValue), seconds >= 0 else {
-                throw JobError(.invalidField, field: "send_at", "send_at \(number) is not a Unix time in whole seconds")
-            }
-            return Date(timeIntervalSince1970: Double(seconds))
+            throw JobError(.invalidField, field: "send_at", "send_at \(number) is not a Unix time in whole seconds")
         default:
             throw JobError(.invalidField, field: "send_at", "send_at must be an RFC 3339 time (2026-11-27T09:00:00Z) or Unix seconds")
         }
@@ -372,16 +365,15 @@ public struct JobDecoder: Sendable {
         let field = "expiration"
         if let text = value as? String {
             if text == "immediate" { return .immediately }
-            if let date = Self.rfc3339(text) { return .at(date) }
+            if let milliseconds = RFC3339.milliseconds(json: text) { return .at(Date(timeIntervalSince1970: Double(milliseconds) / 1000)) }
             throw JobError(.invalidField, field: field, "expiration '\(text)' is not \"immediate\" or an RFC 3339 time")
         }
         if let number = value as? NSNumber, !JobFields.isBoolean(number) {
-            let seconds = number.doubleValue
-            guard seconds.isFinite, seconds >= 0, seconds < 1e11, seconds == seconds.rounded() else {
+            guard let milliseconds = RFC3339.milliseconds(json: number) else {
                 throw JobError(.invalidField, field: field, "expiration \(number) is not a Unix time in whole seconds")
             }
             // 0 is what APNs' own header means by "immediately", never a moment in 1970.
-            return seconds == 0 ? .immediately : .at(Date(timeIntervalSince1970: seconds))
+            return milliseconds == 0 ? .immediately : .at(Date(timeIntervalSince1970: Double(milliseconds) / 1000))
         }
         if let object = value as? [String: Any] {
             guard object.count == 1, let raw = object["after_seconds"] else {

@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import Registry
 
 /// A job's `live_activity` object: what a producer says about a Live Activity push, from which the
 /// worker builds the `aps` dictionary ActivityKit reads. Producers name fields in the job's own
@@ -131,18 +132,15 @@ struct LiveActivity {
     private static func seconds(_ value: Any?, field: String) throws(JobError) -> Int64? {
         guard let value, !(value is NSNull) else { return nil }
         let name = "live_activity.\(field)"
+        if let milliseconds = RFC3339.milliseconds(json: value) {
+            // Whole seconds, rounded down as ActivityKit reads them (before 1970 too).
+            let seconds = milliseconds / 1000
+            return milliseconds % 1000 < 0 ? seconds - 1 : seconds
+        }
         if let text = value as? String {
-            guard let date = JobDecoder.rfc3339(text) else {
-                throw JobError(.invalidField, field: name, "\(name) '\(text)' is not Unix seconds or an RFC 3339 time")
-            }
-            return Int64(date.timeIntervalSince1970.rounded(.down))
+            throw JobError(.invalidField, field: name, "\(name) '\(text)' is not Unix seconds or an RFC 3339 time")
         }
-        guard let number = value as? NSNumber, !JobFields.isBoolean(number), number.doubleValue.isFinite,
-            number.doubleValue >= 0, number.doubleValue < 1e11, number.doubleValue == number.doubleValue.rounded()
-        else {
-            throw JobError(.invalidField, field: name, "\(name) must be Unix seconds (a whole number) or an RFC 3339 time")
-        }
-        return number.int64Value
+        throw JobError(.invalidField, field: name, "\(name) must be Unix seconds (a whole number) or an RFC 3339 time")
     }
 
     /// The priority of a job that names none: a start or an end is what the user is waiting

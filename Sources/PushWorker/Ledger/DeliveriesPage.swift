@@ -5,7 +5,8 @@ import Registry
 import Synchronization
 
 /// `/deliveries` on the operator endpoint: a small search page over the delivery ledger, by user,
-/// token or job, one line per device with its outcome and reason, newest first. Off unless
+/// token, job or idempotency key, one line per device with its outcome and reason, newest first,
+/// a page at a time (its "Older" button asks for the next with the cursor the last answer gave). Off unless
 /// `ledger.page_token_env` names a variable holding its bearer token, because it shows device
 /// tokens and user ids.
 ///
@@ -45,9 +46,9 @@ public final class DeliveriesPage: Sendable {
         guard let header = request.authorization, header.hasPrefix("Bearer "), Self.equal(Array(header.utf8.dropFirst(7)), token) else {
             return Self.json(401, ["error": "a bearer token is needed (the value of ledger.page_token_env's variable)"], extra: [("www-authenticate", "Bearer")])
         }
-        let named = ["user", "token", "job"].compactMap { name in request.query[name].flatMap { $0.isEmpty ? nil : (name, $0) } }
+        let named = ["user", "token", "job", "key"].compactMap { name in request.query[name].flatMap { $0.isEmpty ? nil : (name, $0) } }
         guard named.count == 1, let (field, value) = named.first else {
-            return Self.json(400, ["error": "search by exactly one of user, token and job"])
+            return Self.json(400, ["error": "search by exactly one of user, token, job and key"])
         }
         var limit = 100
         if let text = request.query["limit"], !text.isEmpty {
@@ -56,15 +57,23 @@ public final class DeliveriesPage: Sendable {
             }
             limit = number
         }
+        var after: DeliveryCursor?
+        if let text = request.query["after"], !text.isEmpty {
+            guard let cursor = DeliveryCursor(text) else {
+                return Self.json(400, ["error": "after must be the next of an earlier answer, as it was given"])
+            }
+            after = cursor
+        }
         guard let ledger = ledger.withLock({ $0 }) else { return Self.json(503, ["error": "the ledger is not open yet"]) }
         let subject: DeliveryQuery.Subject = switch field {
         case "user": .user(value)
         case "token": .token(APNsDeviceToken.normalized(value))
+        case "key": .idempotencyKey(value)
         default: .job(value)
         }
         do {
-            let records = try await ledger.deliveries(DeliveryQuery(subject, limit: limit))
-            return Self.json(200, ["deliveries": records.map(\.json)])
+            let page = try await ledger.page(DeliveryQuery(subject, limit: limit, after: after))
+            return Self.json(200, ["deliveries": page.records.map(\.json), "next": page.next.map { $0.text as Any } ?? NSNull()])
         } catch {
             return Self.json(503, ["error": "cannot read the ledger: \(error.message)"])
         }
@@ -112,7 +121,7 @@ public final class DeliveriesPage: Sendable {
         <h1>Deliveries</h1>
         <form id="search">
           <label>Bearer token <input id="bearer" type="password" autocomplete="off" required></label>
-          <label>Search by <select id="field"><option value="user">user</option><option value="token">token</option><option value="job">job</option></select></label>
+          <label>Search by <select id="field"><option value="user">user</option><option value="token">token</option><option value="job">job</option><option value="key">idempotency key</option></select></label>
           <label>Value <input id="value" required></label>
           <label>At most <input id="limit" type="number" min="1" max="1000" value="100"></label>
           <button id="go" type="submit">Search</button>
@@ -122,6 +131,7 @@ public final class DeliveriesPage: Sendable {
           <thead><tr><th>time (UTC)</th><th>job</th><th>device</th><th>user</th><th>outcome</th><th>status</th><th>reason</th><th>attempts</th></tr></thead>
           <tbody></tbody>
         </table>
+        <p><button id="older" type="button" hidden>Older</button></p>
         <script src="/deliveries/page.js"></script>
         </body>
         </html>
@@ -134,21 +144,23 @@ public final class DeliveriesPage: Sendable {
         const status = document.getElementById("status");
         const table = document.getElementById("results");
         const bearer = document.getElementById("bearer");
+        const older = document.getElementById("older");
         bearer.value = sessionStorage.getItem("pushworker-deliveries-token") || "";
+        // The search the rows come from, and where its next page starts (the answer's next).
+        let search = null;
+        let next = null;
+        let shown = 0;
         function say(text, error) { status.textContent = text; status.className = error ? "error" : ""; }
-        form.addEventListener("submit", async (event) => {
-          event.preventDefault();
-          sessionStorage.setItem("pushworker-deliveries-token", bearer.value);
-          const query = new URLSearchParams();
-          query.set(document.getElementById("field").value, document.getElementById("value").value.trim());
-          query.set("limit", document.getElementById("limit").value || "100");
+        async function load(after) {
+          const query = new URLSearchParams(search);
+          if (after) query.set("after", after);
           say("Searching…", false);
           let answer;
           try {
             const response = await fetch("/deliveries/search?" + query, { headers: { "Authorization": "Bearer " + bearer.value } });
             answer = await response.json();
-            if (!response.ok) { table.hidden = true; say(answer.error || ("HTTP " + response.status), true); return; }
-          } catch (error) { table.hidden = true; say("The worker did not answer: " + error, true); return; }
+            if (!response.ok) { table.hidden = true; older.hidden = true; say(answer.error || ("HTTP " + response.status), true); return; }
+          } catch (error) { table.hidden = true; older.hidden = true; say("The worker did not answer: " + error, true); return; }
           const body = table.tBodies[0];
           body.replaceChildren();
           for (const record of answer.deliveries) {
@@ -164,9 +176,24 @@ public final class DeliveriesPage: Sendable {
               if (index === 4) cell.className = "outcome";
             });
           }
+          const first = after ? shown + 1 : 1;
+          shown = (after ? shown : 0) + answer.deliveries.length;
+          next = answer.next;
+          older.hidden = !next;
           table.hidden = answer.deliveries.length === 0;
-          say(answer.deliveries.length === 0 ? "No deliveries found." : answer.deliveries.length + " deliveries, newest first.", false);
+          if (answer.deliveries.length === 0) say(after ? "No older deliveries." : "No deliveries found.", false);
+          else say((answer.deliveries.length === 1 ? "1 delivery" : answer.deliveries.length + " deliveries") + ", newest first" +
+            (after ? " (" + first + " to " + shown + ")" : "") + (next ? "; older ones follow." : "."), false);
+        }
+        form.addEventListener("submit", (event) => {
+          event.preventDefault();
+          sessionStorage.setItem("pushworker-deliveries-token", bearer.value);
+          search = new URLSearchParams();
+          search.set(document.getElementById("field").value, document.getElementById("value").value.trim());
+          search.set("limit", document.getElementById("limit").value || "100");
+          load(null);
         });
+        older.addEventListener("click", () => { if (search && next) load(next); });
 
         """
 }

@@ -12,7 +12,8 @@ import Synchronization
 /// Memory is bounded: past `maximumPending` records waiting, `append` waits for the writer. A
 /// write that keeps failing (the store down) is retried, then its records are given up on with an
 /// error in the log, and the jobs go on: their results were published already.
-/// Once a day (and at start) it drops what is older than the retention.
+/// Once a day (and at start) it drops what is older than the retention, and once an hour the
+/// idempotency keys past their window.
 public final class LedgerWriter: DeliveryLedgerWriting, Service {
     /// The store it writes to.
     public let ledger: any DeliveryLedger
@@ -47,6 +48,23 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
         await buffer.sync()
     }
 
+    public func confirm(_ messages: [ConfirmedMessage]) async {
+        for attempt in 1...Self.attempts {
+            do {
+                try await ledger.confirm(messages)
+                return
+            } catch {
+                if attempt == Self.attempts {
+                    logger.warning("cannot mark results messages confirmed in the ledger; if their job comes back, their results are published again", metadata: [
+                        "job": "\(messages.first?.jobID ?? "-")", "messages": "\(messages.count)", "error": "\(error)",
+                    ])
+                } else {
+                    try? await Task.sleep(for: .milliseconds(100 * attempt * attempt))
+                }
+            }
+        }
+    }
+
     public func finals(job: String, app: String, tokens: [String]) async -> [String: DeliveryRecord] {
         do {
             return try await ledger.finals(job: job, app: app, tokens: tokens)
@@ -69,7 +87,7 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
 
     /// Writes until a graceful shutdown, then writes what is left.
     public func run() async throws {
-        let expiry = Task { await expireDaily() }
+        let expiry = Task { await expire() }
         defer { expiry.cancel() }
         let concurrent = max(1, ledger.concurrentWrites)
         await withGracefulShutdownHandler {
@@ -109,18 +127,30 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
         }
     }
 
-    private func expireDaily() async {
+    /// Every hour, the idempotency keys past their window: free already (`claim`), and kept no
+    /// longer they would still lead `deliveries --key` to a job they no longer guard, for up to
+    /// the retention. At start and then daily (hourly after a failure), the records past the
+    /// retention.
+    private func expire() async {
+        var retentionDue = ContinuousClock.now
         while !Task.isCancelled {
-            let cutoff = Int64((Date().timeIntervalSince1970 - Double(retention.components.seconds)) * 1000)
+            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
             do {
-                let removed = try await ledger.expire(before: cutoff)
-                if removed > 0 { logger.info("ledger retention: old deliveries dropped", metadata: ["records": "\(removed)"]) }
+                let removed = try await ledger.expireKeys(takenBefore: now - Int64(idempotencyWindow.components.seconds) * 1000)
+                if removed > 0 { logger.debug("idempotency keys past their window forgotten", metadata: ["keys": "\(removed)"]) }
             } catch {
-                logger.warning("ledger retention failed; tried again in an hour", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(3600))
-                continue
+                logger.warning("idempotency keys' expiry failed; tried again in an hour", metadata: ["error": "\(error)"])
             }
-            try? await Task.sleep(for: .seconds(86_400))
+            if ContinuousClock.now >= retentionDue {
+                do {
+                    let removed = try await ledger.expire(before: now - Int64(retention.components.seconds) * 1000)
+                    if removed > 0 { logger.info("ledger retention: old deliveries dropped", metadata: ["records": "\(removed)"]) }
+                    retentionDue = .now + .seconds(86_400)
+                } catch {
+                    logger.warning("ledger retention failed; tried again in an hour", metadata: ["error": "\(error)"])
+                }
+            }
+            try? await Task.sleep(for: .seconds(3600))
         }
     }
 }

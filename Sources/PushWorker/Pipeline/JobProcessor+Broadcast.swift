@@ -10,9 +10,11 @@ extension JobProcessor {
     func broadcast(_ job: PushJob, channel: String, replyTo: String, chunk: String?, consultLedger: Bool = false) async throws -> Report {
         let start = ContinuousClock.now
         if consultLedger, let ledger, let held = await ledger.finals(job: job.id, app: appName, tokens: [""])[""] {
-            // Came back after a fault, its one result published already: nothing to send again.
-            let ends = DeviceEnds(batch: nil, chunk: chunk)
+            // Came back after a fault, its one result in the ledger: nothing to send again, and
+            // the result published again only if no reply for it was confirmed (`batched`).
+            let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil, chunk: chunk)
             ends.record([Outcome(rawValue: held.outcome) ?? .failed: 1])
+            try await answerFromLedger([held], of: job, to: replyTo, ends: ends)
             logger.notice("broadcast came back: its result is in the ledger, not sent again", metadata: ["job": "\(job.id)", "channel": "\(channel)"])
             return Report(summary: try await summarize(job, devices: 1, ends: ends, start: start, replyTo: replyTo, chunk: chunk, error: nil), handedOn: [])
         }

@@ -71,6 +71,8 @@ public struct JobProcessor: Sendable {
         let unroutable = Atomic<Int>(0)
         /// Devices the registry dropped on APNs' word.
         let removed = Atomic<Int>(0)
+        /// Devices whose result was published again from the ledger (a job that came back).
+        let fromLedger = Atomic<Int>(0)
         /// A `results: batched` job's results not yet published.
         let batch: ResultBatch?
         /// The job's chunk, for the ledger's records.
@@ -129,8 +131,10 @@ public struct JobProcessor: Sendable {
                 filtered.removeAll { held[$0.token] != nil }
                 withheld.removeAll { held[$0.recipient.token] != nil }
                 ends.record(held.values.reduce(into: [Outcome: Int]()) { counts, record in counts[Outcome(rawValue: record.outcome) ?? .failed, default: 0] += 1 })
+                try await answerFromLedger(held.values, of: job, to: replyTo, ends: ends)
                 logger.notice("job came back: devices with a result in the ledger are not sent again", metadata: [
                     "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "skipped": "\(held.count)", "devices": "\(devices)",
+                    "answered_from_ledger": "\(ends.fromLedger.load(ordering: .relaxed))",
                 ])
             }
         }
@@ -238,6 +242,7 @@ public struct JobProcessor: Sendable {
         summary.retrying = ends.handedOn.count
         summary.deferred = deferred
         summary.removed = ends.removed.load(ordering: .relaxed)
+        summary.fromLedger = ends.fromLedger.load(ordering: .relaxed)
         do {
             try await results.publish(summary, to: replyTo)
         } catch let error as AMQPError where error.kind == .returned {
@@ -381,33 +386,61 @@ public struct JobProcessor: Sendable {
 
     /// A device's final result, as the job's `results` asks: published alone (`all`, and
     /// `failures` for a device not delivered), added to the batch (`batched`, published when
-    /// full), or only counted (`none`).
+    /// full), or only counted (`none`); and its record handed to the ledger.
+    ///
+    /// The record is handed over once the result is confirmed (`all`, `failures`), or at once
+    /// when the result waits in a batch (it then names the batch's message, until the message is
+    /// marked confirmed) or has nothing to wait for. So a record is written when the device's
+    /// outcome is final, whatever its result message waits for.
     /// - Parameter slot: the device's admission slot. With a ledger, it is given back once the
     ///   device's record is written (one commit shared by the devices finishing meanwhile), not
     ///   when the device's task ends: a device sent and not yet in the ledger always holds a slot,
     ///   so a worker lost at any moment repeats at most the app's `max_in_flight` devices when its
-    ///   job comes back (`batched`: also the results still in the batch, not yet published).
+    ///   job comes back, in every results mode.
     func report(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds, slot: SlotRelease? = nil) async throws {
-        // Kept in the ledger once published (`batched`: once its message is), never before: a
-        // device the ledger holds is not published again when its job comes back.
-        let record = ledger.map { _ in result.ledgerRecord(chunk: ends.chunk) }
+        var full: ResultBatch.Message?
+        var message: Int64?
         switch job.results {
         case .all:
             try await publish(result, to: replyTo, ends: ends)
         case .failures where result.outcome.isFailure:
             try await publish(result, to: replyTo, ends: ends)
         case .batched:
-            if let full = ends.batch?.add(result, record: record) { try await publish(full, of: job, to: replyTo, ends: ends) }
-            return
+            if let added = ends.batch?.add(result) { (message, full) = added }
         case .failures, .none:
             break
         }
-        guard let record, let ledger else { return }
-        if let slot {
-            slot.handOver()
-            await ledger.append(record, whenWritten: { slot.release() })
-        } else {
-            await ledger.append([record])
+        if let ledger {
+            let record = result.ledgerRecord(chunk: ends.chunk, message: message)
+            if let slot {
+                slot.handOver()
+                await ledger.append(record, whenWritten: { slot.release() })
+            } else {
+                await ledger.append([record])
+            }
+        }
+        if let full { try await publish(full, of: job, to: replyTo, ends: ends) }
+    }
+
+    /// The devices of a job that came back whose records the ledger holds while no reply for
+    /// them was confirmed (their `results: batched` message was not marked confirmed): their
+    /// result is published again from the record, as the job's `results` asks, with no push and
+    /// no second record. Results stay at least once.
+    func answerFromLedger(_ held: some Sequence<DeliveryRecord>, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
+        for record in held {
+            guard let earlier = record.resultsMessage else { continue }
+            let result = PushResult(record)
+            switch job.results {
+            case .all:
+                try await publish(result, to: replyTo, ends: ends)
+            case .failures where result.outcome.isFailure:
+                try await publish(result, to: replyTo, ends: ends)
+            case .batched:
+                if let full = ends.batch?.add(result, answering: earlier).full { try await publish(full, of: job, to: replyTo, ends: ends) }
+            case .failures, .none:
+                continue
+            }
+            ends.fromLedger.add(1, ordering: .relaxed)
         }
     }
 
@@ -421,12 +454,18 @@ public struct JobProcessor: Sendable {
         }
     }
 
+    /// A full batch, or the last of a job; once the broker has it (or returned it: its reply
+    /// queue is gone, and publishing it again would not help), its id and those it answers are
+    /// marked confirmed in the ledger.
     private func publish(_ batch: ResultBatch.Message, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
         do {
             try await results.publish(batch, jobID: job.id, to: replyTo)
         } catch let error as AMQPError where error.kind == .returned {
             ends.unroutable.add(batch.count, ordering: .relaxed)
         }
-        await ledger?.append(batch.records)
+        if let ledger {
+            let at = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+            await ledger.confirm(([batch.id] + batch.answers).map { ConfirmedMessage(jobID: job.id, message: $0, at: at) })
+        }
     }
 }

@@ -14,8 +14,11 @@ final class ResultBatch: Sendable {
     struct Message: Sendable {
         var body: [UInt8]
         var count: Int
-        /// The ledger's records of the results in the message, kept once it is published.
-        var records: [DeliveryRecord] = []
+        /// Its id, which the ledger's records of its results carry until it is marked confirmed.
+        var id: Int64
+        /// The messages of an earlier attempt at the job whose results this one publishes again
+        /// (from the ledger): confirmed with it.
+        var answers: [Int64] = []
     }
 
     /// A batch goes once its results pass this many bytes: about 900 results of 280 bytes, so the
@@ -25,7 +28,19 @@ final class ResultBatch: Sendable {
 
     private let prefix: [UInt8]
     private let maximumBytes: Int
-    private let state: Mutex<(bytes: [UInt8], count: Int, records: [DeliveryRecord])>
+    private let state: Mutex<Open>
+
+    /// The message being filled.
+    private struct Open {
+        var bytes: [UInt8]
+        var count = 0
+        var id = ResultBatch.newID()
+        var answers: [Int64] = []
+    }
+
+    /// A message's id: random, so that the messages of a job's every attempt (a worker killed,
+    /// the job taken again elsewhere) never share one.
+    private static func newID() -> Int64 { Int64.random(in: 1...Int64.max) }
 
     init(jobID: String, app: String, chunk: String?, maximumBytes: Int = ResultBatch.defaultMaximumBytes) {
         var prefix = Array(#"{"app":"#.utf8)
@@ -37,22 +52,24 @@ final class ResultBatch: Sendable {
         prefix += #","results":["#.utf8
         self.prefix = prefix
         self.maximumBytes = maximumBytes
-        state = Mutex((prefix, 0, []))
+        state = Mutex(Open(bytes: prefix))
     }
 
-    /// Adds a device's result (and its ledger record, when there is a ledger); returns the batch
-    /// when it is full, for the caller to publish.
-    func add(_ result: PushResult, record: DeliveryRecord? = nil) -> Message? {
+    /// Adds a device's result; returns the id of the message it went in (for its ledger record)
+    /// and the message when it is full, for the caller to publish.
+    /// - Parameter answering: the earlier message the result was in, when it is published again
+    ///   from the ledger.
+    func add(_ result: PushResult, answering earlier: Int64? = nil) -> (message: Int64, full: Message?) {
         let json = result.json  // written outside the lock: the part that costs
-        let full = state.withLock { state -> (bytes: [UInt8], count: Int, records: [DeliveryRecord])? in
+        let (id, full) = state.withLock { state -> (Int64, Open?) in
             if state.count > 0 { state.bytes.append(UInt8(ascii: ",")) }
             state.bytes += json
             state.count += 1
-            if let record { state.records.append(record) }
-            guard state.bytes.count - prefix.count >= maximumBytes else { return nil }
-            return take(&state)
+            if let earlier { state.answers.append(earlier) }
+            guard state.bytes.count - prefix.count >= maximumBytes else { return (state.id, nil) }
+            return (state.id, take(&state))
         }
-        return full.map(Self.close)
+        return (id, full.map(Self.close))
     }
 
     /// The results not yet taken, if any: published before the summary.
@@ -63,19 +80,15 @@ final class ResultBatch: Sendable {
     /// Swaps the batch out under the lock; it is closed outside it, with no copy (its buffer is
     /// then referenced once). The fresh buffer reserves nothing: the drain at the end of every
     /// job, one-device jobs included, would otherwise allocate a full batch to throw away.
-    private func take(_ state: inout (bytes: [UInt8], count: Int, records: [DeliveryRecord])) -> (bytes: [UInt8], count: Int, records: [DeliveryRecord]) {
-        var fresh = prefix
-        swap(&state.bytes, &fresh)
-        defer {
-            state.count = 0
-            state.records = []
-        }
-        return (fresh, state.count, state.records)
+    private func take(_ state: inout Open) -> Open {
+        var fresh = Open(bytes: prefix)
+        swap(&state, &fresh)
+        return fresh
     }
 
-    private static func close(_ batch: (bytes: [UInt8], count: Int, records: [DeliveryRecord])) -> Message {
+    private static func close(_ batch: Open) -> Message {
         var body = batch.bytes
         body += "]}".utf8
-        return Message(body: body, count: batch.count, records: batch.records)
+        return Message(body: body, count: batch.count, id: batch.id, answers: batch.answers)
     }
 }

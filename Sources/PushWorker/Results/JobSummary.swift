@@ -23,6 +23,10 @@ public struct JobSummary: Sendable, Hashable, Codable {
     /// Devices held until their users' quiet hours end: their results come with the summary of
     /// the part that sends them (`chunk` "deferred").
     public var deferred = 0
+    /// Devices of a job that came back whose result the ledger held but no reply was confirmed
+    /// for (`results: batched`): their result was published again from the ledger's record,
+    /// with no push.
+    public var fromLedger = 0
 
     public init(jobID: String, app: String?, devices: Int, outcomes: [Outcome: Int], error: JobError? = nil, durationMilliseconds: Int) {
         self.jobID = jobID
@@ -40,6 +44,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         case duplicateOf = "duplicate_of"
         case scheduledFor = "scheduled_for"
         case deferred
+        case fromLedger = "from_ledger"
     }
 
     enum ErrorKeys: String, CodingKey { case code, field, message }
@@ -69,6 +74,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         duplicateOf = try container.decodeIfPresent(String.self, forKey: .duplicateOf)
         scheduledFor = try container.decodeIfPresent(String.self, forKey: .scheduledFor)
         deferred = try container.decodeIfPresent(Int.self, forKey: .deferred) ?? 0
+        fromLedger = try container.decodeIfPresent(Int.self, forKey: .fromLedger) ?? 0
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -94,6 +100,7 @@ public struct JobSummary: Sendable, Hashable, Codable {
         try container.encode(duplicateOf, forKey: .duplicateOf)
         try container.encode(scheduledFor, forKey: .scheduledFor)
         try container.encode(deferred, forKey: .deferred)
+        try container.encode(fromLedger, forKey: .fromLedger)
     }
 
     /// The outcomes in the order a sorted-keys writer puts them.
@@ -133,6 +140,8 @@ public struct JobSummary: Sendable, Hashable, Codable {
         } else {
             bytes += "null".utf8
         }
+        bytes += #","from_ledger":"#.utf8
+        number(fromLedger)
         bytes += #","job_id":"#.utf8
         string(jobID)
         bytes += #","outcomes":{"#.utf8

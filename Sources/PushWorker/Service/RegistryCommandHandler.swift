@@ -72,18 +72,16 @@ public struct RegistryCommandHandler: Sendable {
                 try await store.apply(command)
                 logger.debug("registry command applied", metadata: ["command": "\(name)", "id": "\(id)"])
                 await reply(to: properties, via: publisher, #"{"ok":true}"#)
-            case .query(.getDeliveries(let query, let app)):
+            case .query(.getDeliveries(var query)):
                 guard let ledger else {
                     throw RegistryError(.unknownCommand, field: "command", "get_deliveries needs the delivery ledger, which this worker keeps none of (ledger: off, or no store for it)")
                 }
-                var records = try await ledger.deliveries(query)
-                if let app { records.removeAll { $0.app != app } }
                 if let authorizer, let auth {
                     // registry.auth: the asking user's own devices, whatever the query named.
-                    let user = try await authorizer.user(of: auth)
-                    records.removeAll { $0.user != user }
+                    query.owner = try await authorizer.user(of: auth)
                 }
-                await reply(to: properties, via: publisher, Self.answerReply(["deliveries": records.map(\.json)]))
+                let page = try await ledger.page(query)
+                await reply(to: properties, via: publisher, Self.answerReply(["deliveries": page.records.map(\.json), "next": page.next.map { $0.text as Any } ?? NSNull()]))
             case .query(let query):
                 let answer = try await query.answer(from: store)
                 if properties.replyTo == nil {

@@ -22,11 +22,19 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     public var at: Int64
     public var channel: String?
     public var requestID: String?
+    /// For 410: when APNs last saw the token valid, milliseconds since 1970, as APNs gave it.
+    public var timestamp: Int64?
+    /// The `results: batched` message the result was packed in, while the ledger cannot say the
+    /// broker confirmed that message: a job that comes back publishes such a result again, from
+    /// this record, without a push. Nil when the result was confirmed before its record was
+    /// written (`all`, `failures`), when there was none to publish, and, as `finals` reads it back,
+    /// once its message is marked confirmed.
+    public var resultsMessage: Int64?
 
     public init(
         jobID: String, chunk: String? = nil, app: String, token: String, user: String? = nil, outcome: String, status: Int? = nil,
         reason: String? = nil, apnsID: String? = nil, apnsUniqueID: String? = nil, attempts: Int, at: Int64, channel: String? = nil,
-        requestID: String? = nil
+        requestID: String? = nil, timestamp: Int64? = nil, resultsMessage: Int64? = nil
     ) {
         self.jobID = jobID
         self.chunk = chunk
@@ -42,11 +50,13 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
         self.at = at
         self.channel = channel
         self.requestID = requestID
+        self.timestamp = timestamp
+        self.resultsMessage = resultsMessage
     }
 
     enum CodingKeys: String, CodingKey {
         case jobID = "job_id", chunk, app, token, user, outcome, status, reason, apnsID = "apns_id", apnsUniqueID = "apns_unique_id", attempts, at,
-            channel, requestID = "request_id"
+            channel, requestID = "request_id", timestamp, resultsMessage = "results_message"
     }
 
     /// The record as a reply's JSON object: every key present, null when unknown; `at` in
@@ -56,7 +66,7 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
         return [
             "job_id": jobID, "chunk": value(chunk), "app": app, "token": token.isEmpty ? NSNull() : token, "user": value(user), "outcome": outcome,
             "status": value(status), "reason": value(reason), "apns_id": value(apnsID), "apns_unique_id": value(apnsUniqueID), "attempts": attempts,
-            "at": at, "channel": value(channel), "request_id": value(requestID),
+            "at": at, "channel": value(channel), "request_id": value(requestID), "timestamp": value(timestamp),
         ]
     }
 

@@ -14,7 +14,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
 
     private final class Connection: @unchecked Sendable {
         let database: SQLiteDatabase
-        let insert, finals, byJob, byUser, byToken, expireSome, take, holder, expireKeys: SQLiteStatement
+        let insert, finals, confirm, expireConfirmed, byJob, byUser, byToken, byKey, expireSome, take, holder, expireKeys: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -22,13 +22,26 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
                 CREATE TABLE IF NOT EXISTS deliveries(
                   job_id TEXT NOT NULL, app TEXT NOT NULL, token TEXT NOT NULL, chunk TEXT, user_id TEXT, outcome TEXT NOT NULL,
                   status INTEGER, reason TEXT, apns_id TEXT, apns_unique_id TEXT, attempts INTEGER NOT NULL, at INTEGER NOT NULL,
-                  day INTEGER NOT NULL, channel TEXT, request_id TEXT,
+                  day INTEGER NOT NULL, channel TEXT, request_id TEXT, apns_timestamp INTEGER, results_message INTEGER,
                   UNIQUE(token, job_id, app));
                 CREATE INDEX IF NOT EXISTS deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL;
                 DROP INDEX IF EXISTS deliveries_day;
                 CREATE TABLE IF NOT EXISTS idempotency(app TEXT NOT NULL, key TEXT NOT NULL, job_id TEXT NOT NULL, taken_at INTEGER NOT NULL,
                   PRIMARY KEY (app, key));
+                CREATE TABLE IF NOT EXISTS confirmed_messages(job_id TEXT NOT NULL, message INTEGER NOT NULL, day INTEGER NOT NULL,
+                  PRIMARY KEY (job_id, message)) WITHOUT ROWID;
                 """)
+            // A file made before 0.4.3 gains the columns a record has since (NULL in its rows).
+            // In one write transaction: workers opening the file together add them once.
+            try database.transaction { () throws(RegistryError) in
+                var present = Set<String>()
+                try database.prepare("SELECT name FROM pragma_table_info('deliveries')").run([]) { row in
+                    if let name = row.text(0) { present.insert(name) }
+                }
+                for column in ["apns_timestamp", "results_message"] where !present.contains(column) {
+                    try database.execute("ALTER TABLE deliveries ADD COLUMN \(column) INTEGER")
+                }
+            }
             // A file made before 0.4.2 keeps its layout: its unique key leads with the job (and
             // serves the questions by job), and an index on (token, time) serves those by token.
             // A table's unique key cannot change in place, and a rebuild would hold every writer
@@ -51,6 +64,9 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
                     DROP INDEX IF EXISTS deliveries_token;
                     """)
             }
+            // A key alone finds its job (`deliveries --key`, in whatever app): one index entry
+            // per keyed job's claim, not per device.
+            try database.execute("CREATE INDEX IF NOT EXISTS idempotency_key ON idempotency(key)")
             take = try database.prepare("""
                 INSERT INTO idempotency(app, key, job_id, taken_at) VALUES (?1, ?2, ?3, ?4)
                 ON CONFLICT(app, key) DO UPDATE SET job_id = excluded.job_id, taken_at = excluded.taken_at WHERE idempotency.taken_at < ?5
@@ -59,15 +75,31 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
             holder = try database.prepare("SELECT job_id FROM idempotency WHERE app = ?1 AND key = ?2")
             expireKeys = try database.prepare("DELETE FROM idempotency WHERE taken_at < ?1")
             insert = try database.prepare("""
-                INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, day, channel, request_id)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO NOTHING
+                INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, day, channel, request_id,
+                  apns_timestamp, results_message)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) ON CONFLICT DO NOTHING
                 """)
-            let columns = "job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, channel, request_id"
-            let window = "(?2 IS NULL OR at >= ?2) AND (?3 IS NULL OR at <= ?3) ORDER BY at DESC, token LIMIT ?4"
-            finals = try database.prepare("SELECT \(columns) FROM deliveries WHERE job_id = ?1 AND app = ?2 AND token IN (SELECT value FROM json_each(?3))")
+            let columns = "job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, channel, request_id, apns_timestamp"
+            // `DeliveryQuery.bounds`: a range on `at` the time indexes can use, and at its upper
+            // end, the instant a page before ended in, the records after its last one.
+            let window = """
+                at >= ?2 AND at <= ?3 AND (?7 IS NULL OR at < ?3 OR (token, job_id, app) > (?7, ?8, ?9))
+                AND (?5 IS NULL OR app = ?5) AND (?6 IS NULL OR user_id = ?6) ORDER BY at DESC, token, job_id, app LIMIT ?4
+                """
+            // A record's message, while no mark says the broker confirmed it.
+            finals = try database.prepare("""
+                SELECT \(columns), CASE WHEN results_message IS NULL
+                  OR EXISTS (SELECT 1 FROM confirmed_messages AS c WHERE c.job_id = deliveries.job_id AND c.message = deliveries.results_message)
+                  THEN NULL ELSE results_message END
+                FROM deliveries WHERE job_id = ?1 AND app = ?2 AND token IN (SELECT value FROM json_each(?3))
+                """)
+            confirm = try database.prepare("INSERT INTO confirmed_messages(job_id, message, day) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING")
+            expireConfirmed = try database.prepare("DELETE FROM confirmed_messages WHERE day < ?1")
             byJob = try database.prepare("SELECT \(columns) FROM deliveries WHERE job_id = ?1 AND \(window)")
             byUser = try database.prepare("SELECT \(columns) FROM deliveries WHERE user_id = ?1 AND \(window)")
             byToken = try database.prepare("SELECT \(columns) FROM deliveries WHERE token = ?1 AND \(window)")
+            byKey = try database.prepare(
+                "SELECT \(columns) FROM deliveries WHERE (job_id, app) IN (SELECT job_id, app FROM idempotency WHERE key = ?1) AND \(window)")
             // Records go in in time order, so the oldest have the lowest rowids: each step looks at
             // the next rows in rowid order only and deletes those past the retention; a step that
             // deletes fewer than it looked at has reached the kept days. No index on the day to
@@ -150,6 +182,8 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
                     row.append(key.day)
                     row.append(records[key.index].channel)
                     row.append(records[key.index].requestID)
+                    row.append(records[key.index].timestamp)
+                    row.append(records[key.index].resultsMessage)
                     try connection.insert.run(row)
                 }
             }
@@ -182,10 +216,22 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         return try await onQueue { connection throws(RegistryError) in
             var found: [String: DeliveryRecord] = [:]
             try connection.finals.run([.text(job), .text(app), .text(list)]) { row in
-                let record = Self.record(row)
+                var record = Self.record(row)
+                record.resultsMessage = row.text(15) == nil ? nil : row.integer(15)
                 found[record.token] = record
             }
             return found
+        }
+    }
+
+    public func confirm(_ messages: [ConfirmedMessage]) async throws(RegistryError) {
+        guard !messages.isEmpty else { return }
+        try await onQueue { connection throws(RegistryError) in
+            try connection.database.transaction { () throws(RegistryError) in
+                for message in messages {
+                    try connection.confirm.run([.text(message.jobID), .integer(message.message), .integer(DeliveryRecord.day(ofMilliseconds: message.at))])
+                }
+            }
         }
     }
 
@@ -195,9 +241,15 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
             case .job(let id): (connection.byJob, id)
             case .user(let user): (connection.byUser, user)
             case .token(let token): (connection.byToken, token)
+            case .idempotencyKey(let key): (connection.byKey, key)
             }
+            func text(_ value: String?) -> SQLiteStatement.Value { value.map { .text($0) } ?? .null }
+            let bounds = query.bounds
             var records: [DeliveryRecord] = []
-            try statement.run([.text(subject), Self.integer(query.since), Self.integer(query.until), .integer(Int64(query.limit))]) { row in
+            try statement.run([
+                .text(subject), .integer(bounds.lower), .integer(bounds.upper), .integer(Int64(query.limit)), text(query.app), text(query.owner),
+                text(bounds.tie?.token), text(bounds.tie?.jobID), text(bounds.tie?.app),
+            ]) { row in
                 records.append(Self.record(row))
             }
             return records
@@ -215,6 +267,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
             }
             total += removed
             if removed < Self.expiryStep {
+                try await onQueue { connection throws(RegistryError) in try connection.expireConfirmed.run([.integer(day)]) }
                 try await onQueue { connection throws(RegistryError) in try connection.expireKeys.run([.integer(before)]) }
                 return total
             }
@@ -234,12 +287,19 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         }
     }
 
-    private static func integer<T: BinaryInteger>(_ value: T?) -> SQLiteStatement.Value { value.map { .integer(Int64($0)) } ?? .null }
+    @discardableResult
+    public func expireKeys(takenBefore: Int64) async throws(RegistryError) -> Int {
+        try await onQueue { connection throws(RegistryError) -> Int in
+            try connection.expireKeys.run([.integer(takenBefore)])
+            return connection.database.changes
+        }
+    }
 
     private static func record(_ row: SQLiteStatement.Row) -> DeliveryRecord {
         DeliveryRecord(
             jobID: row.text(0) ?? "", chunk: row.text(3), app: row.text(1) ?? "", token: row.text(2) ?? "", user: row.text(4),
             outcome: row.text(5) ?? "", status: row.text(6) == nil ? nil : Int(row.integer(6)), reason: row.text(7), apnsID: row.text(8),
-            apnsUniqueID: row.text(9), attempts: Int(row.integer(10)), at: row.integer(11), channel: row.text(12), requestID: row.text(13))
+            apnsUniqueID: row.text(9), attempts: Int(row.integer(10)), at: row.integer(11), channel: row.text(12), requestID: row.text(13),
+            timestamp: row.text(14) == nil ? nil : row.integer(14))
     }
 }

@@ -58,9 +58,11 @@ struct LedgerPipelineTests {
     func comesBack() async throws {
         let harness = try Harness()
         defer { harness.writing.cancel() }
-        // The first time, two of four devices got their result before the worker was lost.
+        // The first time, two of four devices got their result before the worker was lost. Stamped
+        // now: the harness's writer expires records past the retention by the real clock.
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         try await harness.ledger.write([1, 2].map {
-            DeliveryRecord(jobID: "back", app: "demo", token: Self.token($0), outcome: $0 == 1 ? "delivered" : "rejected", attempts: 1, at: 1_795_000_000_000)
+            DeliveryRecord(jobID: "back", app: "demo", token: Self.token($0), outcome: $0 == 1 ? "delivered" : "rejected", attempts: 1, at: now)
         })
         #expect(await harness.run(Self.job("back", [1, 2, 3, 4]), redelivered: true) == .acknowledge)
         #expect(Set(harness.sender.sent.map(\.deviceToken)) == Set([3, 4].map(Self.token)))
@@ -70,6 +72,51 @@ struct LedgerPipelineTests {
         // Not redelivered (a new job of the same id would have another id): the ledger is not asked.
         #expect(await harness.run(Self.job("back", [1])) == .acknowledge)
         #expect(harness.sender.sent.count == 3)
+    }
+
+    @Test("results batched: a job that comes back publishes from the ledger, without a push, the results kept there whose message was never marked confirmed; its summary counts them; a further return publishes none")
+    func answeredFromLedger() async throws {
+        let harness = try Harness()
+        defer { harness.writing.cancel() }
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        // The first time: devices 1 and 2 were sent and kept, packed in message 11 (confirmed)
+        // and 12 (the worker was lost before its confirm); 3 and 4 were not sent.
+        let unconfirmed = DeliveryRecord(
+            jobID: "packed", app: "demo", token: Self.token(2), outcome: "rejected", status: 410, reason: "Unregistered", apnsID: "A-2", attempts: 2,
+            at: now, timestamp: 1_700_000_000_123, resultsMessage: 12)
+        try await harness.ledger.write([
+            DeliveryRecord(jobID: "packed", app: "demo", token: Self.token(1), outcome: "delivered", status: 200, attempts: 1, at: now, resultsMessage: 11),
+            unconfirmed,
+        ])
+        try await harness.ledger.confirm([ConfirmedMessage(jobID: "packed", message: 11, at: now)])
+        #expect(await harness.run(Self.job("packed", [1, 2, 3, 4], results: "batched"), redelivered: true) == .acknowledge)
+        #expect(Set(harness.sender.sent.map(\.deviceToken)) == Set([3, 4].map(Self.token)))
+        let published = try harness.publisher.packedResults(to: Self.results)
+        #expect(Set(published.map(\.token)) == Set([2, 3, 4].map(Self.token)))
+        // Field for field what the first attempt would have published.
+        let again = try #require(published.first { $0.token == Self.token(2) })
+        #expect(again.outcome == .rejected && again.status == 410 && again.reason == "Unregistered" && again.apnsID == "A-2" && again.attempts == 2
+                && again.timestamp == 1_700_000_000_123 && again.jobID == "packed" && again.app == "demo", "\(again)")
+        let summary = try #require(try harness.publisher.summaries(to: Self.results).first)
+        #expect(summary.devices == 4 && summary.fromLedger == 1 && summary.outcomes == [.delivered: 3, .rejected: 1], "\(summary)")
+        // The message that carried it confirmed the one it answered: nothing is unconfirmed now.
+        let held = try await harness.ledger.finals(job: "packed", app: "demo", tokens: [1, 2, 3, 4].map(Self.token))
+        #expect(held.count == 4 && held.values.allSatisfy { $0.resultsMessage == nil }, "\(held)")
+        #expect(held[Self.token(2)]?.timestamp == 1_700_000_000_123)
+        #expect(await harness.run(Self.job("packed", [1, 2, 3, 4], results: "batched"), redelivered: true) == .acknowledge)
+        #expect(harness.sender.sent.count == 2)
+        #expect(try harness.publisher.packedResults(to: Self.results).count == 3)
+        #expect(try harness.publisher.summaries(to: Self.results).last?.fromLedger == 0)
+    }
+
+    @Test("results batched: every device kept in the ledger, and every results message marked confirmed once published")
+    func batchedRecordsFirst() async throws {
+        let harness = try Harness()
+        defer { harness.writing.cancel() }
+        #expect(await harness.run(Self.job("packed-first", Array(1...20), results: "batched")) == .acknowledge)
+        let held = try await harness.ledger.finals(job: "packed-first", app: "demo", tokens: (1...20).map(Self.token))
+        #expect(held.count == 20 && held.values.allSatisfy { $0.resultsMessage == nil }, "every message marked confirmed once published")
+        #expect(try harness.publisher.packedResults(to: Self.results).count == 20)
     }
 
     @Test("a job with an idempotency key is sent once: a second job of the key gets a summary naming the first and nothing is pushed; a redelivery of the first goes on")

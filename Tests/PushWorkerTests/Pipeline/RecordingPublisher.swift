@@ -32,6 +32,18 @@ final class RecordingPublisher: MessagePublishing {
         try messages(to: queue).filter { $0.properties.type == "result" }.map { try JSONDecoder().decode(PushResult.self, from: Data($0.body)) }
     }
 
+    /// The results packed in `results` messages (`results: batched`), in order.
+    func packedResults(to queue: String) throws -> [PushResult] {
+        var results: [PushResult] = []
+        for message in messages(to: queue) where message.properties.type == "results" {
+            let object = try JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any]
+            for entry in object?["results"] as? [Any] ?? [] {
+                results.append(try JSONDecoder().decode(PushResult.self, from: JSONSerialization.data(withJSONObject: entry)))
+            }
+        }
+        return results
+    }
+
     func summaries(to queue: String) throws -> [JobSummary] {
         try messages(to: queue).filter { $0.properties.type == "summary" }.map { try JSONDecoder().decode(JobSummary.self, from: Data($0.body)) }
     }
