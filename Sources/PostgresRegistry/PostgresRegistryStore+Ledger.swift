@@ -36,9 +36,6 @@ extension PostgresRegistryStore: DeliveryLedger {
                   day BIGINT NOT NULL, channel TEXT, request_id TEXT, apns_timestamp BIGINT, results_message BIGINT,
                   CONSTRAINT deliveries_once UNIQUE (token, job_id, app, day)) PARTITION BY LIST (day)
                 """,
-                // A ledger made before 0.4.3 gains the columns a record has since (NULL in its rows;
-                // no rewrite): under the lock above, workers starting together add them once.
-                "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS apns_timestamp BIGINT, ADD COLUMN IF NOT EXISTS results_message BIGINT",
                 """
                 CREATE TABLE IF NOT EXISTS confirmed_messages(job_id TEXT COLLATE "C" NOT NULL, message BIGINT NOT NULL, day BIGINT NOT NULL,
                   PRIMARY KEY (job_id, message))
@@ -54,6 +51,7 @@ extension PostgresRegistryStore: DeliveryLedger {
             ] {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
             }
+            try await self.addLedgerColumns(on: connection)
             try await self.layLedgerIndexes(on: connection, rebuilding: rebuildingIndexes)
             try await self.prepareSchedule(on: connection)
         }
@@ -99,6 +97,23 @@ extension PostgresRegistryStore: DeliveryLedger {
         try await connection.query(PostgresQuery(unsafeSQL: job), logger: logger)
         try await connection.query("DROP INDEX IF EXISTS deliveries_token", logger: logger)
         logger.notice("delivery ledger's indexes rebuilt", metadata: ["took": "\(ContinuousClock.now - started)"])
+    }
+
+    /// Gives a ledger made before 0.4.3 the columns a record has since (NULL in its rows, no
+    /// rewrite), under the caller's lock so workers starting together add them once. Looked up
+    /// first: an ALTER, even one that adds nothing, locks the table and every partition until the
+    /// start's transaction ends, and every worker's writes and reads would wait for it.
+    private func addLedgerColumns(on connection: PostgresConnection) async throws {
+        var present = 0
+        for try await count in try await connection.query("""
+            SELECT COUNT(*)::INT FROM pg_attribute
+            WHERE attrelid = 'deliveries'::regclass AND attname IN ('apns_timestamp', 'results_message') AND NOT attisdropped
+            """, logger: logger).decode(Int.self) {
+            present = count
+        }
+        guard present < 2 else { return }
+        try await connection.query(
+            "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS apns_timestamp BIGINT, ADD COLUMN IF NOT EXISTS results_message BIGINT", logger: logger)
     }
 
     /// The day's partition, made when missing (the name holds only the day's number).
@@ -161,14 +176,21 @@ extension PostgresRegistryStore: DeliveryLedger {
         "request_id", "apns_timestamp", "results_message",
     ]
 
-    public func confirm(_ messages: [ConfirmedMessage]) async throws(RegistryError) {
-        guard !messages.isEmpty else { return }
-        let jobs = messages.map(\.jobID), ids = messages.map(\.message), days = messages.map { DeliveryRecord.day(ofMilliseconds: $0.at) }
-        try await read { connection in
-            try await connection.query("""
-                INSERT INTO confirmed_messages(job_id, message, day) SELECT * FROM unnest(\(jobs)::TEXT[], \(ids)::BIGINT[], \(days)::BIGINT[])
-                ON CONFLICT DO NOTHING
-                """, logger: self.logger)
+    public func confirm(job: String, app: String, messages: [Int64], answered: [String], at: Int64) async throws(RegistryError) {
+        let day = DeliveryRecord.day(ofMilliseconds: at)
+        if !messages.isEmpty {
+            try await read { connection in
+                try await connection.query("""
+                    INSERT INTO confirmed_messages(job_id, message, day) SELECT \(job), message, \(day) FROM unnest(\(messages)::BIGINT[]) AS message
+                    ON CONFLICT DO NOTHING
+                    """, logger: self.logger)
+            }
+        }
+        if !answered.isEmpty {
+            try await read { connection in
+                try await connection.query(
+                    "UPDATE deliveries SET results_message = NULL WHERE token = ANY(\(answered)) AND job_id = \(job) AND app = \(app)", logger: self.logger)
+            }
         }
     }
 

@@ -91,11 +91,11 @@ extension BrokerTests {
             // The prefetch's worth arrives (however slowly the machine runs), then nothing more
             // while none is acknowledged: a broken prefetch shows as a sixth within the pause.
             try await collected.waitFor(5)
-            try await Task.sleep(for: .milliseconds(500))
+            try await Task.sleep(for: .seconds(1))
             #expect(await collected.count == 5)
             for delivery in await collected.takeAll() { try await delivery.ack() }
             try await collected.waitFor(5)
-            try await Task.sleep(for: .milliseconds(500))
+            try await Task.sleep(for: .seconds(1))
             #expect(await collected.count == 5)
             for delivery in await collected.takeAll() { try await delivery.ack(multiple: false) }
             reader.cancel()

@@ -71,7 +71,9 @@ struct LedgerWriterTests {
             try await store.finals(job: job, app: app, tokens: tokens)
         }
 
-        func confirm(_ messages: [ConfirmedMessage]) async throws(RegistryError) { try await store.confirm(messages) }
+        func confirm(job: String, app: String, messages: [Int64], answered: [String], at: Int64) async throws(RegistryError) {
+            try await store.confirm(job: job, app: app, messages: messages, answered: answered, at: at)
+        }
 
         func deliveries(_ query: DeliveryQuery) async throws(RegistryError) -> [DeliveryRecord] { try await store.deliveries(query) }
 

@@ -85,14 +85,14 @@ struct ResultBatchTests {
 }
 
 extension ResultBatchTests {
-    @Test("results published again from the ledger carry the messages they were first in, which the message that now holds them confirms")
+    @Test("a message names the devices whose results it publishes again from the ledger, whose records it settles once confirmed")
     func answers() throws {
         let batch = ResultBatch(jobID: "j", app: "demo", chunk: "1/2")
         let fresh = batch.add(Self.result(1)).message
-        #expect(batch.add(Self.result(2), answering: 41).message == fresh)
-        _ = batch.add(Self.result(3), answering: 42)
+        #expect(batch.add(Self.result(2), answering: true).message == fresh)
+        _ = batch.add(Self.result(3), answering: true)
         let message = try #require(batch.drain())
-        #expect(message.id == fresh && message.answers == [41, 42] && message.count == 3)
+        #expect(message.id == fresh && message.answers == [Self.result(2).token, Self.result(3).token] && message.count == 3)
         // The next message starts clean, with an id of its own.
         let next = batch.add(Self.result(4)).message
         #expect(next != fresh)

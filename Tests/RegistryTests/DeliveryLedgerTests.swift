@@ -129,6 +129,38 @@ struct DeliveryLedgerTests {
         #expect(try await claim("after", now: Self.now + 27 * hour) == nil)
     }
 
+    @Test("results messages: a record names its message until that job's message is marked confirmed; records answered again are settled one by one; a mark goes with its day", arguments: Kind.allCases)
+    func confirmedMessages(_ kind: Kind) async throws {
+        let ledger = try await kind.make()
+        var records = (1...4).map { Self.record("packed", $0) }
+        records[0].resultsMessage = 7
+        records[1].resultsMessage = 7
+        records[2].resultsMessage = 8
+        records[2].timestamp = 1_700_000_000_123
+        try await ledger.write(records)
+        let tokens = records.map(\.token)
+        func waiting() async throws -> [String: Int64] {
+            try await ledger.finals(job: "packed", app: "demo", tokens: tokens + [Self.record("packed", 5).token]).compactMapValues(\.resultsMessage)
+        }
+        #expect(try await waiting() == [tokens[0]: 7, tokens[1]: 7, tokens[2]: 8])
+        #expect(try await ledger.finals(job: "packed", app: "demo", tokens: [tokens[2]])[tokens[2]]?.timestamp == 1_700_000_000_123)
+        try await ledger.confirm(job: "packed", app: "demo", messages: [7], answered: [], at: Self.now)
+        #expect(try await waiting() == [tokens[2]: 8])
+        // Another job's message of the same number, or the same token answered in another app, is not this one.
+        try await ledger.confirm(job: "other", app: "demo", messages: [8], answered: [], at: Self.now)
+        try await ledger.confirm(job: "packed", app: "other", messages: [], answered: [tokens[2]], at: Self.now)
+        #expect(try await waiting() == [tokens[2]: 8])
+        try await ledger.confirm(job: "packed", app: "demo", messages: [7], answered: [tokens[2]], at: Self.now)
+        #expect(try await waiting().isEmpty, "marked twice, and answered")
+        // A record two days on naming message 7: the mark of `now`'s day goes with that day.
+        var later = Self.record("packed", 5, at: Self.now + 2 * Self.day)
+        later.resultsMessage = 7
+        try await ledger.write([later])
+        #expect(try await waiting().isEmpty)
+        _ = try await ledger.expire(before: Self.now + Self.day)
+        #expect(try await waiting() == [later.token: 7])
+    }
+
     @Test("a PostgreSQL ledger made by 0.4.1 (unique key led by the job, an index on the token) gets this version's indexes at start, its records and their uniqueness kept")
     func postgresOldLayout() async throws {
         let url = try await TestPostgres.freshDatabase()
@@ -179,6 +211,7 @@ struct DeliveryLedgerTests {
         #expect(found[token] == Self.record("j-old", 1, user: "u-1"), "the record written before the upgrade stays as first written")
         #expect(found.count == 2)
         #expect(try await store.deliveries(DeliveryQuery(.job("j-old"))).count == 2)
+        try await Self.keepsNewColumns(store)
 
         // A new ledger has the same layout.
         let fresh = try await TestPostgres.freshDatabase()
@@ -242,6 +275,7 @@ struct DeliveryLedgerTests {
         #expect(found.count == 2)
         #expect(try await ledger.deliveries(DeliveryQuery(.token(token))).map(\.jobID) == ["j-old"])
         #expect(try await ledger.deliveries(DeliveryQuery(.job("j-old"))).count == 2)
+        try await Self.keepsNewColumns(ledger)
     }
 
     @Test("an SQLite batch that spans two days, its records in any order: one expiry removes every record of the older day, by rowid steps")
@@ -416,11 +450,14 @@ struct DeliveryLedgerTests {
         }
         defer { writer.cancel() }
         /// Waits until the writer has written a batch more than `seen`: every page is read with writes between.
+        /// Fails when the writer makes no progress for a minute (a stalled store), not on a total time.
         func writes(after seen: Int) async throws -> Int {
+            let stalled = ContinuousClock.now + .seconds(60)
             while true {
                 let (batches, failure) = written.state.withLock { $0 }
                 if let failure { Issue.record("the writer failed: \(failure)"); return batches }
                 if batches > seen { return batches }
+                guard ContinuousClock.now < stalled else { throw TestFailure("the other job's writer wrote nothing for a minute") }
                 try await Task.sleep(for: .milliseconds(1))
             }
         }
@@ -456,5 +493,18 @@ struct DeliveryLedgerTests {
         _ = await writer.value
         let total = written.state.withLock { $0.batches }
         #expect(user.records.count < mine.count + total * 50, "records written after the first page are in no page")
+    }
+}
+
+extension DeliveryLedgerTests {
+    /// A ledger made before 0.4.3 was given the columns a record has since at its open: a record
+    /// written now keeps APNs' timestamp and the message its result waits in.
+    static func keepsNewColumns(_ ledger: any DeliveryLedger) async throws {
+        var record = Self.record("j-old", 3)
+        record.timestamp = 1_700_000_000_123
+        record.resultsMessage = 9
+        try await ledger.write([record])
+        let back = try await ledger.finals(job: "j-old", app: "demo", tokens: [record.token])[record.token]
+        #expect(back?.timestamp == 1_700_000_000_123 && back?.resultsMessage == 9, "the columns 0.4.3 added: \(String(describing: back))")
     }
 }

@@ -10,10 +10,11 @@ public protocol DeliveryLedgerWriting: Sendable {
     func append(_ record: DeliveryRecord, whenWritten: @escaping @Sendable () -> Void) async
     /// Returns once every record appended before the call is written, or given up on (logged).
     func sync() async
-    /// Marks `results: batched` messages confirmed by the broker, so that a job that comes back
-    /// does not publish their results again. Returns once marked, or given up on (logged: the
-    /// results are then published again if the job comes back, at least once).
-    func confirm(_ messages: [ConfirmedMessage]) async
+    /// Marks a job's `results: batched` messages confirmed by the broker, and the results it
+    /// published again from the ledger (`answered`, by token), so that a job that comes back
+    /// does not publish them again. Returns once marked, or given up on (logged: the results are
+    /// then published again if the job comes back, at least once).
+    func confirm(job: String, app: String, messages: [Int64], answered: [String]) async
     /// The records held for these tokens of the job; empty when the ledger cannot be read (the
     /// devices are then sent: at least once, as without a ledger).
     func finals(job: String, app: String, tokens: [String]) async -> [String: DeliveryRecord]

@@ -11,7 +11,8 @@ import Synchronization
 ///
 /// Memory is bounded: past `maximumPending` records waiting, `append` waits for the writer. A
 /// write that keeps failing (the store down) is retried, then its records are given up on with an
-/// error in the log, and the jobs go on: their results were published already.
+/// error in the log, and the jobs go on: those devices are then as without a ledger (sent again
+/// if their job comes back), and their slots come back all the same.
 /// Once a day (and at start) it drops what is older than the retention, and once an hour the
 /// idempotency keys past their window.
 public final class LedgerWriter: DeliveryLedgerWriting, Service {
@@ -48,21 +49,30 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
         await buffer.sync()
     }
 
-    public func confirm(_ messages: [ConfirmedMessage]) async {
-        for attempt in 1...Self.attempts {
+    public func confirm(job: String, app: String, messages: [Int64], answered: [String]) async {
+        let at = DeliveryRecord.milliseconds()
+        if let error = await Self.tried({ () async throws(RegistryError) in
+            try await ledger.confirm(job: job, app: app, messages: messages, answered: answered, at: at)
+        }) {
+            logger.warning("cannot mark results confirmed in the ledger; if their job comes back, these results are published again", metadata: [
+                "job": "\(job)", "messages": "\(messages.count)", "answered": "\(answered.count)", "error": "\(error)",
+            ])
+        }
+    }
+
+    /// Runs a store's write up to `attempts` times, a little longer apart each time (a store
+    /// briefly away); returns the last error when every attempt failed.
+    private static func tried(_ body: () async throws(RegistryError) -> Void) async -> RegistryError? {
+        for attempt in 1...attempts {
             do {
-                try await ledger.confirm(messages)
-                return
+                try await body()
+                return nil
             } catch {
-                if attempt == Self.attempts {
-                    logger.warning("cannot mark results messages confirmed in the ledger; if their job comes back, their results are published again", metadata: [
-                        "job": "\(messages.first?.jobID ?? "-")", "messages": "\(messages.count)", "error": "\(error)",
-                    ])
-                } else {
-                    try? await Task.sleep(for: .milliseconds(100 * attempt * attempt))
-                }
+                if attempt == attempts { return error }
+                try? await Task.sleep(for: .milliseconds(100 * attempt * attempt))
             }
         }
+        return nil
     }
 
     public func finals(job: String, app: String, tokens: [String]) async -> [String: DeliveryRecord] {
@@ -75,7 +85,7 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
     }
 
     public func claim(key: String, app: String, job: String, again: Bool) async -> IdempotencyClaim {
-        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        let now = DeliveryRecord.milliseconds()
         do {
             let holder = try await ledger.claim(
                 key: key, app: app, job: job, again: again, now: now, freeBefore: now - Int64(idempotencyWindow.components.seconds) * 1000)
@@ -111,19 +121,10 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
     }
 
     private func write(_ batch: [DeliveryRecord]) async {
-        for attempt in 1...Self.attempts {
-            do {
-                try await ledger.write(batch)
-                return
-            } catch {
-                if attempt == Self.attempts {
-                    logger.error("cannot write to the ledger; these results are not kept there (they were published)", metadata: [
-                        "records": "\(batch.count)", "error": "\(error)",
-                    ])
-                } else {
-                    try? await Task.sleep(for: .milliseconds(100 * attempt * attempt))
-                }
-            }
+        if let error = await Self.tried({ () async throws(RegistryError) in try await ledger.write(batch) }) {
+            logger.error("cannot write to the ledger; these results are not kept there, and their devices are as without a ledger if their job comes back", metadata: [
+                "records": "\(batch.count)", "error": "\(error)",
+            ])
         }
     }
 
@@ -134,7 +135,7 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
     private func expire() async {
         var retentionDue = ContinuousClock.now
         while !Task.isCancelled {
-            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+            let now = DeliveryRecord.milliseconds()
             do {
                 let removed = try await ledger.expireKeys(takenBefore: now - Int64(idempotencyWindow.components.seconds) * 1000)
                 if removed > 0 { logger.debug("idempotency keys past their window forgotten", metadata: ["keys": "\(removed)"]) }

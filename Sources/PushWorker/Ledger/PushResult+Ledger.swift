@@ -7,7 +7,7 @@ extension PushResult {
     func ledgerRecord(chunk: String?, message: Int64? = nil, at date: Date = Date()) -> DeliveryRecord {
         DeliveryRecord(
             jobID: jobID, chunk: chunk, app: app, token: token, user: user, outcome: outcome.rawValue, status: status, reason: reason,
-            apnsID: apnsID, apnsUniqueID: apnsUniqueID, attempts: attempts, at: Int64((date.timeIntervalSince1970 * 1000).rounded()),
+            apnsID: apnsID, apnsUniqueID: apnsUniqueID, attempts: attempts, at: DeliveryRecord.milliseconds(date),
             channel: channel, requestID: requestID, timestamp: timestamp, resultsMessage: message)
     }
 

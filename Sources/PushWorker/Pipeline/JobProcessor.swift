@@ -24,8 +24,8 @@ public struct JobProcessor: Sendable {
     public var feedback: (any DeviceFeedback)?
     /// Counts badges for jobs that ask (the registry, when there is one).
     public var badges: (any BadgeCounter)?
-    /// Keeps every device's final result once it is published, and knows the devices of a job
-    /// that comes back which have one already (`ledger:` on).
+    /// Keeps every device's final result once it is final (see `report`), and knows the devices
+    /// of a job that comes back which have one already (`ledger:` on).
     public var ledger: (any DeliveryLedgerWriting)?
     public var metrics: WorkerMetrics
     public var logger: Logger
@@ -398,20 +398,18 @@ public struct JobProcessor: Sendable {
     ///   so a worker lost at any moment repeats at most the app's `max_in_flight` devices when its
     ///   job comes back, in every results mode.
     func report(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds, slot: SlotRelease? = nil) async throws {
-        var full: ResultBatch.Message?
-        var message: Int64?
-        switch job.results {
-        case .all:
-            try await publish(result, to: replyTo, ends: ends)
-        case .failures where result.outcome.isFailure:
-            try await publish(result, to: replyTo, ends: ends)
-        case .batched:
-            if let added = ends.batch?.add(result) { (message, full) = added }
-        case .failures, .none:
-            break
+        var routed = Routed.kept
+        var failure: (any Error)?
+        do {
+            routed = try await route(result, of: job, to: replyTo, ends: ends)
+        } catch {
+            failure = error
         }
         if let ledger {
-            let record = result.ledgerRecord(chunk: ends.chunk, message: message)
+            // A result the broker did not take names a message that nobody will mark: the job,
+            // which goes back to the queue, publishes it from the ledger rather than push again.
+            let waitsIn: Int64? = if failure != nil { ResultBatch.newID() } else if case .batched(let message, _) = routed { message } else { nil }
+            let record = result.ledgerRecord(chunk: ends.chunk, message: waitsIn)
             if let slot {
                 slot.handOver()
                 await ledger.append(record, whenWritten: { slot.release() })
@@ -419,29 +417,55 @@ public struct JobProcessor: Sendable {
                 await ledger.append([record])
             }
         }
-        if let full { try await publish(full, of: job, to: replyTo, ends: ends) }
+        if let failure { throw failure }
+        if case .batched(_, let full?) = routed { try await publish(full, of: job, to: replyTo, ends: ends) }
+    }
+
+    /// Where a device's result went, as the job's `results` asks.
+    enum Routed {
+        /// Published alone and confirmed (`all`, and `failures` for a device not delivered).
+        case published
+        /// Into the batch's message `message`; `full` when it filled it, for the caller to publish.
+        case batched(message: Int64, full: ResultBatch.Message?)
+        /// Only counted (`failures` for a delivered device, `none`).
+        case kept
+    }
+
+    private func route(_ result: PushResult, of job: PushJob, to replyTo: String, ends: DeviceEnds, answering: Bool = false) async throws -> Routed {
+        switch job.results {
+        case .all:
+            try await publish(result, to: replyTo, ends: ends)
+            return .published
+        case .failures where result.outcome.isFailure:
+            try await publish(result, to: replyTo, ends: ends)
+            return .published
+        case .batched:
+            guard let added = ends.batch?.add(result, answering: answering) else { return .kept }
+            return .batched(message: added.message, full: added.full)
+        case .failures, .none:
+            return .kept
+        }
     }
 
     /// The devices of a job that came back whose records the ledger holds while no reply for
-    /// them was confirmed (their `results: batched` message was not marked confirmed): their
-    /// result is published again from the record, as the job's `results` asks, with no push and
-    /// no second record. Results stay at least once.
+    /// them was confirmed (their results message was not marked, or their result never reached
+    /// the broker): their result is published again from the record, as the job's `results`
+    /// asks, with no push and no second record, and once confirmed the record says so. Results
+    /// stay at least once.
     func answerFromLedger(_ held: some Sequence<DeliveryRecord>, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
-        for record in held {
-            guard let earlier = record.resultsMessage else { continue }
-            let result = PushResult(record)
-            switch job.results {
-            case .all:
-                try await publish(result, to: replyTo, ends: ends)
-            case .failures where result.outcome.isFailure:
-                try await publish(result, to: replyTo, ends: ends)
-            case .batched:
-                if let full = ends.batch?.add(result, answering: earlier).full { try await publish(full, of: job, to: replyTo, ends: ends) }
-            case .failures, .none:
+        var alone: [String] = []
+        for record in held where record.resultsMessage != nil {
+            switch try await route(PushResult(record), of: job, to: replyTo, ends: ends, answering: true) {
+            case .published:
+                alone.append(record.token)
+            case .batched(_, let full):
+                if let full { try await publish(full, of: job, to: replyTo, ends: ends) }
+            case .kept:
                 continue
             }
             ends.fromLedger.add(1, ordering: .relaxed)
         }
+        if !alone.isEmpty { await ledger?.confirm(job: job.id, app: appName, messages: [], answered: alone) }
     }
 
     /// A result the broker returns (its reply queue was deleted after the job's check) is
@@ -455,17 +479,14 @@ public struct JobProcessor: Sendable {
     }
 
     /// A full batch, or the last of a job; once the broker has it (or returned it: its reply
-    /// queue is gone, and publishing it again would not help), its id and those it answers are
-    /// marked confirmed in the ledger.
+    /// queue is gone, and publishing it again would not help), it is marked confirmed in the
+    /// ledger, and so are the results it published again from there.
     private func publish(_ batch: ResultBatch.Message, of job: PushJob, to replyTo: String, ends: DeviceEnds) async throws {
         do {
             try await results.publish(batch, jobID: job.id, to: replyTo)
         } catch let error as AMQPError where error.kind == .returned {
             ends.unroutable.add(batch.count, ordering: .relaxed)
         }
-        if let ledger {
-            let at = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-            await ledger.confirm(([batch.id] + batch.answers).map { ConfirmedMessage(jobID: job.id, message: $0, at: at) })
-        }
+        await ledger?.confirm(job: job.id, app: appName, messages: [batch.id], answered: batch.answers)
     }
 }

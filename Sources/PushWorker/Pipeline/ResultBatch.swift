@@ -16,9 +16,9 @@ final class ResultBatch: Sendable {
         var count: Int
         /// Its id, which the ledger's records of its results carry until it is marked confirmed.
         var id: Int64
-        /// The messages of an earlier attempt at the job whose results this one publishes again
-        /// (from the ledger): confirmed with it.
-        var answers: [Int64] = []
+        /// The devices whose results it publishes again from the ledger (a job that came back):
+        /// their records stop naming the earlier message once this one is confirmed.
+        var answers: [String] = []
     }
 
     /// A batch goes once its results pass this many bytes: about 900 results of 280 bytes, so the
@@ -35,12 +35,12 @@ final class ResultBatch: Sendable {
         var bytes: [UInt8]
         var count = 0
         var id = ResultBatch.newID()
-        var answers: [Int64] = []
+        var answers: [String] = []
     }
 
     /// A message's id: random, so that the messages of a job's every attempt (a worker killed,
     /// the job taken again elsewhere) never share one.
-    private static func newID() -> Int64 { Int64.random(in: 1...Int64.max) }
+    static func newID() -> Int64 { Int64.random(in: 1...Int64.max) }
 
     init(jobID: String, app: String, chunk: String?, maximumBytes: Int = ResultBatch.defaultMaximumBytes) {
         var prefix = Array(#"{"app":"#.utf8)
@@ -57,15 +57,14 @@ final class ResultBatch: Sendable {
 
     /// Adds a device's result; returns the id of the message it went in (for its ledger record)
     /// and the message when it is full, for the caller to publish.
-    /// - Parameter answering: the earlier message the result was in, when it is published again
-    ///   from the ledger.
-    func add(_ result: PushResult, answering earlier: Int64? = nil) -> (message: Int64, full: Message?) {
+    /// - Parameter answering: the result is published again from the ledger.
+    func add(_ result: PushResult, answering: Bool = false) -> (message: Int64, full: Message?) {
         let json = result.json  // written outside the lock: the part that costs
         let (id, full) = state.withLock { state -> (Int64, Open?) in
             if state.count > 0 { state.bytes.append(UInt8(ascii: ",")) }
             state.bytes += json
             state.count += 1
-            if let earlier { state.answers.append(earlier) }
+            if answering { state.answers.append(result.token) }
             guard state.bytes.count - prefix.count >= maximumBytes else { return (state.id, nil) }
             return (state.id, take(&state))
         }

@@ -9,11 +9,13 @@ public protocol DeliveryLedger: Sendable {
     /// Keeps the records in one transaction. A record for a (job, app, token) held already is
     /// left as first written: a device's first final result is its result.
     func write(_ records: [DeliveryRecord]) async throws(RegistryError)
-    /// Marks `results: batched` messages confirmed by the broker. Apart from the records'
-    /// writes: a mark may land before or after its records, and either order is safe (a record
-    /// whose mark is missing is published again, at least once; a mark with no record yet is
-    /// for a device that still holds its slot).
-    func confirm(_ messages: [ConfirmedMessage]) async throws(RegistryError)
+    /// Marks a job's `results: batched` messages confirmed by the broker, and clears the waiting
+    /// message of the records whose results were published again and confirmed (`answered`, by
+    /// token). Apart from the records' writes: a mark may land before or after its records, and
+    /// either order is safe (a record whose mark is missing is published again, at least once; a
+    /// mark with no record yet is for a device that still holds its slot).
+    /// - Parameter at: milliseconds since 1970: retention drops a mark with its day.
+    func confirm(job: String, app: String, messages: [Int64], answered: [String], at: Int64) async throws(RegistryError)
     /// The records held for these tokens of the job (for a broadcast, the empty token), each
     /// with `resultsMessage` set only while its message is not marked confirmed.
     func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord]

@@ -70,6 +70,9 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
         ]
     }
 
+    /// A time as the ledger keeps it: milliseconds since 1970, rounded.
+    public static func milliseconds(_ date: Date = Date()) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+
     /// The day a record belongs to (UTC), which retention drops whole.
     public static func day(ofMilliseconds at: Int64) -> Int64 { at / 86_400_000 }
 }

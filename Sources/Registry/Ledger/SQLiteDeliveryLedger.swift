@@ -14,7 +14,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
 
     private final class Connection: @unchecked Sendable {
         let database: SQLiteDatabase
-        let insert, finals, confirm, expireConfirmed, byJob, byUser, byToken, byKey, expireSome, take, holder, expireKeys: SQLiteStatement
+        let insert, finals, confirm, answered, expireConfirmed, byJob, byUser, byToken, byKey, expireSome, take, holder, expireKeys: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(RegistryError) {
             self.database = database
@@ -32,14 +32,18 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
                   PRIMARY KEY (job_id, message)) WITHOUT ROWID;
                 """)
             // A file made before 0.4.3 gains the columns a record has since (NULL in its rows).
-            // In one write transaction: workers opening the file together add them once.
-            try database.transaction { () throws(RegistryError) in
+            // Looked at first, so an open of an upgraded file writes nothing; added in one write
+            // transaction, looked at again in it, so workers opening the file together add them once.
+            func missingColumns() throws(RegistryError) -> [String] {
                 var present = Set<String>()
                 try database.prepare("SELECT name FROM pragma_table_info('deliveries')").run([]) { row in
                     if let name = row.text(0) { present.insert(name) }
                 }
-                for column in ["apns_timestamp", "results_message"] where !present.contains(column) {
-                    try database.execute("ALTER TABLE deliveries ADD COLUMN \(column) INTEGER")
+                return ["apns_timestamp", "results_message"].filter { !present.contains($0) }
+            }
+            if try !missingColumns().isEmpty {
+                try database.transaction { () throws(RegistryError) in
+                    for column in try missingColumns() { try database.execute("ALTER TABLE deliveries ADD COLUMN \(column) INTEGER") }
                 }
             }
             // A file made before 0.4.2 keeps its layout: its unique key leads with the job (and
@@ -94,6 +98,8 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
                 FROM deliveries WHERE job_id = ?1 AND app = ?2 AND token IN (SELECT value FROM json_each(?3))
                 """)
             confirm = try database.prepare("INSERT INTO confirmed_messages(job_id, message, day) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING")
+            answered = try database.prepare(
+                "UPDATE deliveries SET results_message = NULL WHERE token IN (SELECT value FROM json_each(?3)) AND job_id = ?1 AND app = ?2")
             expireConfirmed = try database.prepare("DELETE FROM confirmed_messages WHERE day < ?1")
             byJob = try database.prepare("SELECT \(columns) FROM deliveries WHERE job_id = ?1 AND \(window)")
             byUser = try database.prepare("SELECT \(columns) FROM deliveries WHERE user_id = ?1 AND \(window)")
@@ -224,13 +230,15 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         }
     }
 
-    public func confirm(_ messages: [ConfirmedMessage]) async throws(RegistryError) {
-        guard !messages.isEmpty else { return }
+    public func confirm(job: String, app: String, messages: [Int64], answered: [String], at: Int64) async throws(RegistryError) {
+        guard !messages.isEmpty || !answered.isEmpty else { return }
+        let tokens = answered.isEmpty ? "[]" : String(decoding: (try? JSONSerialization.data(withJSONObject: answered)) ?? Data("[]".utf8), as: UTF8.self)
         try await onQueue { connection throws(RegistryError) in
             try connection.database.transaction { () throws(RegistryError) in
                 for message in messages {
-                    try connection.confirm.run([.text(message.jobID), .integer(message.message), .integer(DeliveryRecord.day(ofMilliseconds: message.at))])
+                    try connection.confirm.run([.text(job), .integer(message), .integer(DeliveryRecord.day(ofMilliseconds: at))])
                 }
+                if !answered.isEmpty { try connection.answered.run([.text(job), .text(app), .text(tokens)]) }
             }
         }
     }

@@ -5,6 +5,7 @@ import Logging
 import PushWorker
 import Registry
 import TestSupport
+import Synchronization
 import Testing
 
 /// The pipeline with a ledger (a real SQLite file and the real writer): every device's final
@@ -17,14 +18,16 @@ struct LedgerPipelineTests {
 
     struct Harness {
         let sender = ScriptedSender()
-        let publisher = RecordingPublisher(queues: [LedgerPipelineTests.results])
+        let publisher: RecordingPublisher
         let ledger: SQLiteDeliveryLedger
         let writer: LedgerWriter
         let pipeline: JobPipeline
         let writing: Task<Void, Error>
 
-        init() throws {
+        init(failure: @escaping @Sendable (AMQPMessage) -> AMQPError? = { _ in nil }) throws {
             TestLog.bootstrap()
+            publisher = RecordingPublisher(queues: [LedgerPipelineTests.results], failure: failure)
+            let publisher = publisher
             ledger = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-ledger-\(UUID().uuidString.prefix(8)).db").path)
             writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: Logger(label: "test.ledger"))
             let writer = writer
@@ -81,14 +84,16 @@ struct LedgerPipelineTests {
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         // The first time: devices 1 and 2 were sent and kept, packed in message 11 (confirmed)
         // and 12 (the worker was lost before its confirm); 3 and 4 were not sent.
+        // Message 12 also held device 5, which a chunk split otherwise would bring back alone.
         let unconfirmed = DeliveryRecord(
             jobID: "packed", app: "demo", token: Self.token(2), outcome: "rejected", status: 410, reason: "Unregistered", apnsID: "A-2", attempts: 2,
             at: now, timestamp: 1_700_000_000_123, resultsMessage: 12)
         try await harness.ledger.write([
             DeliveryRecord(jobID: "packed", app: "demo", token: Self.token(1), outcome: "delivered", status: 200, attempts: 1, at: now, resultsMessage: 11),
             unconfirmed,
+            DeliveryRecord(jobID: "packed", app: "demo", token: Self.token(5), outcome: "delivered", status: 200, attempts: 1, at: now, resultsMessage: 12),
         ])
-        try await harness.ledger.confirm([ConfirmedMessage(jobID: "packed", message: 11, at: now)])
+        try await harness.ledger.confirm(job: "packed", app: "demo", messages: [11], answered: [], at: now)
         #expect(await harness.run(Self.job("packed", [1, 2, 3, 4], results: "batched"), redelivered: true) == .acknowledge)
         #expect(Set(harness.sender.sent.map(\.deviceToken)) == Set([3, 4].map(Self.token)))
         let published = try harness.publisher.packedResults(to: Self.results)
@@ -107,6 +112,37 @@ struct LedgerPipelineTests {
         #expect(harness.sender.sent.count == 2)
         #expect(try harness.publisher.packedResults(to: Self.results).count == 3)
         #expect(try harness.publisher.summaries(to: Self.results).last?.fromLedger == 0)
+        // Answering device 2 settled device 2's record, not the whole of message 12: device 5,
+        // coming back on its own, is still answered from the ledger.
+        #expect(await harness.run(Self.job("packed", [5], results: "batched"), redelivered: true) == .acknowledge)
+        #expect(harness.sender.sent.count == 2)
+        #expect(try harness.publisher.packedResults(to: Self.results).map(\.token).last == Self.token(5))
+        #expect(try harness.publisher.summaries(to: Self.results).last?.fromLedger == 1)
+    }
+
+    @Test("results all: a result the broker would not take is kept in the ledger as not confirmed; the job goes back, and when it comes back that result is published from the ledger, not pushed again")
+    func unpublishedResultKept() async throws {
+        let failed = Mutex(false)
+        let harness = try Harness(failure: { message in
+            // The first result of device 2 meets a broker that closed the channel.
+            guard message.properties.type == "result", String(decoding: message.body, as: UTF8.self).contains(LedgerPipelineTests.token(2)) else { return nil }
+            return failed.withLock { done in
+                defer { done = true }
+                return done ? nil : AMQPError(.brokerClosed, "channel closed")
+            }
+        })
+        defer { harness.writing.cancel() }
+        #expect(await harness.run(Self.job("unpublished", [1, 2, 3])) != .acknowledge)
+        #expect(harness.sender.sent.filter { $0.deviceToken == Self.token(2) }.count == 1)
+        await harness.writer.sync()
+        let held = try await harness.ledger.finals(job: "unpublished", app: "demo", tokens: [Self.token(2)])
+        #expect(held[Self.token(2)]?.resultsMessage != nil, "kept, as not confirmed: \(held)")
+        #expect(await harness.run(Self.job("unpublished", [1, 2, 3]), redelivered: true) == .acknowledge)
+        #expect(harness.sender.sent.filter { $0.deviceToken == Self.token(2) }.count == 1, "device 2 pushed again")
+        #expect(try harness.publisher.results(to: Self.results).filter { $0.token == Self.token(2) }.count == 1)
+        #expect(try harness.publisher.summaries(to: Self.results).last?.fromLedger == 1)
+        let after = try await harness.ledger.finals(job: "unpublished", app: "demo", tokens: [Self.token(2)])
+        #expect(after[Self.token(2)]?.resultsMessage == nil, "settled once published: \(after)")
     }
 
     @Test("results batched: every device kept in the ledger, and every results message marked confirmed once published")
