@@ -46,8 +46,8 @@ struct ClusterTests {
                 results: try await TestCluster.consumer(queue: "\(setup.prefix).results", preferring: 3))
         }
 
-        func publish(_ id: String, devices: Int) async throws {
-            try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: ClusterTests.job(id, devices: devices)))
+        func publish(_ id: String, devices: Int, results mode: String? = nil) async throws {
+            try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: ClusterTests.job(id, devices: devices, results: mode)))
         }
 
         /// Every device's result and every chunk's summary; the worker's log joins a failure.
@@ -70,9 +70,10 @@ struct ClusterTests {
         }
     }
 
-    static func job(_ id: String, devices: Int) -> [UInt8] {
+    static func job(_ id: String, devices: Int, results mode: String? = nil) -> [UInt8] {
         let tokens = (0..<devices).map { "\"\(WorkerProcessTests.token($0))\"" }.joined(separator: ",")
-        return Array(#"{"id": "\#(id)", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)
+        let field = mode.map { #""results": "\#($0)", "# } ?? ""
+        return Array(#"{"id": "\#(id)", \#(field)"audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#.utf8)
     }
 
     /// Unconfirmed publishes a connection holds at most (AMQPConfiguration's default).
@@ -126,6 +127,34 @@ struct ClusterTests {
         print("cluster with the ledger: node 1 killed after \(killedAt) of 50000 requests; APNs saw \(sentAgain) device(s) again (max_in_flight \(AppConfiguration.defaultMaxInFlight)); \(repeats) result(s) repeated")
         #expect(sentAgain <= AppConfiguration.defaultMaxInFlight)
         #expect(repeats <= sentAgain + Self.unconfirmed)
+        try await run.finish()
+        try TestCluster.start(1)
+    }
+
+    @Test("with the delivery ledger and results batched, SIGKILL of the node a worker consumes from mid 50,000-device job: APNs sees at most max_in_flight devices again, every device gets its result (some from the ledger)")
+    func consumerNodeKilledWithLedgerBatched() async throws {
+        let ledger = FileManager.default.temporaryDirectory.appendingPathComponent("cluster-batched-\(UUID().uuidString.prefix(8)).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: ledger + suffix) } }
+        let run = try await Run.start(extra: "ledger: {sqlite: \(ledger)}")
+        let devices = 50_000
+        try await run.publish("big-batched", devices: devices, results: "batched")
+        try await Self.waitForRequests(run.setup.mock, atLeast: 10_000)
+        try TestCluster.kill(1)
+        let killedAt = run.setup.mock.requestCount
+        let replies: Replies
+        do {
+            replies = try await collectReplies(from: run.results, chunks: devices / Self.chunk, stall: .seconds(120))
+        } catch {
+            Issue.record("\(error); the worker's log:\n\(run.worker.log)")
+            throw error
+        }
+        let sentAgain = run.setup.mock.requestCount - devices
+        print("cluster with the ledger, results batched: node 1 killed after \(killedAt) of 50000 requests; APNs saw \(sentAgain) device(s) again; "
+              + "\(replies.perDevice.values.count { $0 > 1 }) result(s) twice, \(replies.fromLedger) answered from the ledger")
+        #expect(sentAgain <= AppConfiguration.defaultMaxInFlight)
+        #expect(replies.perDevice.count == devices, "devices without a result: \(devices - replies.perDevice.count)")
+        #expect(replies.single == 0)
+        #expect(replies.lastSummaries.values.allSatisfy { $0.outcomes.values.reduce(0, +) == Self.chunk })
         try await run.finish()
         try TestCluster.start(1)
     }
