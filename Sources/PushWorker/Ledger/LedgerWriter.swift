@@ -26,10 +26,6 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
 
     /// Records written in one transaction at most.
     static let batchSize = 2_000
-    /// The shortest time from one commit to the next, and the records that go without waiting it
-    /// out (more than a worker's devices in flight usually are).
-    static let commitInterval = Duration.milliseconds(2)
-    static let gathered = 512
     static let maximumPending = 50_000
     static let attempts = 5
 
@@ -108,18 +104,7 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
             // Up to `concurrent` batches are written at once, and each is marked written only
             // after the one before it: a job's `sync` waits for every record appended before it.
             var writing: [Task<Void, Never>] = []
-            var lastStart = ContinuousClock.now - Self.commitInterval
-            while true {
-                // One commit per `commitInterval` at most, unless a batch's worth is waiting: the
-                // records of the devices finishing meanwhile share it. Each device holds its slot
-                // until its record is written, so a busy worker's records would otherwise go a few
-                // dozen to a transaction, whose fixed cost (a round trip and a COPY on PostgreSQL,
-                // a commit on SQLite) then rivals the records'. A record after a quiet spell goes
-                // at once.
-                let wait = lastStart + Self.commitInterval - .now
-                if wait > .zero, buffer.pending < Self.gathered { try? await Task.sleep(for: wait) }
-                guard let (batch, callbacks) = await buffer.take(upTo: Self.batchSize) else { break }
-                lastStart = .now
+            while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize) {
                 let before = writing.last
                 writing.append(Task {
                     await self.write(batch)
@@ -191,9 +176,6 @@ final class LedgerBuffer: Sendable {
     }
 
     private let state = Mutex(State())
-
-    /// Records waiting for the writer now.
-    var pending: Int { state.withLock { $0.pending.count } }
 
     /// Adds the records; `written` runs once they are written (or given up on). Waits only while
     /// `maximumPending` records are waiting already.
