@@ -34,7 +34,7 @@ final class ResultBatch: Sendable {
     private struct Open {
         var bytes: [UInt8]
         var count = 0
-        var id = ResultBatch.newID()
+        var id: Int64
         var answers: [String] = []
     }
 
@@ -52,7 +52,8 @@ final class ResultBatch: Sendable {
         prefix += #","results":["#.utf8
         self.prefix = prefix
         self.maximumBytes = maximumBytes
-        state = Mutex(Open(bytes: prefix))
+        // One random draw per batch (a system call): its messages count on from it.
+        state = Mutex(Open(bytes: prefix, id: Self.newID()))
     }
 
     /// Adds a device's result; returns the id of the message it went in (for its ledger record)
@@ -80,7 +81,7 @@ final class ResultBatch: Sendable {
     /// then referenced once). The fresh buffer reserves nothing: the drain at the end of every
     /// job, one-device jobs included, would otherwise allocate a full batch to throw away.
     private func take(_ state: inout Open) -> Open {
-        var fresh = Open(bytes: prefix)
+        var fresh = Open(bytes: prefix, id: state.id &+ 1)
         swap(&state, &fresh)
         return fresh
     }

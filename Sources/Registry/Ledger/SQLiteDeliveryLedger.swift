@@ -216,9 +216,14 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         }
     }
 
+    /// Tokens as one JSON array, bound as one parameter and read with `json_each`.
+    private static func jsonList(_ tokens: [String]) -> String {
+        String(decoding: (try? JSONSerialization.data(withJSONObject: tokens)) ?? Data("[]".utf8), as: UTF8.self)
+    }
+
     public func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord] {
         guard !tokens.isEmpty else { return [:] }
-        let list = String(decoding: (try? JSONSerialization.data(withJSONObject: tokens)) ?? Data("[]".utf8), as: UTF8.self)
+        let list = Self.jsonList(tokens)
         return try await onQueue { connection throws(RegistryError) in
             var found: [String: DeliveryRecord] = [:]
             try connection.finals.run([.text(job), .text(app), .text(list)]) { row in
@@ -232,7 +237,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
 
     public func confirm(job: String, app: String, messages: [Int64], answered: [String], at: Int64) async throws(RegistryError) {
         guard !messages.isEmpty || !answered.isEmpty else { return }
-        let tokens = answered.isEmpty ? "[]" : String(decoding: (try? JSONSerialization.data(withJSONObject: answered)) ?? Data("[]".utf8), as: UTF8.self)
+        let tokens = Self.jsonList(answered)
         try await onQueue { connection throws(RegistryError) in
             try connection.database.transaction { () throws(RegistryError) in
                 for message in messages {
