@@ -58,8 +58,10 @@ public enum EndpointProbe {
             var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
             head.headers.add(name: "host", value: host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")
             head.headers.add(name: "connection", value: "close")
-            try await outbound.write(.head(head))
-            try await outbound.write(.end(nil))
+            // In one write: a GET's head is the whole request to the server, which may answer
+            // and close (connection: close) before a separate `.end` reaches the channel, and
+            // that `.end` would then fail the probe with "I/O on closed channel".
+            try await outbound.write(contentsOf: [.head(head), .end(nil)])
             var status = 0
             var body = ByteBuffer()
             for try await part in inbound {
