@@ -86,10 +86,14 @@ public struct WorkerAssembly: Sendable {
                 scheduler: $0, broker: plan.broker, retentionDays: settings.ledger.retentionDays, after: connections.connected, health: health,
                 metrics: metrics, logger: logger)
         }
+        let resolver: any AudienceResolver = registry ?? ExplicitTokenResolver()
+        let stages = JobStages.assemble(
+            apps: apps.map(\.pipelineApp), ledger: writer, scheduler: scheduler, registry: registry?.store, resolver: resolver,
+            chunkSize: settings.chunkSize, clock: clock, logger: logger)
         let pipeline: @Sendable (Lane, any MessagePublishing) -> JobPipeline = { lane, publisher in
             JobPipeline(
-                settings: settings, lane: lane, apps: apps.map(\.pipelineApp), publisher: publisher, resolver: registry ?? ExplicitTokenResolver(),
-                feedback: registry, badges: registry, ledger: writer, scheduler: scheduler, registry: registry?.store, metrics: metrics, logger: logger)
+                settings: settings, lane: lane, apps: apps.map(\.pipelineApp), publisher: publisher, resolver: resolver,
+                feedback: registry, badges: registry, ledger: writer, scheduler: scheduler, stages: stages, metrics: metrics, logger: logger)
         }
         self.pipelineMaker = pipeline
         // What each lane consumes: the now lane `push.jobs` and the schedule's releases

@@ -48,7 +48,10 @@ struct QuietHoursPipelineTests {
             let pipeline = { (lane: Lane) in
                 JobPipeline(
                     settings: WorkerSettings(), lane: lane, apps: apps, publisher: publisher, resolver: resolver, ledger: writer, scheduler: scheduler,
-                    registry: registry, logger: logger)
+                    stages: JobStages.assemble(
+                        apps: apps, ledger: writer, scheduler: scheduler, registry: registry, resolver: resolver, chunkSize: WorkerSettings().chunkSize,
+                        logger: logger),
+                    logger: logger)
             }
             nowLane = pipeline(.now)
             bulk = pipeline(.bulk)
