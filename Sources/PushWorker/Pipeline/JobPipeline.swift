@@ -151,7 +151,7 @@ public struct JobPipeline: Sendable {
                 return await refusal.refuse(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
             }
             var staged = StagedJob(job: job, delivery: delivery, replyTo: replyTo, tokens: streamed.take())
-            job.audience.tokens = []  // held once, in `staged.tokens`
+            if job.audience.channel == nil { job.audience.tokens = [] }  // held once, in `staged.tokens`
             for stage in jobStages {
                 if let settlement = try await settle(stage, &staged) { return settlement }
             }

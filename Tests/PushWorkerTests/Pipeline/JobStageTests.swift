@@ -64,6 +64,8 @@ struct JobStageTests {
         #expect(local.field == "local_time")
         guard case .goOn = try await verdict(plain + #", "send_at": "\#(past)"}"#) else { Issue.record("a due send_at was held"); return }
         guard case .goOn = try await verdict(plain + "}") else { Issue.record("a plain job was stopped"); return }
+        let broadcast = #"{"id": "b", "audience": {"channel": "dGVzdC1jaGFubmVsLTAwMQ=="}, "live_activity": {"event": "update", "content_state": {}}}"#
+        guard case .goOn = try await verdict(broadcast) else { Issue.record("a broadcast was stopped"); return }
         guard case .goOn = try await verdict(plain + #", "idempotency_key": "k", "local_time": "09:00"}"#, chunk: "local") else {
             Issue.record("a chunk, whose job took the key and was held, was stopped"); return
         }

@@ -37,7 +37,8 @@ public struct StagedJob: Sendable {
         self.replyTo = replyTo
         self.recipients = recipients
         self.tokens = JobTokens(streamed: tokens, named: job.audience.tokens)
-        self.job.audience.tokens = []  // held once, in `tokens`
+        // Held once, in `tokens` (a broadcast's audience has none).
+        if job.audience.channel == nil { self.job.audience.tokens = [] }
     }
 
     /// A new job, not a chunk or retry of one (those carry no key and no hold of their own).

@@ -1,0 +1,116 @@
+import APNs
+import Foundation
+import Registry
+
+/// The job's `audience` section: whom it reaches, and for Live Activities which registry tokens.
+extension JobDecoder {
+    /// Which registry tokens the job reaches, and the audience rules of Live Activity jobs: a
+    /// start reaches push-to-start tokens (of the users and groups named, or the tokens); an
+    /// update or end reaches an activity's tokens, or a channel's subscribers through APNs.
+    static func tokenNamespace(_ event: LiveActivityEvent?, audience: PushJob.Audience, chunkField: String?) throws(JobError) -> TokenNamespace {
+        if let chunkField {
+            let parsed = TokenNamespace.parse("#" + chunkField).namespace
+            guard parsed != .devices else { throw JobError(.invalidField, field: "token_namespace", "token_namespace '\(chunkField)' is not push-to-start or activity:<id>") }
+            return parsed
+        }
+        if let channel = audience.channel {
+            guard event != .start else {
+                throw JobError(.invalidField, field: "audience.channel",
+                    "audience.channel cannot start an activity: a start goes to push-to-start tokens (audience.users, groups or tokens); send it with input_push_channel to subscribe the new activity to the channel")
+            }
+            if let problem = channelIDProblem(channel) {
+                throw JobError(.invalidField, field: "audience.channel", "audience.channel: \(problem)")
+            }
+            return .devices
+        }
+        guard let event else {
+            if audience.activity != nil {
+                throw JobError(.invalidField, field: "audience.activity", "audience.activity needs a live_activity object (event update or end)")
+            }
+            return .devices
+        }
+        switch event {
+        case .start:
+            if audience.activity != nil {
+                throw JobError(.invalidField, field: "audience.activity",
+                    "audience.activity cannot be started: a start reaches push-to-start tokens (audience.users, groups or tokens)")
+            }
+            return .pushToStart
+        case .update, .end:
+            if let field = audience.users.isEmpty ? (audience.groups.isEmpty ? nil : "groups") : "users" {
+                throw JobError(.invalidField, field: "audience.\(field)",
+                    "audience.\(field): an \(event.rawValue) reaches an activity's tokens, not a user's devices; name audience.activity (every token registered for it), audience.tokens or audience.channel")
+            }
+            return audience.activity.map { .activity($0) } ?? .devices
+        }
+    }
+
+    /// Why `id` cannot be a broadcast channel id, as the client would refuse it; nil if it can.
+    static func channelIDProblem(_ id: String) -> String? {
+        do { try APNsChannel.validate(id: id) } catch { return error.message }
+        return nil
+    }
+
+    func decodeAudience(_ object: [String: Any]?, chunk: Bool) throws(JobError) -> PushJob.Audience {
+        guard let object else { throw JobError(.missingField, field: "audience", "audience is missing") }
+        let known = ["tokens", "users", "groups", "channel", "activity"] + (chunk ? ["devices", "filtered"] : [])
+        if let unknown = object.keys.filter({ !known.contains($0) }).sorted().first {
+            if unknown == "devices" || unknown == "filtered" {
+                throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is written by pushworker into chunk jobs only; name tokens, users or groups")
+            }
+            throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is not an audience field; expected tokens, users, groups, activity or channel")
+        }
+        guard !object.isEmpty else {
+            throw JobError(.emptyAudience, field: "audience", "audience names no tokens, users or groups")
+        }
+        var fields = JobFields(object, prefix: "audience.")
+        let channel = try fields.string("channel")
+        if let channel {
+            if let other = object.keys.filter({ $0 != "channel" }).sorted().first {
+                throw JobError(.invalidField, field: "audience.\(other)",
+                    "audience.\(other) cannot go with audience.channel: a broadcast reaches the channel's subscribers, and APNs alone knows them")
+            }
+            return .channel(channel)
+        }
+        let activity = try fields.string("activity")
+        if let activity, activity.isEmpty || activity.utf8.count > 128 || activity.utf8.contains(0) {
+            throw JobError(.invalidField, field: "audience.activity", "audience.activity must be an activity id of 1 to 128 bytes, without NUL")
+        }
+        let tokens = (try fields.strings("tokens") ?? []).map(APNsDeviceToken.normalized)
+        for (index, token) in tokens.enumerated() {
+            do { try APNsDeviceToken.validate(token, field: "audience.tokens[\(index)]") } catch {
+                throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
+            }
+        }
+        let users = try fields.strings("users") ?? [], groups = try fields.strings("groups") ?? []
+        for (field, names) in [("audience.users", users), ("audience.groups", groups)] {
+            // No registry name has one, and PostgreSQL cannot even compare it.
+            if let index = names.firstIndex(where: { $0.utf8.contains(0) }) {
+                throw JobError(.invalidField, field: "\(field)[\(index)]", "\(field)[\(index)] contains a NUL character")
+            }
+        }
+        return PushJob.Audience(
+            tokens: tokens.map { $0.lowercased() }, users: users, groups: groups,
+            devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"),
+            activity: activity)
+    }
+
+    /// A chunk job's `[["<token>", "<user>" | null], …]`.
+    static func pairs(_ value: Any?, field: String) throws(JobError) -> [Recipient] {
+        guard let value, !(value is NSNull) else { return [] }
+        guard let array = value as? [Any] else { throw JobError(.invalidField, field: field, "\(field) must be an array of [token, user] pairs") }
+        var recipients: [Recipient] = []
+        recipients.reserveCapacity(array.count)
+        for (index, element) in array.enumerated() {
+            let name = "\(field)[\(index)]"
+            guard let pair = element as? [Any], pair.count == 2, let token = pair[0] as? String, pair[1] is String || pair[1] is NSNull else {
+                throw JobError(.invalidField, field: name, "\(name) must be a [token, user or null] pair")
+            }
+            do { try APNsDeviceToken.validate(token, field: name) } catch {
+                throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
+            }
+            recipients.append(Recipient(token: token.lowercased(), user: pair[1] as? String))
+        }
+        return recipients
+    }
+}

@@ -1,0 +1,84 @@
+import APNs
+import Foundation
+
+/// The job's `payload` section: what each device is sent (built from `live_activity` for a Live
+/// Activity), its push type when the job names none, a counted badge, and the rules APNs checks,
+/// checked once for the whole job.
+extension JobDecoder {
+    struct DecodedPayload {
+        /// Keys sorted: the same job makes the same bytes in every worker and every chunk.
+        var bytes: [UInt8]
+        var pushType: APNsPushType
+        var badge: BadgeIncrement?
+    }
+
+    func decodePayload(
+        _ fields: inout JobFields, _ object: [String: Any], liveActivity: LiveActivity?, delivery: DeliveryOptions, app: String, appTopic: String,
+        audience: PushJob.Audience
+    ) throws(JobError) -> DecodedPayload {
+        var payloadDictionary: [String: Any]
+        if let liveActivity {
+            // The app's own keys may ride along; `aps` is the worker's to build.
+            payloadDictionary = try fields.object("payload") ?? [:]
+            if payloadDictionary["aps"] != nil {
+                throw JobError(.invalidField, field: "payload.aps",
+                    "payload.aps is built from live_activity; move its fields there (payload may carry the app's own keys only)")
+            }
+            payloadDictionary["aps"] = liveActivity.aps
+        } else {
+            guard let payloadObject = object["payload"] else { throw JobError(.missingField, field: "payload", "payload is missing") }
+            guard let dictionary = payloadObject as? [String: Any] else {
+                throw JobError(.invalidField, field: "payload", "payload must be a JSON object, such as {\"aps\": {\"alert\": \"…\"}}")
+            }
+            payloadDictionary = dictionary
+        }
+        let inferred = delivery.pushType == nil
+        let pushType = delivery.pushType ?? PayloadRules.inferredPushType(payloadDictionary)
+        try PayloadRules.check(payloadDictionary, pushType: pushType, inferred: inferred)
+        if inferred && pushType == .background && delivery.priority == .immediate {
+            throw JobError(.invalidField, field: "priority",
+                "priority 10 with a payload that only asks for content-available: such a job is sent as push_type background, which APNs refuses at 10; use priority 5, or add an alert and push_type alert")
+        }
+        // A counted badge is serialised as a placeholder number, replaced per device.
+        var serialised = payloadDictionary
+        let badgeAmount = try (payloadDictionary["aps"] as? [String: Any]).flatMap { aps throws(JobError) in try BadgeIncrement.read(aps) }
+        if badgeAmount != nil, var aps = serialised["aps"] as? [String: Any] {
+            aps["badge"] = BadgeIncrement.placeholder
+            serialised["aps"] = aps
+        }
+        guard let payload = JSONDocument.bytes(serialised) else {
+            throw JobError(.invalidField, field: "payload", "payload cannot be serialised")
+        }
+        if badgeAmount != nil && pushType == .liveactivity {
+            // A broadcast has no devices to count for, and ActivityKit shows no badge.
+            throw JobError(.invalidPayload, field: "payload.aps.badge", "payload.aps.badge cannot be counted for a Live Activity push")
+        }
+        var badge: BadgeIncrement?
+        if let badgeAmount {
+            guard let counted = BadgeIncrement(amount: badgeAmount, payload: payload) else {
+                // Another `"badge":` key holding the placeholder's digits: never send a wrong number.
+                throw JobError(.invalidPayload, field: "payload.aps.badge", "payload.aps.badge cannot be counted in this payload: another \"badge\" key holds \(BadgeIncrement.placeholder)")
+            }
+            badge = counted
+        }
+        // The rules a request is sent under, checked once for the whole job with the very code
+        // the client checks each request with.
+        let notification = APNsRequest(
+            deviceToken: "", topic: delivery.topic ?? appTopic, pushType: pushType, priority: delivery.priority, expiration: delivery.expiration,
+            collapseID: delivery.collapseID, payload: payload, channelID: audience.channel)
+        do {
+            try notification.validateNotification()
+        } catch {
+            if error.field == "payload" && payload.count > (audience.channel == nil ? pushType.payloadLimit : APNsRequest.broadcastPayloadLimit) {
+                throw JobError(.payloadTooLarge, field: "payload", error.message)
+            }
+            if error.field == "topic" && delivery.topic == nil, let suffix = pushType.requiredTopicSuffix {
+                // APNs would refuse every device (DeviceTokenNotForTopic): refuse the job once instead.
+                throw JobError(.invalidField, field: "push_type",
+                    "push_type \(pushType.rawValue) needs a topic ending in '\(suffix)'; the job names no topic and app '\(app)' sends to '\(appTopic)' (add \"topic\": \"\(appTopic)\(suffix)\")")
+            }
+            throw JobError(.invalidField, field: error.field, error.message)
+        }
+        return DecodedPayload(bytes: payload, pushType: pushType, badge: badge)
+    }
+}
