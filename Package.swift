@@ -26,6 +26,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        // Deque: the first-in first-out queues (publishes waiting for the confirm window, devices
+        // waiting for a slot). Named as swift-nio names it, which depends on it too.
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
     ],
     targets: [
         // librabbitmq 0.11 (Debian librabbitmq-dev) plus a shim for the variadic login call
@@ -38,6 +41,7 @@ let package = Package(
             name: "AMQP",
             dependencies: [
                 "CRabbitMQ",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -171,6 +175,7 @@ let package = Package(
                 "OperatorEndpoint",
                 "SecretEnvironment",
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

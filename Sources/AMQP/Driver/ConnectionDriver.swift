@@ -1,4 +1,5 @@
 import CRabbitMQ
+import DequeModule
 import Foundation
 import Logging
 import Synchronization
@@ -23,7 +24,8 @@ final class ConnectionDriver: @unchecked Sendable {
     /// Connecting, open, closing or closed, with the handle, the generation and the attempts.
     private var lifecycle: ConnectionLifecycle<ConnectionHandle>
     private var confirmWindow = ConfirmWindow()
-    private var waiting = PublishQueue()
+    /// Publishes waiting for room in the confirm window, first in first out.
+    private var waiting = Deque<PendingPublish>()
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
     /// Delivery tags handed out on this connection and not yet settled, so acks can be coalesced.
     private var unsettled = UnsettledTags()

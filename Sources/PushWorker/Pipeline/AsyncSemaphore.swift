@@ -1,3 +1,4 @@
+import DequeModule
 import Synchronization
 
 /// Admits at most `limit` holders; the others wait in arrival order. Keeps a million-device send
@@ -17,37 +18,12 @@ final class AsyncSemaphore: Sendable {
         case normal
     }
 
-    /// Continuations waiting in arrival order; the served prefix is dropped in bulk, so a queue
-    /// that never empties under steady pressure does not grow with every waiter ever queued.
-    private struct Waiters {
-        var items: [CheckedContinuation<Void, Never>] = []
-        var head = 0
-
-        var isEmpty: Bool { head == items.count }
-
-        mutating func append(_ continuation: CheckedContinuation<Void, Never>) {
-            items.append(continuation)
-        }
-
-        mutating func removeFirst() -> CheckedContinuation<Void, Never> {
-            let first = items[head]
-            head += 1
-            if head == items.count {
-                items.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head > 1024 && head * 2 > items.count {
-                items.removeFirst(head)
-                head = 0
-            }
-            return first
-        }
-    }
-
     private struct State {
         var available: Int
         let reserve: Int
-        var high = Waiters()
-        var normal = Waiters()
+        /// Continuations waiting, each kind in arrival order.
+        var high = Deque<CheckedContinuation<Void, Never>>()
+        var normal = Deque<CheckedContinuation<Void, Never>>()
         /// Slots handed to high waiters in a row while normal ones waited.
         var highInARow = 0
 
