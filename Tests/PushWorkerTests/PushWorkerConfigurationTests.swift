@@ -344,6 +344,28 @@ struct PushWorkerConfigurationTests {
         }
     }
 
+    @Test("ranges are checked where their section is read: the file is refused as it is loaded, naming the key")
+    func rangesWhereRead() throws {
+        for (yaml, expected) in [
+            ("chunk_size: 0", "f.yaml: chunk_size: 0 is not between 1 and 10000"),
+            ("chunk_size: 20000", "f.yaml: chunk_size: 20000 is not between 1 and 10000"),
+            ("lanes: {now_prefetch: 0}", "f.yaml: lanes.now_prefetch: 0 is not between 1 and 10000"),
+            ("lanes: {now_share_percent: 95}", "f.yaml: lanes.now_share_percent: 95 is not between 0 and 90"),
+            ("chunk_size: 100\nlanes: {now_max_devices: 200}", "f.yaml: lanes.now_max_devices: 200 is not between 1 and chunk_size (100)"),
+            ("retry_delays_ms: []", "f.yaml: retry_delays_ms: needs at least one positive number of milliseconds"),
+            ("retry_delays_ms: [100, 0]", "f.yaml: retry_delays_ms: needs at least one positive number of milliseconds"),
+            ("amqp: {prefetch: 0}", "f.yaml: amqp.prefetch: 0 is not between 1 and 10000"),
+        ] {
+            do {
+                _ = try PushWorkerConfiguration.parse(yaml + "\napps: []\n", file: "f.yaml")
+                Issue.record("accepted \(yaml)")
+            } catch {
+                #expect("\(error)".hasPrefix(expected), "\(error)")
+            }
+        }
+        #expect(try PushWorkerConfiguration.parse("chunk_size: 100\nlanes: {now_max_devices: 100}\napps: []\n", file: "f.yaml").worker.nowMaxDevices == 100)
+    }
+
     @Test("max_in_flight bounds the devices in flight: 256 unless set, and a value out of range names the key")
     func maxInFlight() throws {
         // Any readable file stands in for the certificate: it is only opened when connecting.
@@ -353,18 +375,24 @@ struct PushWorkerConfigurationTests {
             apps:
               - {name: a, \(app.dropFirst())
               - {name: b, max_in_flight: 50, \(app.dropFirst())
-              - {name: c, max_in_flight: 0, \(app.dropFirst())
             """)
         let configuration = try PushWorkerConfiguration.load(file: file)
         _ = try configuration.apps[0].clientConfiguration(file: file, index: 0, environment: [:])
         #expect(configuration.apps[0].effectiveMaxInFlight == 256)
         _ = try configuration.apps[1].clientConfiguration(file: file, index: 1, environment: [:])
         #expect(configuration.apps[1].effectiveMaxInFlight == 50)
+        // Refused where the app is read, as the file is loaded.
+        let refused = try temporaryFile("""
+            apps:
+              - {name: a, \(app.dropFirst())
+              - {name: b, max_in_flight: 50, \(app.dropFirst())
+              - {name: c, max_in_flight: 0, \(app.dropFirst())
+            """)
         do {
-            _ = try configuration.apps[2].clientConfiguration(file: file, index: 2, environment: [:])
+            _ = try PushWorkerConfiguration.load(file: refused)
             Issue.record("accepted max_in_flight 0")
         } catch {
-            #expect("\(error)" == "\(file): apps[2].max_in_flight: 0 is not between 1 and 100000")
+            #expect("\(error)" == "\(refused): apps[2].max_in_flight: 0 is not between 1 and 100000")
         }
     }
 

@@ -82,6 +82,9 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         caFile = try container.decodeIfPresent(String.self, forKey: .caFile)
         connections = try container.decodeIfPresent(Int.self, forKey: .connections)
         maxInFlight = try container.decodeIfPresent(Int.self, forKey: .maxInFlight)
+        if let maxInFlight, !(1...100_000).contains(maxInFlight) {
+            throw DecodingError.dataCorruptedError(forKey: .maxInFlight, in: container, debugDescription: "\(maxInFlight) is not between 1 and 100000")
+        }
         requestTimeoutMilliseconds = try container.decodeIfPresent(Int.self, forKey: .requestTimeoutMilliseconds)
         proxy = try container.decodeIfPresent(String.self, forKey: .proxy)
         transport = try container.decodeIfPresent(APNsTransport.self, forKey: .transport)
@@ -287,11 +290,6 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         if let connections {
             guard (1...64).contains(connections) else { throw fail("connections", "\(connections) is not between 1 and 64") }
             configuration.connections = connections
-        }
-        // Not the client's: the worker's `DeviceAdmission` holds the bound. Checked here with the
-        // app's other fields, so one pass names every bad one.
-        guard (1...100_000).contains(effectiveMaxInFlight) else {
-            throw fail("max_in_flight", "\(effectiveMaxInFlight) is not between 1 and 100000")
         }
         if let weight, !(1...100).contains(weight) {
             throw fail("weight", "\(weight) is not between 1 and 100")

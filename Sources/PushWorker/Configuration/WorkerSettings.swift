@@ -38,6 +38,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
                     forKey: .urls, in: container, debugDescription: "give either url (one node) or urls (every node of a cluster), not both")
             }
             prefetch = try container.decodeIfPresent(Int.self, forKey: .prefetch) ?? prefetch
+            guard (1...10_000).contains(prefetch) else {
+                throw DecodingError.dataCorruptedError(forKey: .prefetch, in: container, debugDescription: "\(prefetch) is not between 1 and 10000")
+            }
             heartbeatSeconds = try container.decodeIfPresent(Int.self, forKey: .heartbeatSeconds) ?? heartbeatSeconds
         }
     }
@@ -319,6 +322,19 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             duePrefetch = try container.decodeIfPresent(Int.self, forKey: .duePrefetch) ?? duePrefetch
             nowMaxDevices = try container.decodeIfPresent(Int.self, forKey: .nowMaxDevices)
             nowSharePercent = try container.decodeIfPresent(Int.self, forKey: .nowSharePercent) ?? nowSharePercent
+            // Each range where it is read, so the error names its key; now_max_devices is
+            // checked against chunk_size where both are known (`WorkerSettings`).
+            guard (1...10_000).contains(nowPrefetch) else {
+                throw DecodingError.dataCorruptedError(forKey: .nowPrefetch, in: container, debugDescription: "\(nowPrefetch) is not between 1 and 10000")
+            }
+            guard (1...10_000).contains(duePrefetch) else {
+                throw DecodingError.dataCorruptedError(forKey: .duePrefetch, in: container, debugDescription: "\(duePrefetch) is not between 1 and 10000")
+            }
+            guard (0...90).contains(nowSharePercent) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .nowSharePercent, in: container,
+                    debugDescription: "\(nowSharePercent) is not between 0 and 90 (percent of each app's max_in_flight kept for the now lane)")
+            }
         }
 
         /// The admission slots of an app with `maxInFlight` kept for the now lane: at least
@@ -381,6 +397,20 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         retryInitialDelayMilliseconds = try container.decodeIfPresent(Int.self, forKey: .retryInitialDelayMilliseconds) ?? retryInitialDelayMilliseconds
         shutdownGraceSeconds = try container.decodeIfPresent(Int.self, forKey: .shutdownGraceSeconds) ?? shutdownGraceSeconds
         shareProviderTokens = try container.decodeIfPresent(Bool.self, forKey: .shareProviderTokens) ?? shareProviderTokens
+        // Chunk jobs carry (token, user) pairs; up to 10,000 they stay well under the 1 MiB above
+        // which a body is streamed.
+        guard (1...10_000).contains(chunkSize) else {
+            throw DecodingError.dataCorruptedError(forKey: .chunkSize, in: container, debugDescription: "\(chunkSize) is not between 1 and 10000")
+        }
+        if let most = lanes.nowMaxDevices, !(1...chunkSize).contains(most) {
+            throw DecodingError.dataCorrupted(.init(
+                codingPath: container.codingPath + [CodingKeys.lanes as any CodingKey, Lanes.CodingKeys.nowMaxDevices],
+                debugDescription: "\(most) is not between 1 and chunk_size (\(chunkSize)): a job that fits one chunk is sent where it is"))
+        }
+        guard !retryDelaysMilliseconds.isEmpty, retryDelaysMilliseconds.allSatisfy({ $0 > 0 }) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .retryDelaysMilliseconds, in: container, debugDescription: "needs at least one positive number of milliseconds")
+        }
         // Absent: the default; present as null: off.
         if container.contains(.metricsAddress) {
             metricsAddress = try container.decodeNil(forKey: .metricsAddress) ? nil : try container.decode(String.self, forKey: .metricsAddress)
@@ -442,30 +472,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         if Set(configuration.addresses.map(\.node)).count < configuration.addresses.count {
             throw ConfigurationError(file: file, key: key, "names a node twice: \(configuration.redactedURLs)")
         }
-        guard (1...10_000).contains(amqp.prefetch) else {
-            throw ConfigurationError(file: file, key: "amqp.prefetch", "\(amqp.prefetch) is not between 1 and 10000")
-        }
         configuration.heartbeat = .seconds(amqp.heartbeatSeconds)
-        // Chunk jobs carry (token, user) pairs; up to 10,000 they stay well under the 1 MiB above
-        // which a body is streamed.
-        guard (1...10_000).contains(chunkSize) else {
-            throw ConfigurationError(file: file, key: "chunk_size", "\(chunkSize) is not between 1 and 10000")
-        }
-        guard (1...10_000).contains(lanes.nowPrefetch) else {
-            throw ConfigurationError(file: file, key: "lanes.now_prefetch", "\(lanes.nowPrefetch) is not between 1 and 10000")
-        }
-        guard (1...10_000).contains(lanes.duePrefetch) else {
-            throw ConfigurationError(file: file, key: "lanes.due_prefetch", "\(lanes.duePrefetch) is not between 1 and 10000")
-        }
-        if let most = lanes.nowMaxDevices, !(1...chunkSize).contains(most) {
-            throw ConfigurationError(file: file, key: "lanes.now_max_devices", "\(most) is not between 1 and chunk_size (\(chunkSize)): a job that fits one chunk is sent where it is")
-        }
-        guard (0...90).contains(lanes.nowSharePercent) else {
-            throw ConfigurationError(file: file, key: "lanes.now_share_percent", "\(lanes.nowSharePercent) is not between 0 and 90 (percent of each app's max_in_flight kept for the now lane)")
-        }
-        guard !retryDelaysMilliseconds.isEmpty, retryDelaysMilliseconds.allSatisfy({ $0 > 0 }) else {
-            throw ConfigurationError(file: file, key: "retry_delays_ms", "needs at least one positive number of milliseconds")
-        }
         configuration.topology = topology
         return configuration
     }
