@@ -18,7 +18,7 @@ import Registry
 /// second index, (job, at), written in order, which orders a job's records for `deliveries --job`
 /// and, with `app` included, counts a job's records for `cancel_job` from the index. The user
 /// index stays partial. COPY of 200,000 records with random tokens, in turns with the old layout:
-/// 0.60–0.77 of its server CPU (docs/benchmarks.md, session 23).
+/// 0.60–0.77 of its server CPU (docs/benchmarks.md, the ledger).
 extension PostgresRegistryStore: DeliveryLedger {
     /// Creates the partitioned table and its indexes when they are missing. Called once when the
     /// worker opens its ledger; workers starting together take turns. Without

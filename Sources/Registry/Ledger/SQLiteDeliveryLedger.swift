@@ -157,7 +157,7 @@ public final class SQLiteDeliveryLedger: DeliveryLedger {
         // an older file's token index) from left to right, each once, instead of one at random
         // per record. It matters once that index outgrows SQLite's page cache, as a ledger of
         // weeks does: batches of 2,000 records with random tokens cost 8–22 % less CPU per record
-        // so, in three pairs (docs/benchmarks.md, session 24). Tokens are compared as bytes, as
+        // so, in three pairs (docs/benchmarks.md, the ledger). Tokens are compared as bytes, as
         // the index does, mostly by their first eight alone: one integer compare, no string's.
         let order = records.withUnsafeBufferPointer { records in
             records.indices.map { SortKey(day: DeliveryRecord.day(ofMilliseconds: records[$0].at), token: records[$0].token, index: $0) }
