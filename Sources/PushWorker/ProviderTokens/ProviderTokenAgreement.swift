@@ -32,13 +32,8 @@ public actor ProviderTokenAgreement {
     private let consumer: AMQPConsumer
     private let exchange: String
     private let logger: Logger
-    /// Candidates heard since the last decision, per key.
-    private var heard: [String: [ProviderToken]] = [:]
-    /// `iat`s of tokens APNs called expired somewhere in the fleet, per key: never picked again.
-    private var superseded: [String: Set<Int64>] = [:]
-    /// When this worker last re-announced its token for a key that lost to it.
-    private var announced: [String: ContinuousClock.Instant] = [:]
-    private var deciding: Set<String> = []
+    /// What is known and decided; this actor carries out its actions.
+    private var state = ProviderTokenAgreementState(settle: ProviderTokenAgreement.settle)
     private var refreshes: [String: Task<Void, Never>] = [:]
     private var listener: Task<Void, Never>?
 
@@ -95,14 +90,14 @@ public actor ProviderTokenAgreement {
         await publish(AMQPMessage(exchange: exchange, routingKey: "", body: [], properties: AMQPProperties(type: Self.queryType)))
         try? await Task.sleep(for: Self.settle)
         var unanswered: [String] = []
-        for name in sources.keys {
-            if !decide(name) { unanswered.append(name) }
+        for name in sources.keys.sorted() {
+            if !(await decide(name)) { unanswered.append(name) }
         }
         guard !unanswered.isEmpty else { return }
         // No worker holds a fresh token: offer one each, and take the pick among the rivals.
         for name in unanswered { await offerCandidate(for: name) }
         try? await Task.sleep(for: Self.settle)
-        for name in unanswered { _ = decide(name) }
+        for name in unanswered { await decide(name) }
     }
 
     /// Stops listening; the tokens in use stay.
@@ -116,78 +111,54 @@ public actor ProviderTokenAgreement {
     private func handle(_ body: [UInt8], properties: AMQPProperties) async {
         switch properties.type {
         case Self.queryType:
-            // A worker starting: tell it the tokens in use here, and the candidates still being
-            // decided on (it may have missed them, and would otherwise offer a rival too late).
-            for (name, source) in sources {
-                let known = [source.installed].compactMap { $0 } + (heard[name] ?? [])
-                for token in Set(known) where ProviderTokenChoice.isFresh(token, now: source.now) { await publish(token) }
-            }
+            await perform(state.queried(sources.mapValues(Self.key)))
         case Self.tokenType:
             let jwt = String(decoding: body, as: UTF8.self)
             guard let (name, source, token) = sources.lazy.compactMap({ name, source in source.verified(jwt).map { (name, source, $0) } }).first else {
                 return  // another key's (or not a token of ours): never adopted
             }
-            let installed = source.installed
-            guard token.jwt != installed?.jwt else { return }
-            if let old = properties.headers?[WireHeader.supersedes]?.intValue {
-                superseded[name, default: []].insert(old)
-                if let installed, installed.iat == old, ProviderTokenChoice.isFresh(token, now: source.now) {
-                    // APNs called the token in use expired where the other worker sent: take its
-                    // replacement now, before this worker's requests are refused too.
-                    adopt(token, into: source, replacing: installed, name: name, because: "it replaces the token APNs called expired")
-                    return
-                }
-            }
-            heard[name, default: []].append(token)
-            scheduleDecision(name)
+            await perform(state.heard(token, key: name, Self.key(source), supersedes: properties.headers?[WireHeader.supersedes]?.intValue))
         default:
             break
         }
     }
 
+    private static func key(_ source: ProviderTokenSource) -> ProviderTokenAgreementState.Key {
+        ProviderTokenAgreementState.Key(installed: source.installed, now: source.now)
+    }
+
     /// Adopts the pick of what was heard for `name`; false when nothing fresh is known.
     @discardableResult
-    private func decide(_ name: String) -> Bool {
-        deciding.remove(name)
+    private func decide(_ name: String) async -> Bool {
         guard let source = sources[name] else { return false }
-        let installed = source.installed
-        let void = superseded[name] ?? []
-        let candidates = (heard.removeValue(forKey: name) ?? []).filter { !void.contains($0.iat) }
-        let current = installed.flatMap { void.contains($0.iat) ? nil : $0 }
-        guard let chosen = ProviderTokenChoice.pick(current: current, heard: candidates, now: source.now) else { return false }
-        if chosen.jwt != installed?.jwt {
-            adopt(chosen, into: source, replacing: installed, name: name, because: installed == nil ? "the fleet's token" : "the fleet's pick")
-        } else {
-            if refreshes[name] == nil { scheduleRefresh(name) }
-            if candidates.contains(where: { $0.jwt != chosen.jwt }) { Task { await self.announce(name) } }
+        let (decided, actions) = state.decide(key: name, Self.key(source), refreshing: refreshes[name] != nil, at: .now)
+        await perform(actions)
+        return decided
+    }
+
+    /// Carries out what the state decided, in order.
+    private func perform(_ actions: [ProviderTokenAgreementState.Action]) async {
+        for action in actions {
+            switch action {
+            case .publish(let token, let replaced):
+                await publish(token, superseding: replaced)
+            case .adopt(let name, let token, let installed, let reason):
+                // Not over a token this worker signed meanwhile because APNs refused the old
+                // one: that one is being published, and the fleet picks again.
+                guard let source = sources[name], source.adopt(token, replacing: installed) else { continue }
+                logger.info("provider token adopted", metadata: ["key_id": "\(source.keyID)", "issued_at": "\(token.iat)", "reason": "\(reason)"])
+                scheduleRefresh(name)
+            case .decideLater(let name):
+                Task {
+                    try? await Task.sleep(for: Self.settle)
+                    await self.decide(name)
+                }
+            case .scheduleRefresh(let name):
+                scheduleRefresh(name)
+            case .offerCandidate(let name):
+                await offerCandidate(for: name)
+            }
         }
-        return true
-    }
-
-    /// Publishes the token in use here again, at most once per settling time: a worker that
-    /// offered a rival (it missed this one: a reconnect, a clock a little behind) hears the
-    /// token that wins over its own and takes it.
-    private func announce(_ name: String) async {
-        guard let source = sources[name], let token = source.installed, ProviderTokenChoice.isFresh(token, now: source.now) else { return }
-        if let last = announced[name], ContinuousClock.now - last < Self.settle { return }
-        announced[name] = .now
-        await publish(token)
-    }
-
-    private func scheduleDecision(_ name: String) {
-        guard deciding.insert(name).inserted else { return }
-        Task {
-            try? await Task.sleep(for: Self.settle)
-            self.decide(name)
-        }
-    }
-
-    private func adopt(_ token: ProviderToken, into source: ProviderTokenSource, replacing installed: ProviderToken?, name: String, because reason: String) {
-        // Not over a token this worker signed meanwhile because APNs refused the old one: that
-        // one is being published, and the fleet picks again.
-        guard source.adopt(token, replacing: installed) else { return }
-        logger.info("provider token adopted", metadata: ["key_id": "\(source.keyID)", "issued_at": "\(token.iat)", "reason": "\(reason)"])
-        scheduleRefresh(name)
     }
 
     /// Signs a candidate for `name`, publishes it and counts it among those heard.
@@ -195,7 +166,7 @@ public actor ProviderTokenAgreement {
         guard let source = sources[name] else { return }
         do {
             let candidate = try source.signCandidate()
-            heard[name, default: []].append(candidate)
+            state.offered(candidate, key: name)
             await publish(candidate)
         } catch {
             logger.error("cannot sign a provider token", metadata: ["key_id": "\(source.keyID)", "error": "\(error)"])
@@ -219,19 +190,14 @@ public actor ProviderTokenAgreement {
 
     private func refresh(_ name: String, from token: ProviderToken) async {
         refreshes[name] = nil
-        guard let source = sources[name], source.installed?.jwt == token.jwt else { return }
-        if heard[name]?.contains(where: { ProviderTokenChoice.isFresh($0, now: source.now) }) == true { return }
-        await offerCandidate(for: name)
-        scheduleDecision(name)
+        guard let source = sources[name] else { return }
+        await perform(state.refreshDue(key: name, from: token, Self.key(source)))
     }
 
-    /// The source signed a token itself: tell the fleet, naming the one it replaces when APNs
-    /// refused that one, so that no worker picks it again.
+    /// The source signed a token itself: tell the fleet.
     private func signedHere(_ signed: ProviderTokenSource.SignedHere) async {
-        let name = Self.name(of: signed.fresh)
-        if signed.replacedAfterRefusal, let old = signed.replaced { superseded[name, default: []].insert(old.iat) }
-        await publish(signed.fresh, superseding: signed.replacedAfterRefusal ? signed.replaced : nil)
-        scheduleRefresh(name)
+        await perform(state.signedHere(
+            key: Self.name(of: signed.fresh), fresh: signed.fresh, replaced: signed.replaced, afterRefusal: signed.replacedAfterRefusal))
     }
 
     private func publish(_ token: ProviderToken, superseding replaced: ProviderToken? = nil) async {
