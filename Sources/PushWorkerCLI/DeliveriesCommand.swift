@@ -74,8 +74,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
         var logger = Logger(label: "pushworker.deliveries")
         logger.logLevel = .warning
         let plan = try WorkerPlan.load(file: config)
-        let store = try await plan.configuration.openRegistryStore(file: config, logger: logger)
-        guard let ledger = try await plan.openLedger(registry: store, rebuildingIndexes: false, logger: logger) else {
+        guard let ledger = try await plan.openStores(rebuildingIndexes: false, logger: logger).ledger else {
             throw CommandFailure("\(config) keeps no delivery ledger: it is off (ledger: off), or there is no registry and no ledger.sqlite")
         }
         let subject: DeliveryQuery.Subject =

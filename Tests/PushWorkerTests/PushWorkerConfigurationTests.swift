@@ -153,7 +153,7 @@ struct PushWorkerConfigurationTests {
         let yaml = "ledger: {sqlite: /nonexistent-\(UUID().uuidString.prefix(6))/ledger.db}\napps: []\n"
         let plan = try WorkerPlan(try PushWorkerConfiguration.parse(yaml, file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:])
         do {
-            _ = try await plan.openLedger(registry: nil, rebuildingIndexes: true, logger: logger)
+            _ = try await plan.openStores(rebuildingIndexes: true, environment: [:], logger: logger)
             Issue.record("opened a ledger in a folder that does not exist")
         } catch {
             #expect("\(error)".contains("/tmp/f.yaml: ledger.sqlite: cannot open the ledger there"), "\(error)")
@@ -173,7 +173,7 @@ struct PushWorkerConfigurationTests {
             }
         }
         let none = try WorkerPlan(try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:])
-        #expect(try await none.openLedger(registry: nil, rebuildingIndexes: true, logger: logger) == nil)
+        #expect(try await none.openStores(rebuildingIndexes: true, environment: [:], logger: logger).ledger == nil)
     }
 
     @Test("lanes.due_prefetch: 64 unless set; out of range is refused naming the key, by run and config check alike")

@@ -38,14 +38,12 @@ public struct WorkerAssembly: Sendable {
         _ plan: WorkerPlan, apns: APNsParts = .http2, metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> WorkerAssembly {
         if plan.settings.registry != nil { health.registryOpening() }
-        let store = try await plan.configuration.openRegistryStore(file: plan.file, logger: logger)
+        let stores = try await plan.openStores(rebuildingIndexes: true, logger: logger)
         let authorizer = try await plan.configuration.registryAuthorizer(file: plan.file)
-        if let store { health.watch(registry: store) }
-        let ledger = try await plan.openLedger(registry: store, rebuildingIndexes: true, logger: logger)
-        let schedule = try plan.openSchedule(ledger: ledger)
+        if let store = stores.registry { health.watch(registry: store) }
         return WorkerAssembly(
-            plan, apns: apns, registry: store.map { RegistryResolver(store: $0, logger: logger) }, authorizer: authorizer, ledger: ledger,
-            schedule: schedule, metrics: metrics, health: health, logger: logger)
+            plan, apns: apns, registry: stores.registry.map { RegistryResolver(store: $0, logger: logger) }, authorizer: authorizer,
+            ledger: stores.ledger, schedule: stores.schedule, metrics: metrics, health: health, logger: logger)
     }
 
     /// Builds the parts with a registry and a ledger already open (or none).

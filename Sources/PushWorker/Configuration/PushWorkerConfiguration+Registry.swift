@@ -12,6 +12,25 @@ extension PushWorkerConfiguration {
     public func openRegistryStore(
         file: String, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger
     ) async throws(ConfigurationError) -> (any RegistryStore)? {
+        try await openRegistry(file: file, environment: environment, logger: logger)?.store
+    }
+
+    /// The registry's backend, opened: which one it is decides where the ledger and the schedule go.
+    enum OpenedRegistry {
+        case sqlite(SQLiteRegistryStore, path: String)
+        case postgres(PostgresRegistryStore)
+
+        var store: any RegistryStore {
+            switch self {
+            case .sqlite(let store, _): store
+            case .postgres(let store): store
+            }
+        }
+    }
+
+    func openRegistry(
+        file: String, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger
+    ) async throws(ConfigurationError) -> OpenedRegistry? {
         guard let settings = worker.registry else { return nil }
         if settings.postgres != nil && settings.sqlite != nil {
             throw ConfigurationError(file: file, key: "registry", "names both sqlite and postgres; choose one")
@@ -20,7 +39,7 @@ extension PushWorkerConfiguration {
             let url = environment["PUSHWORKER_POSTGRES_URL"] ?? configured
             let key = environment["PUSHWORKER_POSTGRES_URL"] != nil ? "PUSHWORKER_POSTGRES_URL" : "registry.postgres"
             do {
-                return try await PostgresRegistryStore(url: url, logger: logger)
+                return .postgres(try await PostgresRegistryStore(url: url, logger: logger))
             } catch {
                 throw ConfigurationError(file: file, key: key, error.message)
             }
@@ -30,7 +49,7 @@ extension PushWorkerConfiguration {
         }
         let resolved = Self.path(path, besides: file)
         do {
-            return try SQLiteRegistryStore(path: resolved)
+            return .sqlite(try SQLiteRegistryStore(path: resolved), path: resolved)
         } catch {
             throw ConfigurationError(file: file, key: "registry.sqlite", error.message)
         }

@@ -4,9 +4,6 @@ import PostgresRegistry
 import Registry
 
 extension WorkerPlan {
-    /// The ledger the configuration keeps, opened: `ledger.sqlite` when named, else the
-    /// registry's store (its SQLite file, or its PostgreSQL partitioned by day); nil with
-    /// `ledger: off`, or without a registry or a file for it (said in the log).
     /// The ledger's ranges, checked with the rest of the plan (so `config check` sees them too).
     static func checkLedger(_ settings: WorkerSettings.Ledger, file: String) throws(ConfigurationError) {
         guard settings.enabled else { return }
@@ -23,52 +20,68 @@ extension WorkerPlan {
         }
     }
 
+    /// The registry, the ledger and the schedule the configuration keeps, opened. Each backend
+    /// opens what it holds: an SQLite registry's file holds the ledger and the schedule too
+    /// (unless `ledger.sqlite` names a file of their own); a PostgreSQL registry holds them in
+    /// its database, partitioned by day; without a registry, `ledger.sqlite` holds them, and
+    /// without that there is no ledger (said in the log). No ledger with `ledger: off`.
     /// - Parameter rebuildingIndexes: true for a worker, which gives a PostgreSQL ledger made by
     ///   an older version this version's indexes (minutes, with the table locked); a command that
     ///   only reads (`pushworker deliveries`, `schedule`) leaves that to the first worker.
-    public func openLedger(registry: (any RegistryStore)?, rebuildingIndexes: Bool, logger: Logger) async throws -> (any DeliveryLedger)? {
+    public func openStores(rebuildingIndexes: Bool, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) async throws -> OpenedStores {
+        let registry = try await configuration.openRegistry(file: file, environment: environment, logger: logger)
         let settings = self.settings.ledger
-        guard settings.enabled else { return nil }
-        let path: String
-        let key: String
+        guard settings.enabled else { return OpenedStores(registry: registry?.store) }
         if let own = settings.sqlite {
-            (path, key) = (PushWorkerConfiguration.path(own, besides: file), "ledger.sqlite")
-        } else if let sqlite = self.settings.registry?.sqlite, registry != nil {
-            (path, key) = (PushWorkerConfiguration.path(sqlite, besides: file), "registry.sqlite")
-        } else if let postgres = registry as? PostgresRegistryStore {
+            return try openLedgerFile(PushWorkerConfiguration.path(own, besides: file), key: "ledger.sqlite", registry: registry?.store)
+        }
+        switch registry {
+        case .sqlite(let store, let path):
+            return try openLedgerFile(path, key: "registry.sqlite", registry: store)
+        case .postgres(let postgres):
             do { try await postgres.prepareLedger(rebuildingIndexes: rebuildingIndexes) } catch {
                 throw ConfigurationError(file: file, key: "ledger", "cannot make the ledger's table in the PostgreSQL registry: \(error.message)")
             }
-            return postgres
-        } else {
+            return OpenedStores(registry: postgres, ledger: postgres, schedule: postgres)
+        case nil:
             logger.notice("no delivery ledger: without a registry it needs a file of its own (ledger: {sqlite: FILE}); ledger: off says so")
-            return nil
+            return OpenedStores()
         }
+    }
+
+    /// The ledger and the schedule in one SQLite file.
+    private func openLedgerFile(_ path: String, key: String, registry: (any RegistryStore)?) throws(ConfigurationError) -> OpenedStores {
+        let ledger: SQLiteDeliveryLedger
         do {
-            return try SQLiteDeliveryLedger(path: path)
+            ledger = try SQLiteDeliveryLedger(path: path)
         } catch {
             throw ConfigurationError(file: file, key: key, "cannot open the ledger there: \(error.message). Name another file with ledger.sqlite, or set ledger: off")
         }
-    }
-
-    /// The schedule, in the ledger's store: the PostgreSQL registry itself, or the ledger's SQLite
-    /// file. nil without a ledger.
-    public func openSchedule(ledger: (any DeliveryLedger)?) throws -> (any JobSchedule)? {
-        if let schedule = ledger as? any JobSchedule { return schedule }
-        guard let sqlite = ledger as? SQLiteDeliveryLedger else { return nil }
         do {
-            return try SQLiteJobSchedule(ledger: sqlite)
+            return OpenedStores(registry: registry, ledger: ledger, schedule: try SQLiteJobSchedule(ledger: ledger))
         } catch {
-            throw ConfigurationError(file: file, key: "ledger", "cannot open the schedule in the ledger's file \(sqlite.path): \(error.message)")
+            throw ConfigurationError(file: file, key: "ledger", "cannot open the schedule in the ledger's file \(path): \(error.message)")
         }
     }
 
-    /// The registry, the ledger and the schedule in it, opened as a worker opens them, for a
-    /// program that works on the schedule alone (`pushworker schedule`, the benchmarks); nil
-    /// without a ledger.
+    /// The schedule, opened as a worker opens it, for a program that works on the schedule alone
+    /// (`pushworker schedule`, the benchmarks); nil without a ledger.
     public func openScheduler(logger: Logger) async throws -> JobScheduler? {
-        let store = try await configuration.openRegistryStore(file: file, logger: logger)
-        return try openSchedule(ledger: try await openLedger(registry: store, rebuildingIndexes: false, logger: logger))
+        try await openStores(rebuildingIndexes: false, logger: logger).schedule
             .map { JobScheduler(store: $0, horizonDays: settings.ledger.scheduleHorizonDays) }
+    }
+}
+
+/// What a configuration's stores hold, each opened by the backend that holds it: the registry of
+/// devices, users and groups; the delivery ledger; and the schedule, kept in the ledger's store.
+public struct OpenedStores: Sendable {
+    public var registry: (any RegistryStore)?
+    public var ledger: (any DeliveryLedger)?
+    public var schedule: (any JobSchedule)?
+
+    public init(registry: (any RegistryStore)? = nil, ledger: (any DeliveryLedger)? = nil, schedule: (any JobSchedule)? = nil) {
+        self.registry = registry
+        self.ledger = ledger
+        self.schedule = schedule
     }
 }
