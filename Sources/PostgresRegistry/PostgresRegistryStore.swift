@@ -12,8 +12,9 @@ public final class PostgresRegistryStore: RegistryStore {
     /// The schema this build writes; older databases are migrated up to it on open.
     public static let schemaVersion = 4
 
-    private let client: PostgresClient
-    private let runner: Task<Void, Never>
+    /// Its connections; a service of the worker's group (`pool`).
+    public let pool: PostgresPool
+    private var client: PostgresClient { pool.client }
     let logger: Logger
     /// The URL without its password, for messages.
     public let redactedURL: String
@@ -25,9 +26,7 @@ public final class PostgresRegistryStore: RegistryStore {
     /// would wait for it forever.
     public init(url: String, maximumConnections: Int = 8, connectTimeout: Duration = .seconds(30), logger: Logger) async throws(RegistryError) {
         let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        self.client = client
-        self.runner = Task { await client.run() }
+        pool = PostgresPool(configuration: configuration, logger: logger)
         self.logger = logger
         self.redactedURL = redacted
         // Only reaching the server is timed: a migration (an index over many devices, or waiting
@@ -54,20 +53,16 @@ public final class PostgresRegistryStore: RegistryStore {
             do {
                 try await migrate()
             } catch {
-                runner.cancel()
+                await pool.stop()
                 throw error
             }
         case .failure(let error):
-            runner.cancel()
+            await pool.stop()
             throw error
         case nil:
-            runner.cancel()
+            await pool.stop()
             throw RegistryError(.storeUnavailable, "no PostgreSQL answered at \(redacted) within \(connectTimeout)")
         }
-    }
-
-    deinit {
-        runner.cancel()
     }
 
     /// Checks a URL as opening the store would, without connecting; the URL with its password

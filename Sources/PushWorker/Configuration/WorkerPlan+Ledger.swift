@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresRegistry
 import Registry
+import ServiceLifecycle
 
 extension WorkerPlan {
     /// The ledger's ranges, checked with the rest of the plan (so `config check` sees them too).
@@ -30,6 +31,12 @@ extension WorkerPlan {
     ///   only reads (`pushworker deliveries`, `schedule`) leaves that to the first worker.
     public func openStores(rebuildingIndexes: Bool, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) async throws -> OpenedStores {
         let registry = try await configuration.openRegistry(file: file, environment: environment, logger: logger)
+        var opened = try await openLedger(in: registry, rebuildingIndexes: rebuildingIndexes, logger: logger)
+        if case .postgres(let postgres) = registry { opened.services = [postgres.pool] }
+        return opened
+    }
+
+    private func openLedger(in registry: PushWorkerConfiguration.OpenedRegistry?, rebuildingIndexes: Bool, logger: Logger) async throws -> OpenedStores {
         let settings = self.settings.ledger
         guard settings.enabled else { return OpenedStores(registry: registry?.store) }
         if let own = settings.sqlite {
@@ -78,6 +85,9 @@ public struct OpenedStores: Sendable {
     public var registry: (any RegistryStore)?
     public var ledger: (any DeliveryLedger)?
     public var schedule: (any JobSchedule)?
+    /// What the stores run while they are open (a PostgreSQL store's connection pool), for the
+    /// worker's service group, ahead of the services that use them.
+    public var services: [any Service] = []
 
     public init(registry: (any RegistryStore)? = nil, ledger: (any DeliveryLedger)? = nil, schedule: (any JobSchedule)? = nil) {
         self.registry = registry
