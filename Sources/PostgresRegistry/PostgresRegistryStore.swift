@@ -8,27 +8,28 @@ import Synchronization
 /// The registry on PostgreSQL, for workers on many hosts: the SQLite store's schema, migrations
 /// and rules, over postgres-nio's connection pool. Every statement binds its values (the
 /// extended protocol), none is built from them.
-public final class PostgresRegistryStore: RegistryStore {
+public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
     /// The schema this build writes; older databases are migrated up to it on open.
     public static let schemaVersion = 4
 
-    /// Its connections; a service of the worker's group (`pool`).
-    public let pool: PostgresPool
-    private var client: PostgresClient { pool.client }
-    let logger: Logger
+    let database: PostgresDatabase
+    /// The delivery ledger and the schedule in the same database, over the same connections.
+    public let ledger: PostgresDeliveryLedger
+    public let schedule: PostgresJobSchedule
+    /// Its connections; a service of the worker's group.
+    public var pool: PostgresPool { database.pool }
     /// The URL without its password, for messages.
-    public let redactedURL: String
-    /// The ledger's day partitions known to exist (`PostgresRegistryStore+Ledger`).
-    let ledgerDays = Mutex<Set<Int64>>([])
+    public var redactedURL: String { database.redactedURL }
+    private var client: PostgresClient { database.pool.client }
 
     /// Connects (the pool runs until the store is released) and creates or migrates the schema.
     /// A server that does not answer within `connectTimeout` fails the start: the pool itself
     /// would wait for it forever.
     public init(url: String, maximumConnections: Int = 8, connectTimeout: Duration = .seconds(30), logger: Logger) async throws(RegistryError) {
         let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
-        pool = PostgresPool(configuration: configuration, logger: logger)
-        self.logger = logger
-        self.redactedURL = redacted
+        database = PostgresDatabase(pool: PostgresPool(configuration: configuration, logger: logger), logger: logger, redactedURL: redacted)
+        ledger = PostgresDeliveryLedger(database: database)
+        schedule = PostgresJobSchedule(database: database)
         // Only reaching the server is timed: a migration (an index over many devices, or waiting
         // for another worker's) takes what it takes.
         let outcome: Result<Void, RegistryError>? = await withTaskGroup(of: Result<Void, RegistryError>?.self) { group in
@@ -566,63 +567,5 @@ public final class PostgresRegistryStore: RegistryStore {
             }
             return RegisteredGroup(name: name, members: members, devicesByApp: devices, sample: sample)
         }
-    }
-
-    // MARK: Connections
-
-    /// SQLSTATEs worth a second try of the whole transaction: two workers touching the same rows
-    /// at once (a serialization failure or deadlock, a key inserted or a user deleted meanwhile).
-    private static let transient: Set<String> = ["40001", "40P01", "23503", "23505"]
-
-    /// Runs `body` in a transaction, tried again a few times when it lost a race with another
-    /// worker; errors become `RegistryError`s, the refusals `body` throws kept as they are.
-    func transaction(_ body: @escaping (PostgresConnection) async throws -> Void) async throws(RegistryError) {
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                try await client.withConnection { connection in
-                    try await connection.query("BEGIN", logger: self.logger)
-                    do {
-                        try await body(connection)
-                    } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: self.logger)
-                        throw error
-                    }
-                    try await connection.query("COMMIT", logger: self.logger)
-                }
-                return
-            } catch let error as RegistryError {
-                throw error
-            } catch let error as PSQLError {
-                if attempt < 5, let state = error.serverInfo?[.sqlState], Self.transient.contains(state) {
-                    try? await Task.sleep(for: .milliseconds(5 * attempt))
-                    continue
-                }
-                throw failure(error)
-            } catch {
-                throw RegistryError(.storeUnavailable, "PostgreSQL registry \(redactedURL): \(error)")
-            }
-        }
-    }
-
-    func read<T: Sendable>(_ body: @escaping (PostgresConnection) async throws -> T) async throws(RegistryError) -> T {
-        do {
-            return try await client.withConnection { connection in try await body(connection) }
-        } catch let error as RegistryError {
-            throw error
-        } catch let error as PSQLError {
-            throw failure(error)
-        } catch {
-            throw RegistryError(.storeUnavailable, "PostgreSQL registry \(redactedURL): \(error)")
-        }
-    }
-
-    /// The server's own message when there is one; postgres-nio's description hides it.
-    func failure(_ error: PSQLError) -> RegistryError {
-        if let info = error.serverInfo, let message = info[.message] {
-            return RegistryError(.storeUnavailable, "PostgreSQL registry \(redactedURL): \(message) (SQLSTATE \(info[.sqlState] ?? "?"))")
-        }
-        return RegistryError(.storeUnavailable, "PostgreSQL registry \(redactedURL): \(error.code)\(error.underlying.map { ": \($0)" } ?? "")")
     }
 }

@@ -26,8 +26,8 @@ struct RetentionBenchCommand: AsyncParsableCommand {
             ledger = try SQLiteDeliveryLedger(path: sqlite)
         } else if let postgres {
             let store = try await PostgresRegistryStore(url: postgres, logger: Logger(label: "bench.retention"))
-            try await store.prepareLedger(rebuildingIndexes: true)
-            ledger = store
+            try await store.ledger.prepareLedger(rebuildingIndexes: true)
+            ledger = store.ledger
         } else {
             throw ValidationError("name --sqlite FILE or --postgres URL")
         }

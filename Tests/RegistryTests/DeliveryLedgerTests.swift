@@ -19,9 +19,9 @@ struct DeliveryLedgerTests {
             case .sqlite:
                 return try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString.prefix(8)).db").path)
             case .postgres:
-                let store = try await PostgresRegistryStore(url: try await TestPostgres.freshDatabase(), logger: Logger(label: "test.ledger"))
-                try await store.prepareLedger(rebuildingIndexes: true)
-                return store
+                let ledger = try await PostgresRegistryStore(url: try await TestPostgres.freshDatabase(), logger: Logger(label: "test.ledger")).ledger
+                try await ledger.prepareLedger(rebuildingIndexes: true)
+                return ledger
             }
         }
     }
@@ -194,7 +194,7 @@ struct DeliveryLedgerTests {
             FROM pg_indexes WHERE tablename = 'deliveries_\(day)'
             """
 
-        let store = try await PostgresRegistryStore(url: url, logger: Logger(label: "test.ledger"))
+        let store = try await PostgresRegistryStore(url: url, logger: Logger(label: "test.ledger")).ledger
         let old = try await TestPostgres.query([layout], at: url)
         try await store.prepareLedger(rebuildingIndexes: false)
         #expect(try await TestPostgres.query([layout], at: url) == old, "a command that only reads leaves the layout to a worker")
@@ -215,7 +215,7 @@ struct DeliveryLedgerTests {
 
         // A new ledger has the same layout.
         let fresh = try await TestPostgres.freshDatabase()
-        try await PostgresRegistryStore(url: fresh, logger: Logger(label: "test.ledger")).prepareLedger(rebuildingIndexes: true)
+        try await PostgresRegistryStore(url: fresh, logger: Logger(label: "test.ledger")).ledger.prepareLedger(rebuildingIndexes: true)
         #expect(try await TestPostgres.query([layout], at: fresh) == [expected])
     }
 

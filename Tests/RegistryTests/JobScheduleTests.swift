@@ -22,8 +22,8 @@ struct JobScheduleTests {
             case .postgres:
                 let url = try await TestPostgres.freshDatabase()
                 let first = try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule"))
-                try await first.prepareLedger(rebuildingIndexes: true)
-                return (first, try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule")), first)
+                try await first.ledger.prepareLedger(rebuildingIndexes: true)
+                return (first.schedule, try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule")).schedule, first.ledger)
             }
         }
     }

@@ -46,10 +46,10 @@ extension WorkerPlan {
         case .sqlite(let store, let path):
             return try openLedgerFile(path, key: "registry.sqlite", registry: store)
         case .postgres(let postgres):
-            do { try await postgres.prepareLedger(rebuildingIndexes: rebuildingIndexes) } catch {
+            do { try await postgres.ledger.prepareLedger(rebuildingIndexes: rebuildingIndexes) } catch {
                 throw ConfigurationError(file: file, key: "ledger", "cannot make the ledger's table in the PostgreSQL registry: \(error.message)")
             }
-            return OpenedStores(registry: postgres, ledger: postgres, schedule: postgres)
+            return OpenedStores(registry: postgres, ledger: postgres.ledger, schedule: postgres.schedule)
         case nil:
             logger.notice("no delivery ledger: without a registry it needs a file of its own (ledger: {sqlite: FILE}); ledger: off says so")
             return OpenedStores()

@@ -1,12 +1,19 @@
+import Logging
 import PostgresNIO
 import Registry
 
 /// The schedule in the registry's PostgreSQL, beside the ledger, for a fleet on many hosts. A
 /// release takes its jobs with `FOR UPDATE SKIP LOCKED`: workers asking at once take different
 /// jobs and never wait for each other.
-extension PostgresRegistryStore: JobSchedule {
+public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
+    let database: PostgresDatabase
+
+    init(database: PostgresDatabase) {
+        self.database = database
+    }
+
     /// Creates the table when missing; called with `prepareLedger`.
-    func prepareSchedule(on connection: PostgresConnection) async throws {
+    static func prepare(on connection: PostgresConnection, logger: Logger) async throws {
         for statement in [
             """
             CREATE TABLE IF NOT EXISTS scheduled_jobs(

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Registry
+import Synchronization
 
 /// The delivery ledger on the registry's PostgreSQL, for a fleet on many hosts: `deliveries`
 /// partitioned by day (UTC), so retention drops a day's partition instead of deleting its rows,
@@ -19,7 +20,15 @@ import Registry
 /// and, with `app` included, counts a job's records for `cancel_job` from the index. The user
 /// index stays partial. COPY of 200,000 records with random tokens, in turns with the old layout:
 /// 0.60–0.77 of its server CPU (docs/benchmarks.md, the ledger).
-extension PostgresRegistryStore: DeliveryLedger {
+public final class PostgresDeliveryLedger: DeliveryLedger, PostgresBacked {
+    let database: PostgresDatabase
+    /// The day partitions known to exist.
+    let ledgerDays = Mutex<Set<Int64>>([])
+
+    init(database: PostgresDatabase) {
+        self.database = database
+    }
+
     /// Creates the partitioned table and its indexes when they are missing. Called once when the
     /// worker opens its ledger; workers starting together take turns. Without
     /// `rebuildingIndexes` (a command that only reads), a ledger of an older layout is left as it
@@ -53,7 +62,7 @@ extension PostgresRegistryStore: DeliveryLedger {
             }
             try await self.addLedgerColumns(on: connection)
             try await self.layLedgerIndexes(on: connection, rebuilding: rebuildingIndexes)
-            try await self.prepareSchedule(on: connection)
+            try await PostgresJobSchedule.prepare(on: connection, logger: self.logger)
         }
     }
 
