@@ -16,15 +16,26 @@ public final class PostgresPool: Service {
         runner = Task { await client.run() }
     }
 
-    /// Holds the pool open until the group shuts down, then closes its connections.
+    /// Holds the pool open until the group shuts down, then closes its connections, waiting
+    /// for that at most `closing` (a connection attempt to a server gone away ignores the cancel
+    /// until its own timeout, and the worker's grace is short).
     public func run() async {
         try? await gracefulShutdown()
-        await stop()
+        runner.cancel()
+        let runner = runner
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await runner.value }
+            group.addTask { try? await Task.sleep(for: Self.closing) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
-    func stop() async {
+    static let closing: Duration = .seconds(3)
+
+    /// Stops the pool without waiting for it (a store that failed to open).
+    func cancel() {
         runner.cancel()
-        await runner.value
     }
 
     deinit {

@@ -54,14 +54,14 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
             do {
                 try await migrate()
             } catch {
-                await pool.stop()
+                pool.cancel()
                 throw error
             }
         case .failure(let error):
-            await pool.stop()
+            pool.cancel()
             throw error
         case nil:
-            await pool.stop()
+            pool.cancel()
             throw RegistryError(.storeUnavailable, "no PostgreSQL answered at \(redacted) within \(connectTimeout)")
         }
     }

@@ -45,11 +45,11 @@ struct ProviderTokenAgreementStateTests {
         let start = ContinuousClock.now
         _ = state.heard(rival, key: Self.key, Self.source(mine), supersedes: nil)
         #expect(state.decide(key: Self.key, Self.source(mine), refreshing: false, at: start).actions
-            == [.scheduleRefresh(key: Self.key), .publish(mine, superseding: nil)])
+            == [.scheduleRefresh(key: Self.key), .announce(mine)])
         _ = state.heard(Self.token("r2", age: 1), key: Self.key, Self.source(mine), supersedes: nil)
         #expect(state.decide(key: Self.key, Self.source(mine), refreshing: true, at: start + .milliseconds(500)).actions == [], "within the settling time")
         _ = state.heard(Self.token("r3", age: 1), key: Self.key, Self.source(mine), supersedes: nil)
-        #expect(state.decide(key: Self.key, Self.source(mine), refreshing: true, at: start + .seconds(2)).actions == [.publish(mine, superseding: nil)])
+        #expect(state.decide(key: Self.key, Self.source(mine), refreshing: true, at: start + .seconds(2)).actions == [.announce(mine)])
     }
 
     @Test("nothing fresh known: no decision, so the worker offers a candidate of its own")

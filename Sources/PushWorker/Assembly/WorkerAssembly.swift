@@ -23,7 +23,8 @@ public struct WorkerAssembly: Sendable {
     public let authorizer: CommandAuthorizer?
     /// Writes every device's final result to the ledger; nil with `ledger: off` or no store for it.
     public let ledger: LedgerWriter?
-    /// What the stores run while open (a PostgreSQL pool): started first, stopped last.
+    /// What the stores run while open (a PostgreSQL pool): a process's group starts them before
+    /// `services` and the operator endpoint, and stops them after (`WorkerProcess`).
     public var storeServices: [any Service] = []
     /// Releases the jobs held until their `send_at`; nil without a ledger (the schedule lives in its store).
     public let releaser: ScheduleReleaser?
@@ -40,9 +41,10 @@ public struct WorkerAssembly: Sendable {
         _ plan: WorkerPlan, apns: APNsParts = .http2, metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> WorkerAssembly {
         if plan.settings.registry != nil { health.registryOpening() }
-        let stores = try await plan.openStores(rebuildingIndexes: true, logger: logger)
+        let registry = try await plan.configuration.openRegistry(file: plan.file, logger: logger)
         let authorizer = try await plan.configuration.registryAuthorizer(file: plan.file)
-        if let store = stores.registry { health.watch(registry: store) }
+        if let store = registry?.store { health.watch(registry: store) }
+        let stores = try await plan.openStores(in: registry, rebuildingIndexes: true, logger: logger)
         var assembly = WorkerAssembly(
             plan, apns: apns, registry: stores.registry.map { RegistryResolver(store: $0, logger: logger) }, authorizer: authorizer,
             ledger: stores.ledger, schedule: stores.schedule, metrics: metrics, health: health, logger: logger)
@@ -142,10 +144,10 @@ public struct WorkerAssembly: Sendable {
 
     /// The services in the order a service group starts them; it stops them in reverse: the
     /// registry's first, then the schedule's releaser, then the worker's drain, then the ledger's writer, which writes what the
-    /// drain left, and last the stores' own (a PostgreSQL pool), which the others wrote through. A service that fails shuts the others down gracefully: a worker sending a job
+    /// drain left. (The stores' own, `storeServices`, go before these and the endpoint.) A service that fails shuts the others down gracefully: a worker sending a job
     /// finishes it rather than be cancelled half-way (and send it again when it comes back).
     public var services: [ServiceGroupConfiguration.ServiceConfiguration] {
-        let services: [any Service] = storeServices + (ledger.map { [$0] } ?? []) + [worker] + (releaser.map { [$0] } ?? []) + (registryService.map { [$0] } ?? [])
+        let services: [any Service] = (ledger.map { [$0] } ?? []) + [worker] + (releaser.map { [$0] } ?? []) + (registryService.map { [$0] } ?? [])
         return services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) }
     }
 

@@ -30,7 +30,12 @@ extension WorkerPlan {
     ///   an older version this version's indexes (minutes, with the table locked); a command that
     ///   only reads (`pushworker deliveries`, `schedule`) leaves that to the first worker.
     public func openStores(rebuildingIndexes: Bool, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) async throws -> OpenedStores {
-        let registry = try await configuration.openRegistry(file: file, environment: environment, logger: logger)
+        try await openStores(
+            in: configuration.openRegistry(file: file, environment: environment, logger: logger), rebuildingIndexes: rebuildingIndexes, logger: logger)
+    }
+
+    /// The ledger and the schedule, given the registry opened already (`openRegistry`).
+    func openStores(in registry: PushWorkerConfiguration.OpenedRegistry?, rebuildingIndexes: Bool, logger: Logger) async throws -> OpenedStores {
         var opened = try await openLedger(in: registry, rebuildingIndexes: rebuildingIndexes, logger: logger)
         if case .postgres(let postgres) = registry { opened.services = [postgres.pool] }
         return opened

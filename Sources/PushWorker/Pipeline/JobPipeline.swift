@@ -150,6 +150,10 @@ public struct JobPipeline: Sendable {
                 // The decoder only accepts configured apps; this keeps a job from hanging if that ever changes.
                 return await refusal.refuse(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
             }
+            // Read before the job's tokens are handed to the stages: a retry job of an older
+            // worker names tokens, and its header's counts go by them.
+            let attempts = RetryHandOff.previousAttempts(of: job, delivery)
+            let badges = job.badge == nil ? [:] : RetryHandOff.badges(of: job, delivery)
             var staged = StagedJob(job: job, delivery: delivery, replyTo: replyTo, tokens: streamed.take())
             if job.audience.channel == nil { job.audience.tokens = [] }  // held once, in `staged.tokens`
             for stage in jobStages {
@@ -167,18 +171,16 @@ public struct JobPipeline: Sendable {
                 // A chunk or retry job: its devices were resolved by the worker that split it.
                 audience = AudiencePage(recipients: job.audience.devices, filtered: job.audience.filtered)
             } else {
-                guard let whole = try await resolve(job, explicit: staged.tokens.explicit(), from: delivery, replyTo: replyTo, unresolved: &unresolved) else {
+                guard let whole = try await resolve(job, explicit: staged.tokens.take(), from: delivery, replyTo: replyTo, unresolved: &unresolved) else {
                     metrics.job(.split, lane: lane)
                     return .acknowledge  // split into chunk jobs, all confirmed
                 }
                 audience = whole
             }
             var recipients = audience.recipients
-            let attempts = RetryHandOff.previousAttempts(of: job, delivery)
             if !attempts.isEmpty {
                 for index in recipients.indices { recipients[index].previousAttempts = attempts[recipients[index].token] ?? 0 }
             }
-            let badges = job.badge == nil ? [:] : RetryHandOff.badges(of: job, delivery)
             if !badges.isEmpty {
                 for index in recipients.indices { recipients[index].badge = badges[recipients[index].token] }
             }
@@ -216,8 +218,9 @@ public struct JobPipeline: Sendable {
             return nil
         case .refuse(let error):
             return await refusal.refuse(staged.delivery, error)
-        case .settle(let summary, let settlement, let outcome):
+        case .settle(let summary, let settlement, let outcome, let published):
             if let summary { try await results.publish(summary, to: staged.replyTo) }
+            published?()
             metrics.job(outcome, lane: lane)
             return settlement
         }

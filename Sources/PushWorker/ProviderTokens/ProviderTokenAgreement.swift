@@ -157,6 +157,8 @@ public actor ProviderTokenAgreement {
                 scheduleRefresh(name)
             case .offerCandidate(let name):
                 await offerCandidate(for: name)
+            case .announce(let token):
+                Task { await self.publish(token) }
             }
         }
     }

@@ -24,6 +24,8 @@ struct ProviderTokenAgreementState {
         case scheduleRefresh(key: String)
         /// Sign a candidate for the key, publish it, and count it as heard (`offered`).
         case offerCandidate(key: String)
+        /// Publish the token in use again, apart from the decision (nothing waits for it).
+        case announce(ProviderToken)
     }
 
     /// Candidates heard since the last decision, per key.
@@ -86,7 +88,7 @@ struct ProviderTokenAgreementState {
             announced[name].map({ instant - $0 >= settle }) ?? true
         {
             announced[name] = instant
-            actions.append(.publish(chosen, superseding: nil))
+            actions.append(.announce(chosen))
         }
         return (true, actions)
     }

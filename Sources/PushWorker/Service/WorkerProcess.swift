@@ -29,7 +29,9 @@ public enum WorkerProcess {
         }
         let grace = plan.settings.shutdownGraceSeconds
         let escalation = await ShutdownEscalation(grace: grace, logger: logger)
-        let first: [any Service] = [escalation] + (endpoint.map { [$0] } ?? [])
+        // The stores' services (a PostgreSQL pool) start before, and stop after, everything that
+        // reads or writes through them: the endpoint's /readyz and /deliveries answer to the end.
+        let first: [any Service] = [escalation] + assembly.storeServices + (endpoint.map { [$0] } ?? [])
         var group = ServiceGroupConfiguration(
             services: first.map { .init(service: $0) } + assembly.services,
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)

@@ -201,6 +201,21 @@ struct JobPipelineTests {
         #expect(second.outcome == .delivered && second.attempts == 3)
     }
 
+    @Test("a retry job of an older worker names tokens: its attempts header still counts each device's sends")
+    func olderRetryJob() async throws {
+        let harness = Harness(script: [:])
+        // Before resolved devices, a retry job named its tokens, and its header gave each one's
+        // sends so far, in their order.
+        var headers: AMQPTable = [:]
+        headers[WireHeader.chunk] = .string("retry")
+        headers[WireHeader.retryRound] = .int64(1)
+        headers[WireHeader.attempts] = .array([.int64(2), .int64(1)])
+        #expect(await harness.run(Self.job([1, 2]), properties: AMQPProperties(headers: headers, messageID: "m-r")) == .acknowledge)
+        let results = try harness.publisher.results(to: Self.results)
+        #expect(results.first { $0.token == Self.token(1) }?.attempts == 3, "\(results)")
+        #expect(results.first { $0.token == Self.token(2) }?.attempts == 2, "\(results)")
+    }
+
     @Test("chunk and retry jobs carry their devices resolved: only the splitting worker asks the resolver")
     func resolverForChunks() async throws {
         let resolver = CountingResolver()

@@ -86,7 +86,7 @@ struct JobStageTests {
         var first = try Self.staged(body("a"))
         guard case .goOn = try await stage.decide(&first) else { Issue.record("the first job did not take its key"); return }
         var second = try Self.staged(body("b"))
-        guard case .settle(let summary, let settlement, let outcome) = try await stage.decide(&second) else { Issue.record("the duplicate went on"); return }
+        guard case .settle(let summary, let settlement, let outcome, _) = try await stage.decide(&second) else { Issue.record("the duplicate went on"); return }
         #expect(summary?.duplicateOf == "a" && summary?.devices == 0)
         #expect(settlement == .acknowledge && outcome == .duplicate)
         let again = JobDelivery(body: Array(body("a").utf8), properties: AMQPProperties(messageID: "m"), redelivered: true)
@@ -103,7 +103,7 @@ struct JobStageTests {
         let at = JobScheduler.rfc3339(Self.start + 3_600_000)
         let json = #"{"id": "s", "send_at": "\#(at)", "audience": {"tokens": ["\#(Self.token(1))"]}, "payload": {"aps": {}}}"#
         var staged = try Self.staged(json)
-        guard case .settle(let summary, .acknowledge, .scheduled) = try await stage.decide(&staged) else { Issue.record("not held"); return }
+        guard case .settle(let summary, .acknowledge, .scheduled, _) = try await stage.decide(&staged) else { Issue.record("not held"); return }
         #expect(summary?.scheduledFor == at)
         #expect(try await store.schedule.due(now: Self.start + 3_600_001, leaseUntil: Self.start + 3_700_000, limit: 10).map(\.jobID) == ["s"])
         advance(3_600_000)
@@ -145,7 +145,7 @@ struct JobStageTests {
             zones: ["demo": TimeZone(identifier: "Asia/Tokyo")!], chunkSize: 2, logger: Self.logger)
         let tokens = (1...3).map { #""\#(Self.token($0))""# }.joined(separator: ", ")
         var staged = try Self.staged(#"{"id": "l", "local_time": "09:00", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}}"#)
-        guard case .settle(let summary, .acknowledge, .scheduled) = try await stage.decide(&staged) else { Issue.record("not held"); return }
+        guard case .settle(let summary, .acknowledge, .scheduled, _) = try await stage.decide(&staged) else { Issue.record("not held"); return }
         // 13:46:40Z is 22:46:40 in Tokyo: next 09:00 there is 00:00Z the next day.
         let instant: Int64 = 1_790_035_200_000
         #expect(summary?.scheduledFor == JobScheduler.rfc3339(instant) && summary?.deferred == 3)

@@ -22,8 +22,9 @@ struct IdempotencyStage: JobStage {
         case .duplicate(let first):
             var summary = JobSummary(jobID: job.id, app: job.app, devices: 0, outcomes: [:], durationMilliseconds: 0)
             summary.duplicateOf = first
-            logger.info("job not sent: its idempotency key was taken by an earlier job", metadata: ["job": "\(job.id)", "duplicate_of": "\(first)"])
-            return .settle(summary: summary, .acknowledge, outcome: .duplicate)
+            return .settle(summary: summary, .acknowledge, outcome: .duplicate) { [logger] in
+                logger.info("job not sent: its idempotency key was taken by an earlier job", metadata: ["job": "\(job.id)", "duplicate_of": "\(first)"])
+            }
         case .unavailable(let problem):
             logger.error("cannot check the job's idempotency key; returning it to the queue", metadata: ["job": "\(job.id)", "error": "\(problem)"])
             return .settle(summary: nil, .requeue, outcome: .requeued)

@@ -49,9 +49,9 @@ public struct StagedJob: Sendable {
 public enum StageVerdict: Sendable {
     /// On to the next stage.
     case goOn
-    /// The job ends here: `summary`, if any, is published to the reply queue, then the job is
-    /// settled so, and counted as `outcome`.
-    case settle(summary: JobSummary?, JobSettlement, outcome: WorkerMetrics.JobOutcome)
+    /// The job ends here: `summary`, if any, is published to the reply queue, then `published`
+    /// runs (what the log says once it is so), and the job is settled so, counted as `outcome`.
+    case settle(summary: JobSummary?, JobSettlement, outcome: WorkerMetrics.JobOutcome, published: (@Sendable () -> Void)? = nil)
     /// The job is invalid here: dead-lettered with this error.
     case refuse(JobError)
 }

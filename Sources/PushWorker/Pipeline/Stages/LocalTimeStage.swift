@@ -47,7 +47,7 @@ struct LocalTimeStage: JobStage {
                 replyTo: staged.replyTo, heldAt: now, chunk: JobPipeline.localChunk))
             earliest = min(earliest, releaseAt)
         }
-        try await resolver.resolve(job, explicit: staged.tokens.explicit(), pageSize: JobPipeline.pageSize) { audience in
+        try await resolver.resolve(job, explicit: staged.tokens.take(), pageSize: JobPipeline.pageSize) { audience in
             // Its parts can be cancelled as a split job's chunks are.
             try await store.started(JobRun(
                 jobID: job.id, app: job.app, idempotencyKey: job.idempotencyKey, devices: audience.count, chunks: (audience.count + size - 1) / size, startedAt: now))
@@ -74,9 +74,11 @@ struct LocalTimeStage: JobStage {
         var summary = JobSummary(jobID: job.id, app: job.app, devices: devices, outcomes: [:], durationMilliseconds: 0)
         summary.deferred = devices
         if devices > 0 { summary.scheduledFor = JobScheduler.rfc3339(earliest) }
-        logger.info("job held by its devices' zones until their local_time", metadata: [
+        let metadata: Logger.Metadata = [
             "job": "\(job.id)", "local_time": "\(localTime.text)", "devices": "\(devices)", "parts": "\(parts)", "zones": "\(instants.count)",
-        ])
-        return .settle(summary: summary, .acknowledge, outcome: .scheduled)
+        ]
+        return .settle(summary: summary, .acknowledge, outcome: .scheduled) { [logger] in
+            logger.info("job held by its devices' zones until their local_time", metadata: metadata)
+        }
     }
 }

@@ -24,7 +24,8 @@ struct SendAtStage: JobStage {
         }
         var summary = JobSummary(jobID: job.id, app: job.app, devices: 0, outcomes: [:], durationMilliseconds: 0)
         summary.scheduledFor = JobScheduler.rfc3339(held.releaseAt)
-        logger.info("job held until its send_at", metadata: ["job": "\(job.id)", "app": "\(job.app)", "send_at": "\(summary.scheduledFor ?? "")"])
-        return .settle(summary: summary, .acknowledge, outcome: .scheduled)
+        return .settle(summary: summary, .acknowledge, outcome: .scheduled) { [logger, scheduledFor = summary.scheduledFor] in
+            logger.info("job held until its send_at", metadata: ["job": "\(job.id)", "app": "\(job.app)", "send_at": "\(scheduledFor ?? "")"])
+        }
     }
 }
