@@ -14,8 +14,8 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
 
     let database: PostgresDatabase
     /// The delivery ledger and the schedule in the same database, over the same connections.
-    public let ledger: PostgresDeliveryLedger
-    public let schedule: PostgresJobSchedule
+    public let ledger: PostgresLedgerStore
+    public let schedule: PostgresScheduleStore
     /// Its connections; a service of the worker's group.
     public var pool: PostgresPool { database.pool }
     /// The URL without its password, for messages.
@@ -28,8 +28,8 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
     public init(url: String, maximumConnections: Int = 8, connectTimeout: Duration = .seconds(30), logger: Logger) async throws(RegistryError) {
         let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
         database = PostgresDatabase(pool: PostgresPool(configuration: configuration, logger: logger), logger: logger, redactedURL: redacted)
-        ledger = PostgresDeliveryLedger(database: database)
-        schedule = PostgresJobSchedule(database: database)
+        ledger = PostgresLedgerStore(database: database)
+        schedule = PostgresScheduleStore(database: database)
         // Only reaching the server is timed: a migration (an index over many devices, or waiting
         // for another worker's) takes what it takes.
         let outcome: Result<Void, RegistryError>? = await withTaskGroup(of: Result<Void, RegistryError>?.self) { group in

@@ -42,10 +42,10 @@ struct ScheduleCommand: AsyncParsableCommand {
             guard (job == nil) != (key == nil) else { throw ValidationError("name the job by its id or by --key, not both") }
         }
 
-        var name: ScheduledJobName { ScheduledJobName(job.map { .job($0) } ?? .idempotencyKey(key ?? ""), app: app) }
+        var name: HeldJobName { HeldJobName(job.map { .job($0) } ?? .idempotencyKey(key ?? ""), app: app) }
     }
 
-    static func line(_ job: ScheduledJob) -> String {
+    static func line(_ job: HeldJob) -> String {
         let ended = job.endedAt.map { "  \(job.state == .cancelled ? "cancelled" : "released") \(JobScheduler.rfc3339($0))" } ?? ""
         return [JobScheduler.rfc3339(job.releaseAt), job.app, job.jobID, job.state.rawValue, job.idempotencyKey.map { "key=\($0)" } ?? "-"]
             .joined(separator: "  ") + ended
@@ -66,15 +66,15 @@ struct ScheduleCommand: AsyncParsableCommand {
         @Flag(help: "Print a JSON array.") var json = false
 
         func validate() throws {
-            guard all || ScheduledJob.State(rawValue: state) != nil else { throw ValidationError("--state '\(state)' is not waiting, released or cancelled") }
+            guard all || HeldJob.State(rawValue: state) != nil else { throw ValidationError("--state '\(state)' is not waiting, released or cancelled") }
             guard (1...10_000).contains(limit) else { throw ValidationError("--limit \(limit) is not between 1 and 10000") }
         }
 
         func run() async throws {
             let scheduler = try await options.open()
-            let jobs: [ScheduledJob]
+            let jobs: [HeldJob]
             do {
-                jobs = try await scheduler.store.scheduled(app: app, state: all ? nil : ScheduledJob.State(rawValue: state), limit: limit)
+                jobs = try await scheduler.store.scheduled(app: app, state: all ? nil : HeldJob.State(rawValue: state), limit: limit)
             } catch {
                 throw CommandFailure("cannot read the schedule: \(error)")
             }
@@ -92,7 +92,7 @@ struct ScheduleCommand: AsyncParsableCommand {
         func run() async throws {
             let scheduler = try await options.open()
             let name = job.name
-            let found: ScheduledJob?
+            let found: HeldJob?
             do { found = try await scheduler.store.scheduledJob(name) } catch { throw CommandFailure("\(error.message)") }
             guard let found else { throw CommandFailure("\(name.description) is not in the schedule") }
             var object = found.json

@@ -111,7 +111,7 @@ public enum RegistryRequest: Sendable, Hashable {
     case channel(ChannelRequest)
     /// `cancel_job`: a job held until its `send_at` is never released. Answered, whatever it
     /// found (a job unknown or released already is an answer, not a bad command).
-    case cancelJob(ScheduledJobName)
+    case cancelJob(HeldJobName)
 
     public var name: String {
         switch self {
@@ -155,8 +155,8 @@ public enum RegistryRequest: Sendable, Hashable {
             let job = try reader.optionalString("job"), key = try reader.optionalString("idempotency_key")
             let app = try reader.optionalString("app")
             switch (job, key) {
-            case (let job?, nil): self = .cancelJob(ScheduledJobName(.job(job), app: app))
-            case (nil, let key?): self = .cancelJob(ScheduledJobName(.idempotencyKey(key), app: app))
+            case (let job?, nil): self = .cancelJob(HeldJobName(.job(job), app: app))
+            case (nil, let key?): self = .cancelJob(HeldJobName(.idempotencyKey(key), app: app))
             default: throw RegistryError(.invalidField, field: "job", "cancel_job names exactly one of job (a job id) and idempotency_key")
             }
         } else {

@@ -43,7 +43,7 @@ struct CancelBench {
             seen += 1
             if seenAtCancel == nil, seen >= cancelAfter {
                 let asked = ContinuousClock.now
-                _ = try await scheduler.cancel(ScheduledJobName(.job("bench")))
+                _ = try await scheduler.cancel(HeldJobName(.job("bench")))
                 cancelTook = ContinuousClock.now - asked
                 seenAtCancel = seen
             }

@@ -21,9 +21,9 @@ struct RetentionBenchCommand: AsyncParsableCommand {
     var fillOnly = false
 
     func run() async throws {
-        let ledger: any DeliveryLedger
+        let ledger: any LedgerStore
         if let sqlite {
-            ledger = try SQLiteDeliveryLedger(path: sqlite)
+            ledger = try SQLiteLedgerStore(path: sqlite)
         } else if let postgres {
             let store = try await PostgresRegistryStore(url: postgres, logger: Logger(label: "bench.retention"))
             try await store.ledger.prepareLedger(rebuildingIndexes: true)

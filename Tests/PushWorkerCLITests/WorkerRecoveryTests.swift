@@ -110,7 +110,7 @@ struct LedgerKillTests {
         #expect(pushes.count == accepted, "devices never pushed: \(accepted - pushes.count)")
         let pushedTwice = pushes.values.count { $0 > 1 }
         #expect(pushedTwice <= AppConfiguration.defaultMaxInFlight, "\(mode): \(pushedTwice) devices pushed twice")
-        let held = try await SQLiteDeliveryLedger(path: ledger).finals(job: "killed-\(mode)", app: "demo", tokens: tokens)
+        let held = try await SQLiteLedgerStore(path: ledger).finals(job: "killed-\(mode)", app: "demo", tokens: tokens)
         #expect(held.count == Self.devices, "\(mode): \(held.count) devices in the ledger")
         #expect(held.values.allSatisfy { $0.resultsMessage == nil }, "\(mode): records whose results message is not marked confirmed after the job")
         #expect(held.values.count { $0.outcome == "rejected" } == (0..<Self.devices).count(where: Self.rejected))

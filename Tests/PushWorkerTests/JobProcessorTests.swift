@@ -164,7 +164,7 @@ struct JobProcessorTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("came-back-\(UUID().uuidString.prefix(8)).db").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) } }
         let logger = Logger(label: "test.came-back")
-        let writer = LedgerWriter(ledger: try SQLiteDeliveryLedger(path: file), retentionDays: 30, logger: logger)
+        let writer = LedgerWriter(ledger: try SQLiteLedgerStore(path: file), retentionDays: 30, logger: logger)
         let group = ServiceGroup(services: [writer], logger: logger)
         let running = Task { try await group.run() }
         var processor = harness.processor

@@ -12,13 +12,13 @@ import Testing
 struct LedgerWriterTests {
     /// The real SQLite ledger, with the first write held until the test opens it and a report
     /// of each write's start and end: the timing of a slow server, around a real store.
-    final class HeldFirstWrite: DeliveryLedger {
-        let store: SQLiteDeliveryLedger
+    final class HeldFirstWrite: LedgerStore {
+        let store: SQLiteLedgerStore
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString.prefix(8)).db").path
         private let state = Mutex<(writes: Int, gate: CheckedContinuation<Void, Never>?, open: Bool, events: [String])>((0, nil, false, []))
 
         init() throws {
-            store = try SQLiteDeliveryLedger(path: path)
+            store = try SQLiteLedgerStore(path: path)
         }
 
         var events: [String] { state.withLock { $0.events } }
@@ -123,7 +123,7 @@ struct LedgerWriterTests {
     func keysExpireAtTheirWindow() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("writer-keys-\(UUID().uuidString.prefix(8)).db").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let ledger = try SQLiteDeliveryLedger(path: path)
+        let ledger = try SQLiteLedgerStore(path: path)
         let now = Int64(Date().timeIntervalSince1970 * 1000), hour: Int64 = 3_600_000
         for (key, taken) in [("lapsed", now - 3 * hour), ("held", now - hour)] {
             #expect(try await ledger.claim(key: key, app: "demo", job: "job-\(key)", again: false, now: taken, freeBefore: taken - 2 * hour) == nil)

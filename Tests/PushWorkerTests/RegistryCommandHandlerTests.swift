@@ -19,7 +19,7 @@ struct RegistryCommandHandlerTests {
         let handler: RegistryCommandHandler
 
         init(
-            failure: @escaping @Sendable (AMQPMessage) -> AMQPError? = { _ in nil }, ledger: (any DeliveryLedger)? = nil,
+            failure: @escaping @Sendable (AMQPMessage) -> AMQPError? = { _ in nil }, ledger: (any LedgerStore)? = nil,
             authorizer: CommandAuthorizer? = nil, schedule: JobScheduler? = nil
         ) throws {
             TestLog.bootstrap()
@@ -59,8 +59,8 @@ struct RegistryCommandHandlerTests {
     @Test("cancel_job: a waiting job is cancelled and answered with it; an unknown job and a second cancel are answered, not dead-lettered; bad fields are answered and dead-lettered, naming the field; without a schedule it says so")
     func cancelJob() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("handler-schedule-\(UUID().uuidString.prefix(8)).db").path
-        let schedule = try SQLiteJobSchedule(ledger: try SQLiteDeliveryLedger(path: path))
-        try await schedule.hold(ScheduledJob(jobID: "j-1", app: "demo", idempotencyKey: "k-1", releaseAt: 4_000_000_000_000, body: "{}", heldAt: 1))
+        let schedule = try SQLiteScheduleStore(ledger: try SQLiteLedgerStore(path: path))
+        try await schedule.hold(HeldJob(jobID: "j-1", app: "demo", idempotencyKey: "k-1", releaseAt: 4_000_000_000_000, body: "{}", heldAt: 1))
         let harness = try Harness(schedule: JobScheduler(store: schedule))
         for (index, json) in [
             #"{"command": "cancel_job", "app": "demo", "job": "j-1"}"#, #"{"command": "cancel_job", "idempotency_key": "k-1"}"#,
@@ -75,7 +75,7 @@ struct RegistryCommandHandlerTests {
         #expect(errors == ["job_ended/idempotency_key", "unknown_job/job", "invalid_field/job", "invalid_field/when", "invalid_field/job"], "\(replies)")
         let letters = harness.publisher.messages.filter { !$0.exchange.isEmpty }
         #expect(letters.map(\.properties.messageID) == ["c-3", "c-4", "c-5"], "only the malformed commands are dead-lettered")
-        #expect(try await schedule.scheduledJob(ScheduledJobName(.job("j-1")))?.state == .cancelled)
+        #expect(try await schedule.scheduledJob(HeldJobName(.job("j-1")))?.state == .cancelled)
 
         let without = try Harness()
         #expect(await without.handle(#"{"command": "cancel_job", "job": "j-1"}"#) == .acknowledge)
@@ -117,7 +117,7 @@ struct RegistryCommandHandlerTests {
 
     @Test("get_deliveries answers from the ledger, newest first; a bad field is answered naming it; without a ledger it says so")
     func deliveries() async throws {
-        let ledger = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
+        let ledger = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
         try await ledger.write([
             DeliveryRecord(jobID: "j-1", app: "demo", token: Self.token, user: "u-1", outcome: "delivered", status: 200, attempts: 1, at: 1_795_000_000_000),
             DeliveryRecord(jobID: "j-2", app: "demo", token: Self.token, user: "u-1", outcome: "rejected", status: 410, reason: "Unregistered", attempts: 1, at: 1_795_000_001_000),
@@ -142,7 +142,7 @@ struct RegistryCommandHandlerTests {
 
     @Test("get_deliveries by idempotency_key finds the job holding the key; after and next page through the records until next is null; a bad after is answered naming it")
     func deliveriesByKeyInPages() async throws {
-        let ledger = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
+        let ledger = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
         let now: Int64 = 1_795_000_000_000
         #expect(try await ledger.claim(key: "order-77", app: "demo", job: "j-7", again: false, now: now, freeBefore: now - 86_400_000) == nil)
         let tokens = (0..<5).map { TestDeviceTokens.hex($0, series: 0x4E62) }
@@ -176,7 +176,7 @@ struct RegistryCommandHandlerTests {
     func deliveriesWithAuth() async throws {
         let tokens = await TestUserTokens()
         let authorizer = try await CommandAuthorizer(material: .publicKey(pem: tokens.publicKeyPEM), issuer: TestUserTokens.issuer, audience: TestUserTokens.audience)
-        let ledger = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
+        let ledger = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("handler-ledger-\(UUID().uuidString.prefix(8)).db").path)
         let other = TestDeviceTokens.hex(2, series: 0x4E61)
         try await ledger.write([
             DeliveryRecord(jobID: "j-1", app: "demo", token: Self.token, user: "u-1", outcome: "delivered", attempts: 1, at: 1_795_000_000_000),

@@ -26,7 +26,7 @@ struct LedgerCopyRowsTests {
             #expect(fields[6] == "200" && fields[10] == "12")
             #expect(fields[11] == Substring(text), "at \(at)")
             #expect(fields[12] == Substring(String(DeliveryRecord.day(ofMilliseconds: at))), "day of \(at)")
-            #expect(fields.count == PostgresDeliveryLedger.copyColumns.count)
+            #expect(fields.count == PostgresLedgerStore.copyColumns.count)
         }
     }
 

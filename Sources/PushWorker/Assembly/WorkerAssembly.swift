@@ -55,7 +55,7 @@ public struct WorkerAssembly: Sendable {
     /// Builds the parts with a registry and a ledger already open (or none).
     public init(
         _ plan: WorkerPlan, apns: APNsParts = .http2, registry: RegistryResolver? = nil, authorizer: CommandAuthorizer? = nil,
-        ledger: (any DeliveryLedger)? = nil, schedule: (any JobSchedule)? = nil, clock: WallClock = .system, metrics: WorkerMetrics = WorkerMetrics(),
+        ledger: (any LedgerStore)? = nil, schedule: (any ScheduleStore)? = nil, clock: WallClock = .system, metrics: WorkerMetrics = WorkerMetrics(),
         health: WorkerHealth = WorkerHealth(), logger: Logger
     ) {
         var sources = ProviderTokenSources()

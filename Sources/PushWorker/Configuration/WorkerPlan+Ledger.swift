@@ -63,14 +63,14 @@ extension WorkerPlan {
 
     /// The ledger and the schedule in one SQLite file.
     private func openLedgerFile(_ path: String, key: String, registry: (any RegistryStore)?) throws(ConfigurationError) -> OpenedStores {
-        let ledger: SQLiteDeliveryLedger
+        let ledger: SQLiteLedgerStore
         do {
-            ledger = try SQLiteDeliveryLedger(path: path)
+            ledger = try SQLiteLedgerStore(path: path)
         } catch {
             throw ConfigurationError(file: file, key: key, "cannot open the ledger there: \(error.message). Name another file with ledger.sqlite, or set ledger: off")
         }
         do {
-            return OpenedStores(registry: registry, ledger: ledger, schedule: try SQLiteJobSchedule(ledger: ledger))
+            return OpenedStores(registry: registry, ledger: ledger, schedule: try SQLiteScheduleStore(ledger: ledger))
         } catch {
             throw ConfigurationError(file: file, key: "ledger", "cannot open the schedule in the ledger's file \(path): \(error.message)")
         }
@@ -88,13 +88,13 @@ extension WorkerPlan {
 /// devices, users and groups; the delivery ledger; and the schedule, kept in the ledger's store.
 public struct OpenedStores: Sendable {
     public var registry: (any RegistryStore)?
-    public var ledger: (any DeliveryLedger)?
-    public var schedule: (any JobSchedule)?
+    public var ledger: (any LedgerStore)?
+    public var schedule: (any ScheduleStore)?
     /// What the stores run while they are open (a PostgreSQL store's connection pool), for the
     /// worker's service group, ahead of the services that use them.
     public var services: [any Service] = []
 
-    public init(registry: (any RegistryStore)? = nil, ledger: (any DeliveryLedger)? = nil, schedule: (any JobSchedule)? = nil) {
+    public init(registry: (any RegistryStore)? = nil, ledger: (any LedgerStore)? = nil, schedule: (any ScheduleStore)? = nil) {
         self.registry = registry
         self.ledger = ledger
         self.schedule = schedule

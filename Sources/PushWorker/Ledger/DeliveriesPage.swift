@@ -16,7 +16,7 @@ import Synchronization
 public final class DeliveriesPage: Sendable {
     private let token: [UInt8]
     /// Set once the worker's ledger is open (the endpoint serves before that).
-    private let ledger = Mutex<(any DeliveryLedger)?>(nil)
+    private let ledger = Mutex<(any LedgerStore)?>(nil)
 
     /// Records one search returns at most.
     static let maximumLimit = 1000
@@ -25,7 +25,7 @@ public final class DeliveriesPage: Sendable {
         self.token = Array(token.utf8)
     }
 
-    public func serve(_ ledger: any DeliveryLedger) {
+    public func serve(_ ledger: any LedgerStore) {
         self.ledger.withLock { $0 = ledger }
     }
 

@@ -15,9 +15,9 @@ import Synchronization
 /// if their job comes back), and their slots come back all the same.
 /// Once a day (and at start) it drops what is older than the retention, and once an hour the
 /// idempotency keys past their window.
-public final class LedgerWriter: DeliveryLedgerWriting, Service {
+public final class LedgerWriter: PipelineLedger, Service {
     /// The store it writes to.
-    public let ledger: any DeliveryLedger
+    public let ledger: any LedgerStore
     private let retention: Duration
     /// How long a job's idempotency key keeps another job of the same key from being sent.
     private let idempotencyWindow: Duration
@@ -29,7 +29,7 @@ public final class LedgerWriter: DeliveryLedgerWriting, Service {
     static let maximumPending = 50_000
     static let attempts = 5
 
-    public init(ledger: any DeliveryLedger, retentionDays: Int, idempotencyHours: Int = 24, logger: Logger) {
+    public init(ledger: any LedgerStore, retentionDays: Int, idempotencyHours: Int = 24, logger: Logger) {
         self.ledger = ledger
         retention = .seconds(retentionDays * 86_400)
         idempotencyWindow = .seconds(idempotencyHours * 3600)

@@ -76,7 +76,7 @@ public struct JobPipeline: Sendable {
     public init(
         settings: WorkerSettings, lane: Lane = .now, apps: [App], publisher: any MessagePublishing,
         resolver: any AudienceResolver = ExplicitTokenResolver(), feedback: (any DeviceFeedback)? = nil,
-        badges: (any BadgeCounter)? = nil, ledger: (any DeliveryLedgerWriting)? = nil, scheduler: JobScheduler? = nil,
+        badges: (any BadgeCounter)? = nil, ledger: (any PipelineLedger)? = nil, scheduler: JobScheduler? = nil,
         stages: [any JobStage]? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         self.scheduler = scheduler

@@ -26,13 +26,13 @@ public struct JobProcessor: Sendable {
     public var badges: (any BadgeCounter)?
     /// Keeps every device's final result once it is final (see `report`), and knows the devices
     /// of a job that comes back which have one already (`ledger:` on).
-    public var ledger: (any DeliveryLedgerWriting)?
+    public var ledger: (any PipelineLedger)?
     public var metrics: WorkerMetrics
     public var logger: Logger
 
     public init(
         client: any NotificationSending, admission: DeviceAdmission, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
-        lane: Lane = .now, feedback: (any DeviceFeedback)? = nil, badges: (any BadgeCounter)? = nil, ledger: (any DeliveryLedgerWriting)? = nil,
+        lane: Lane = .now, feedback: (any DeviceFeedback)? = nil, badges: (any BadgeCounter)? = nil, ledger: (any PipelineLedger)? = nil,
         metrics: WorkerMetrics = WorkerMetrics(), logger: Logger = Logger(label: "pushworker.job")
     ) {
         self.ledger = ledger

@@ -21,7 +21,7 @@ public struct RegistryCommandHandler: Sendable {
     /// Carries out channel requests on APNs; nil refuses them (no apps' credentials).
     private let channels: ChannelDirectory?
     /// Answers `get_deliveries`; nil: the worker keeps no ledger.
-    private let ledger: (any DeliveryLedger)?
+    private let ledger: (any LedgerStore)?
     /// Answers `cancel_job`; nil: the worker keeps no schedule.
     private let schedule: JobScheduler?
     private let metrics: WorkerMetrics
@@ -29,7 +29,7 @@ public struct RegistryCommandHandler: Sendable {
 
     public init(
         store: any RegistryStore, authorizer: CommandAuthorizer? = nil, queues: WorkerSettings.Names, apps: Set<String>,
-        channels: ChannelDirectory? = nil, ledger: (any DeliveryLedger)? = nil, schedule: JobScheduler? = nil, metrics: WorkerMetrics = WorkerMetrics(),
+        channels: ChannelDirectory? = nil, ledger: (any LedgerStore)? = nil, schedule: JobScheduler? = nil, metrics: WorkerMetrics = WorkerMetrics(),
         logger: Logger
     ) {
         self.ledger = ledger

@@ -6,7 +6,7 @@ import Synchronization
 /// batches ask, so that a cancel stops the sending within that time without a query per device.
 /// A store that cannot answer is taken as "not cancelled" (the chunk goes on, as without a cancel).
 final class CancellationWatch: Sendable {
-    private let store: any JobSchedule
+    private let store: any ScheduleStore
     private let known = Mutex<[Key: (checkedAt: ContinuousClock.Instant, cancelled: Bool)]>([:])
 
     private struct Key: Hashable { var app, job: String }
@@ -16,7 +16,7 @@ final class CancellationWatch: Sendable {
     /// Jobs remembered at most (the oldest answers go first).
     static let remembered = 256
 
-    init(store: any JobSchedule) {
+    init(store: any ScheduleStore) {
         self.store = store
     }
 

@@ -7,14 +7,14 @@ import Registry
 /// The store, not the broker's per-message TTL (which expires only at a queue's head) or a
 /// worker's memory, keeps it; any worker releases it (`ScheduleReleaser`).
 public struct JobScheduler: Sendable {
-    public let store: any JobSchedule
+    public let store: any ScheduleStore
     public let clock: WallClock
     /// How far ahead a `send_at` may be.
     public let horizonMilliseconds: Int64
     /// Whether chunks of a job sending were cancelled.
     let cancellations: CancellationWatch
 
-    public init(store: any JobSchedule, clock: WallClock = .system, horizonDays: Int = 30) {
+    public init(store: any ScheduleStore, clock: WallClock = .system, horizonDays: Int = 30) {
         self.store = store
         cancellations = CancellationWatch(store: store)
         self.clock = clock
@@ -29,7 +29,7 @@ public struct JobScheduler: Sendable {
     }
 
     /// Checks the job's `send_at` against the horizon and holds it; the refusal names the field.
-    func hold(_ job: PushJob, _ delivery: JobDelivery, replyTo: String?, now: Int64) async throws -> ScheduledJob {
+    func hold(_ job: PushJob, _ delivery: JobDelivery, replyTo: String?, now: Int64) async throws -> HeldJob {
         let releaseAt = Self.milliseconds(job.sendAt ?? Date())
         guard releaseAt - now <= horizonMilliseconds else {
             throw JobError(.invalidField, field: "send_at",
@@ -39,7 +39,7 @@ public struct JobScheduler: Sendable {
             throw JobError(.invalidField, field: "send_at",
                 "send_at is not taken on a job body over the streaming threshold (1 MiB): name users or groups, or publish it at its time")
         }
-        let held = ScheduledJob(
+        let held = HeldJob(
             jobID: job.id, app: job.app, idempotencyKey: job.idempotencyKey, releaseAt: releaseAt, body: String(decoding: delivery.body, as: UTF8.self),
             replyTo: replyTo, heldAt: now)
         try await store.hold(held)
@@ -58,7 +58,7 @@ extension JobScheduler {
     /// Cancels a held job, for `cancel_job` and `pushworker schedule cancel`: the answer's
     /// `cancelled` object on success; a job unknown or ended already throws the error to answer
     /// with (`unknown_job`, `job_ended`), naming the field.
-    public func cancel(_ name: ScheduledJobName) async throws(RegistryError) -> [String: Any] {
+    public func cancel(_ name: HeldJobName) async throws(RegistryError) -> [String: Any] {
         let field = if case .idempotencyKey = name.key { "idempotency_key" } else { "job" }
         switch try await store.cancel(name, at: clock.now()) {
         case .cancelled(let job):

@@ -66,8 +66,8 @@ public final class ScheduleReleaser: Service, Sendable {
             guard !jobs.isEmpty else { return total }
             // Several publishes await their confirms at once: a minute's worth of jobs due
             // together goes out at the broker's pace, not one round trip per job.
-            let outcome = await withTaskGroup(of: (ScheduledJob, (any Error)?).self) { group in
-                var published: [ScheduledJob] = [], failure: (any Error)?
+            let outcome = await withTaskGroup(of: (HeldJob, (any Error)?).self) { group in
+                var published: [HeldJob] = [], failure: (any Error)?
                 var pending = jobs[...]
                 func start() {
                     guard let job = pending.popFirst() else { return }
@@ -98,7 +98,7 @@ public final class ScheduleReleaser: Service, Sendable {
         }
     }
 
-    private func message(_ job: ScheduledJob, now: Int64) -> AMQPMessage {
+    private func message(_ job: HeldJob, now: Int64) -> AMQPMessage {
         var headers: AMQPTable = [WireHeader.released: .int64(now), WireHeader.enqueuedAt: .int64(now)]
         if job.releases > 1 { headers[WireHeader.mayRepeat] = .int64(1) }
         if let chunk = job.chunk { headers[WireHeader.chunk] = .string(chunk) }

@@ -12,7 +12,7 @@ public struct DeliveryPage: Sendable, Hashable {
     }
 }
 
-extension DeliveryLedger {
+extension LedgerStore {
     /// The query's page: one record more is read than asked for, to tell whether any follows.
     public func page(_ query: DeliveryQuery) async throws(RegistryError) -> DeliveryPage {
         var probe = query

@@ -26,15 +26,15 @@ struct JobStageTests {
 
     /// A ledger, its writer running, and the schedule in its file.
     struct Store {
-        let ledger: SQLiteDeliveryLedger
-        let schedule: SQLiteJobSchedule
+        let ledger: SQLiteLedgerStore
+        let schedule: SQLiteScheduleStore
         let writer: LedgerWriter
         let writing: Task<Void, Error>
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString.prefix(8)).db").path
 
         init() throws {
-            ledger = try SQLiteDeliveryLedger(path: path)
-            schedule = try SQLiteJobSchedule(ledger: ledger)
+            ledger = try SQLiteLedgerStore(path: path)
+            schedule = try SQLiteScheduleStore(ledger: ledger)
             let writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: JobStageTests.logger)
             self.writer = writer
             writing = Task { try await writer.run() }
@@ -168,7 +168,7 @@ struct JobStageTests {
             #"{"command": "set_quiet_hours", "user": "ada", "quiet_hours": {"from": "22:00", "to": "07:00"}}"#,
         ] { try await registry.apply(try RegistryCommand(json: Array(json.utf8))) }
         let (clock, _) = WallClock.manual(QuietHoursTestsTime.berlin(23, 0))
-        func stage(schedule: (any JobSchedule)?) -> QuietHoursStage {
+        func stage(schedule: (any ScheduleStore)?) -> QuietHoursStage {
             QuietHoursStage(
                 gate: QuietHoursGate(store: registry), schedule: schedule, clock: clock,
                 apps: ["demo": (.defer, TimeZone(identifier: "Europe/Berlin")!)], logger: Self.logger)

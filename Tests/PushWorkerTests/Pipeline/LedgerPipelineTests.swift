@@ -19,7 +19,7 @@ struct LedgerPipelineTests {
     struct Harness {
         let sender = ScriptedSender()
         let publisher: RecordingPublisher
-        let ledger: SQLiteDeliveryLedger
+        let ledger: SQLiteLedgerStore
         let writer: LedgerWriter
         let pipeline: JobPipeline
         let writing: Task<Void, Error>
@@ -28,7 +28,7 @@ struct LedgerPipelineTests {
             TestLog.bootstrap()
             publisher = RecordingPublisher(queues: [LedgerPipelineTests.results], failure: failure)
             let publisher = publisher
-            ledger = try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-ledger-\(UUID().uuidString.prefix(8)).db").path)
+            ledger = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-ledger-\(UUID().uuidString.prefix(8)).db").path)
             writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: Logger(label: "test.ledger"))
             let writer = writer
             writing = Task { try await writer.run() }

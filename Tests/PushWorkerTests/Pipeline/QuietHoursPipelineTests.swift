@@ -32,10 +32,10 @@ struct QuietHoursPipelineTests {
             TestLog.bootstrap()
             let directory = FileManager.default.temporaryDirectory
             registry = try SQLiteRegistryStore(path: directory.appendingPathComponent("quiet-\(UUID().uuidString.prefix(8)).db").path)
-            let ledger = try SQLiteDeliveryLedger(path: directory.appendingPathComponent("quiet-ledger-\(UUID().uuidString.prefix(8)).db").path)
+            let ledger = try SQLiteLedgerStore(path: directory.appendingPathComponent("quiet-ledger-\(UUID().uuidString.prefix(8)).db").path)
             let (clock, advance) = WallClock.manual(QuietHoursPipelineTests.lateEvening)
             self.advance = advance
-            let scheduler = JobScheduler(store: try SQLiteJobSchedule(ledger: ledger), clock: clock)
+            let scheduler = JobScheduler(store: try SQLiteScheduleStore(ledger: ledger), clock: clock)
             let logger = Logger(label: "test.quiet")
             let writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: logger)
             writing = Task { try await writer.run() }

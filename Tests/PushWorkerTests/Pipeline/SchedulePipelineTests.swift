@@ -20,7 +20,7 @@ struct SchedulePipelineTests {
     struct Harness {
         let sender = ScriptedSender()
         let publisher = RecordingPublisher(queues: [SchedulePipelineTests.results])
-        let schedule: SQLiteJobSchedule
+        let schedule: SQLiteScheduleStore
         let pipeline: JobPipeline
         /// The bulk lane's, which sends chunk jobs.
         let bulk: JobPipeline
@@ -31,8 +31,8 @@ struct SchedulePipelineTests {
         init(horizonDays: Int = 30, chunkSize: Int = 1000) throws {
             TestLog.bootstrap()
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-schedule-\(UUID().uuidString.prefix(8)).db").path
-            let ledger = try SQLiteDeliveryLedger(path: path)
-            schedule = try SQLiteJobSchedule(ledger: ledger)
+            let ledger = try SQLiteLedgerStore(path: path)
+            schedule = try SQLiteScheduleStore(ledger: ledger)
             let (clock, advance) = WallClock.manual(SchedulePipelineTests.start)
             self.advance = advance
             let scheduler = JobScheduler(store: schedule, clock: clock, horizonDays: horizonDays)
@@ -127,14 +127,14 @@ struct SchedulePipelineTests {
         defer { harness.writing.cancel() }
         #expect(await harness.run(Self.job("promo", sendAt: #""2026-11-27T12:00:00Z""#, extra: #", "idempotency_key": "sale-3""#)) == .acknowledge)
         let scheduler = harness.releaser.scheduler
-        let answer = try await scheduler.cancel(ScheduledJobName(.idempotencyKey("sale-3")))
+        let answer = try await scheduler.cancel(HeldJobName(.idempotencyKey("sale-3")))
         let cancelled = try #require(answer["cancelled"] as? [String: Any])
         #expect(cancelled["job_id"] as? String == "promo" && cancelled["state"] as? String == "cancelled")
         await #expect(throws: RegistryError(.jobEnded, field: "job", "job 'promo' was cancelled at 2026-11-27T09:00:00Z: only a job still waiting for its send_at can be cancelled")) {
-            try await scheduler.cancel(ScheduledJobName(.job("promo")))
+            try await scheduler.cancel(HeldJobName(.job("promo")))
         }
         do {
-            _ = try await scheduler.cancel(ScheduledJobName(.job("nope")))
+            _ = try await scheduler.cancel(HeldJobName(.job("nope")))
             Issue.record("an unknown job is refused")
         } catch {
             #expect(error.code == .unknownJob && error.field == "job")
@@ -177,7 +177,7 @@ struct SchedulePipelineTests {
         #expect(await harness.bulk.run(JobDelivery(body: chunks[0].body, properties: chunks[0].properties)) == .acknowledge)
         #expect(harness.sender.sent.count == 2)
 
-        let answer = try await harness.releaser.scheduler.cancel(ScheduledJobName(.idempotencyKey("flash-sale")))
+        let answer = try await harness.releaser.scheduler.cancel(HeldJobName(.idempotencyKey("flash-sale")))
         let run = try #require(answer["cancelled"] as? [String: Any])
         #expect(run["job_id"] as? String == "flash" && run["state"] as? String == "cancelled" && run["devices"] as? Int == 6 && run["devices_finished"] as? Int == 2, "\(run)")
         // A worker's chunks ask the store again after at most CancellationWatch.freshness (50 ms).
@@ -191,7 +191,7 @@ struct SchedulePipelineTests {
         #expect(results.filter { $0.outcome == .delivered }.count == 2)
         let summaries = try harness.publisher.summaries(to: Self.results).filter { $0.chunk != nil }
         #expect(summaries.map { $0.outcomes }.sorted { ($0[.delivered] ?? 0) > ($1[.delivered] ?? 0) } == [[.delivered: 2], [.cancelled: 2], [.cancelled: 2]])
-        await #expect(throws: RegistryError.self) { try await harness.releaser.scheduler.cancel(ScheduledJobName(.job("flash"))) }
+        await #expect(throws: RegistryError.self) { try await harness.releaser.scheduler.cancel(HeldJobName(.job("flash"))) }
     }
 
     @Test("without a schedule a job with a send_at ahead is refused, not sent early")

@@ -4,7 +4,7 @@ import Registry
 /// Counts the job against its app's caps of its type, per user, and takes out the devices of
 /// users over one (withheld, reason `frequency_cap`). Devices without a user are never capped.
 struct FrequencyCapStage: JobStage {
-    let schedule: any JobSchedule
+    let schedule: any ScheduleStore
     let clock: WallClock
     /// Each app's caps.
     let caps: [String: [FrequencyCap]]

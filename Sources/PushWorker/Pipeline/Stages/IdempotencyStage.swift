@@ -6,7 +6,7 @@ import Registry
 /// redelivery of the job holding it goes on. A ledger that cannot answer sends the job back to
 /// the queue rather than risk a second send.
 struct IdempotencyStage: JobStage {
-    let ledger: any DeliveryLedgerWriting
+    let ledger: any PipelineLedger
     let logger: Logger
 
     var onRecipients: Bool { false }

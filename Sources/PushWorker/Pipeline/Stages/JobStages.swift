@@ -10,7 +10,7 @@ public enum JobStages {
     /// stages are one that refuses what needs it (and without a schedule, what needs that); without
     /// a registry there are no quiet hours, and without a schedule no caps.
     public static func assemble(
-        apps: [JobPipeline.App], ledger: (any DeliveryLedgerWriting)?, scheduler: JobScheduler?, registry: (any RegistryStore)?,
+        apps: [JobPipeline.App], ledger: (any PipelineLedger)?, scheduler: JobScheduler?, registry: (any RegistryStore)?,
         resolver: any AudienceResolver, chunkSize: Int, clock: WallClock = .system, logger: Logger
     ) -> [any JobStage] {
         var stages: [any JobStage] = []

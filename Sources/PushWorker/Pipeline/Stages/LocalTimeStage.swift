@@ -41,7 +41,7 @@ struct LocalTimeStage: JobStage {
         }
         func hold(_ page: AudiencePage, at releaseAt: Int64) async throws {
             parts += 1
-            try await store.hold(ScheduledJob(
+            try await store.hold(HeldJob(
                 jobID: "\(job.id)~local~\(releaseAt)~\(parts)", app: job.app, releaseAt: releaseAt,
                 body: String(decoding: try part.chunkBody(devices: page.recipients, filtered: page.filtered), as: UTF8.self),
                 replyTo: staged.replyTo, heldAt: now, chunk: JobPipeline.localChunk))

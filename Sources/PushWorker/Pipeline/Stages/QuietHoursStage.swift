@@ -9,7 +9,7 @@ import Registry
 struct QuietHoursStage: JobStage {
     let gate: QuietHoursGate
     /// Where deferred devices are held; nil without a ledger.
-    let schedule: (any JobSchedule)?
+    let schedule: (any ScheduleStore)?
     let clock: WallClock
     /// Each app's mode for jobs that name none, and its zone for users with none of their own.
     let apps: [String: (mode: PushJob.QuietHoursMode, zone: TimeZone)]
@@ -39,7 +39,7 @@ struct QuietHoursStage: JobStage {
         var deferred = 0
         for (end, devices) in split.deferred.sorted(by: { $0.key < $1.key }) {
             let body = try part.chunkBody(devices: devices)
-            try await schedule.hold(ScheduledJob(
+            try await schedule.hold(HeldJob(
                 jobID: "\(job.id)~quiet~\(chunk ?? "whole")~\(end)", app: job.app, releaseAt: end, body: String(decoding: body, as: UTF8.self),
                 replyTo: staged.replyTo, heldAt: now, chunk: JobPipeline.deferredChunk))
             deferred += devices.count

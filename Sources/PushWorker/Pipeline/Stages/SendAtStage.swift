@@ -13,7 +13,7 @@ struct SendAtStage: JobStage {
         let job = staged.job, delivery = staged.delivery
         let now = scheduler.clock.now()
         guard job.sendAt != nil, scheduler.holds(job, delivery, now: now) else { return .goOn }
-        let held: ScheduledJob
+        let held: HeldJob
         do {
             held = try await scheduler.hold(job, delivery, replyTo: delivery.properties.replyTo, now: now)
         } catch let error as JobError {

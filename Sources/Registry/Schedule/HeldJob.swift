@@ -1,7 +1,7 @@
 /// A job held until its `send_at`: its body as the producer sent it, which a worker publishes
 /// again to the due queue (`push.jobs.due`) at its time. Held in the store, not in a worker's memory or as a
 /// message's TTL, so it is released on time whichever workers are running then.
-public struct ScheduledJob: Sendable, Hashable {
+public struct HeldJob: Sendable, Hashable {
     public enum State: String, Sendable {
         /// Held: released at `releaseAt`.
         case waiting

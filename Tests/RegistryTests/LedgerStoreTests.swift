@@ -9,15 +9,15 @@ import Testing
 
 /// The ledger's conformance suite: every store keeps, finds and expires records alike.
 @Suite("Delivery ledger stores")
-struct DeliveryLedgerTests {
+struct LedgerStoreTests {
     enum Kind: String, CaseIterable, Sendable, CustomStringConvertible {
         case sqlite, postgres
         var description: String { rawValue }
 
-        func make() async throws -> any DeliveryLedger {
+        func make() async throws -> any LedgerStore {
             switch self {
             case .sqlite:
-                return try SQLiteDeliveryLedger(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString.prefix(8)).db").path)
+                return try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString.prefix(8)).db").path)
             case .postgres:
                 let ledger = try await PostgresRegistryStore(url: try await TestPostgres.freshDatabase(), logger: Logger(label: "test.ledger")).ledger
                 try await ledger.prepareLedger(rebuildingIndexes: true)
@@ -104,7 +104,7 @@ struct DeliveryLedgerTests {
     func idempotency(_ kind: Kind) async throws {
         let ledger = try await kind.make()
         let hour: Int64 = 3_600_000
-        func claim(_ job: String, key: String = "k", again: Bool = false, now: Int64 = DeliveryLedgerTests.now) async throws -> String? {
+        func claim(_ job: String, key: String = "k", again: Bool = false, now: Int64 = LedgerStoreTests.now) async throws -> String? {
             try await ledger.claim(key: key, app: "demo", job: job, again: again, now: now, freeBefore: now - 24 * hour)
         }
         #expect(try await claim("first") == nil)
@@ -236,7 +236,7 @@ struct DeliveryLedgerTests {
         defer { try? FileManager.default.removeItem(at: directory) }
 
         let fresh = directory.appendingPathComponent("new.db").path
-        _ = try SQLiteDeliveryLedger(path: fresh)
+        _ = try SQLiteLedgerStore(path: fresh)
         #expect(try indexes(fresh) == [
             "CREATE INDEX deliveries_job ON deliveries(job_id, at, app)",
             "CREATE INDEX deliveries_user ON deliveries(user_id, at) WHERE user_id IS NOT NULL",
@@ -244,7 +244,7 @@ struct DeliveryLedgerTests {
         ])
         // 0.4.1 run on it (a rollback) adds its token index; the next open drops it again.
         try SQLiteDatabase(path: fresh).execute("CREATE INDEX deliveries_token ON deliveries(token, at)")
-        _ = try SQLiteDeliveryLedger(path: fresh)
+        _ = try SQLiteLedgerStore(path: fresh)
         let reopened = try indexes(fresh)
         #expect(!reopened.contains { $0.contains("deliveries_token") } && reopened.count == 3, "\(reopened)")
 
@@ -266,7 +266,7 @@ struct DeliveryLedgerTests {
                 """)
         }
         let before = try indexes(old)
-        let ledger = try SQLiteDeliveryLedger(path: old)
+        let ledger = try SQLiteLedgerStore(path: old)
         #expect(try indexes(old) == before, "the old layout is kept")
         #expect(before.contains("CREATE INDEX deliveries_token ON deliveries(token, at)"))
         try await ledger.write([Self.record("j-old", 1, outcome: "failed"), Self.record("j-old", 2)])
@@ -282,10 +282,10 @@ struct DeliveryLedgerTests {
     func sqliteBatchAcrossDays() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-days-\(UUID().uuidString.prefix(8)).db").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let ledger = try SQLiteDeliveryLedger(path: path)
+        let ledger = try SQLiteLedgerStore(path: path)
         // More than two expiry steps, the days alternating: written as given, an expiry step
         // would meet kept rows among the first rowids and stop with old ones left behind.
-        let count = Int(SQLiteDeliveryLedger.expiryStep) * 2 + 2
+        let count = Int(SQLiteLedgerStore.expiryStep) * 2 + 2
         let records = (0..<count).map { Self.record("mixed", $0, at: $0.isMultiple(of: 2) ? Self.now : Self.now - 40 * Self.day) }
         try await ledger.write(records)
         #expect(try await ledger.expire(before: Self.now - 30 * Self.day) == count / 2)
@@ -297,7 +297,7 @@ struct DeliveryLedgerTests {
     func sqliteBatchOrder() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-order-\(UUID().uuidString.prefix(8)).db").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let ledger = try SQLiteDeliveryLedger(path: path)
+        let ledger = try SQLiteLedgerStore(path: path)
         func record(_ token: String, _ outcome: String) -> DeliveryRecord {
             DeliveryRecord(jobID: "order", app: "demo", token: token, outcome: outcome, attempts: 1, at: Self.now)
         }
@@ -321,7 +321,7 @@ struct DeliveryLedgerTests {
     func sqliteWithoutMemoryStatistics() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-stats-\(UUID().uuidString.prefix(8)).db").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let ledger = try SQLiteDeliveryLedger(path: path)
+        let ledger = try SQLiteLedgerStore(path: path)
         try await ledger.write((0..<100).map { Self.record("stats", $0) })
         #expect(try await ledger.finals(job: "stats", app: "demo", tokens: [TestDeviceTokens.hex(1, series: 0x1ED6)]).count == 1)
         #expect(sqlite3_memory_used() == 0, "SQLite counted its allocations")
@@ -356,7 +356,7 @@ struct DeliveryLedgerTests {
     func byIdempotencyKey(_ kind: Kind) async throws {
         let ledger = try await kind.make()
         let hour: Int64 = 3_600_000
-        func claim(_ key: String, app: String = "demo", job: String, at: Int64 = DeliveryLedgerTests.now) async throws -> String? {
+        func claim(_ key: String, app: String = "demo", job: String, at: Int64 = LedgerStoreTests.now) async throws -> String? {
             try await ledger.claim(key: key, app: app, job: job, again: false, now: at, freeBefore: at - 24 * hour)
         }
         #expect(try await claim("k-1", job: "j-1") == nil)
@@ -496,10 +496,10 @@ struct DeliveryLedgerTests {
     }
 }
 
-extension DeliveryLedgerTests {
+extension LedgerStoreTests {
     /// A ledger made before 0.4.3 was given the columns a record has since at its open: a record
     /// written now keeps APNs' timestamp and the message its result waits in.
-    static func keepsNewColumns(_ ledger: any DeliveryLedger) async throws {
+    static func keepsNewColumns(_ ledger: any LedgerStore) async throws {
         var record = Self.record("j-old", 3)
         record.timestamp = 1_700_000_000_123
         record.resultsMessage = 9

@@ -7,7 +7,7 @@ import Synchronization
 /// the writers' lock for long. The unique key leads with the token: tokens look random, and one
 /// index written at random places per record (it also serves the questions by token) costs
 /// less than 0.4.1's two, its job-led key and (token, at).
-public final class SQLiteDeliveryLedger: DeliveryLedger {
+public final class SQLiteLedgerStore: LedgerStore {
     private let state: Mutex<Connection>
     /// The file, which the schedule shares.
     public let path: String

@@ -4,7 +4,7 @@ import Registry
 /// send path), to wait until what it handed is written (before its job is acknowledged), and to
 /// ask which devices of a job that came back already have their result. `LedgerWriter` is the
 /// real one; the pipeline's tests use it over a real SQLite ledger.
-public protocol DeliveryLedgerWriting: Sendable {
+public protocol PipelineLedger: Sendable {
     func append(_ records: [DeliveryRecord]) async
     /// Hands one record over and returns; `whenWritten` runs once it is written (or given up on).
     func append(_ record: DeliveryRecord, whenWritten: @escaping @Sendable () -> Void) async

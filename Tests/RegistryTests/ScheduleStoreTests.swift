@@ -7,18 +7,18 @@ import Testing
 
 /// The schedule's conformance suite: every store holds, releases, shares out and cancels alike.
 @Suite("Job schedule stores")
-struct JobScheduleTests {
+struct ScheduleStoreTests {
     enum Kind: String, CaseIterable, Sendable, CustomStringConvertible {
         case sqlite, postgres
         var description: String { rawValue }
 
         /// Two handles on one store, as two workers have, and the ledger in it.
-        func make() async throws -> (any JobSchedule, any JobSchedule, any DeliveryLedger) {
+        func make() async throws -> (any ScheduleStore, any ScheduleStore, any LedgerStore) {
             switch self {
             case .sqlite:
                 let path = FileManager.default.temporaryDirectory.appendingPathComponent("schedule-\(UUID().uuidString.prefix(8)).db").path
-                let ledger = try SQLiteDeliveryLedger(path: path)
-                return (try SQLiteJobSchedule(ledger: ledger), try SQLiteJobSchedule(ledger: ledger), ledger)
+                let ledger = try SQLiteLedgerStore(path: path)
+                return (try SQLiteScheduleStore(ledger: ledger), try SQLiteScheduleStore(ledger: ledger), ledger)
             case .postgres:
                 let url = try await TestPostgres.freshDatabase()
                 let first = try await PostgresRegistryStore(url: url, logger: Logger(label: "test.schedule"))
@@ -30,8 +30,8 @@ struct JobScheduleTests {
 
     static let now: Int64 = 1_795_000_000_000
 
-    static func job(_ id: String, at: Int64, app: String = "demo", key: String? = nil) -> ScheduledJob {
-        ScheduledJob(jobID: id, app: app, idempotencyKey: key, releaseAt: at, body: #"{"id":"\#(id)","send_at":"…"}"#, replyTo: "replies", heldAt: now)
+    static func job(_ id: String, at: Int64, app: String = "demo", key: String? = nil) -> HeldJob {
+        HeldJob(jobID: id, app: app, idempotencyKey: key, releaseAt: at, body: #"{"id":"\#(id)","send_at":"…"}"#, replyTo: "replies", heldAt: now)
     }
 
     @Test("held jobs come out at their time, earliest first, once: a second worker asking at once gets none of them", arguments: Kind.allCases)
@@ -47,7 +47,7 @@ struct JobScheduleTests {
         #expect(try await other.due(now: Self.now + 5_000, leaseUntil: Self.now + 65_000, limit: 10).isEmpty, "leased to the first worker")
         try await store.released(due, at: Self.now + 5_001)
         #expect(try await other.due(now: Self.now + 100_000, leaseUntil: Self.now + 160_000, limit: 10).isEmpty, "released: never again")
-        let shown = try await other.scheduledJob(ScheduledJobName(.job("soon")))
+        let shown = try await other.scheduledJob(HeldJobName(.job("soon")))
         #expect(shown?.state == .released && shown?.endedAt == Self.now + 5_001)
     }
 
@@ -75,7 +75,7 @@ struct JobScheduleTests {
         #expect(Set(a).isDisjoint(with: Set(b)))
     }
 
-    static func drain(_ store: any JobSchedule) async throws -> [String] {
+    static func drain(_ store: any ScheduleStore) async throws -> [String] {
         var taken: [String] = []
         while true {
             let jobs = try await store.due(now: now, leaseUntil: now + 60_000, limit: 7)
@@ -92,27 +92,27 @@ struct JobScheduleTests {
         try await store.hold(Self.job("b", at: Self.now + 1_000))
         try await store.hold(Self.job("shared", at: Self.now + 1_000, app: "one"))
         try await store.hold(Self.job("shared", at: Self.now + 1_000, app: "two"))
-        guard case .cancelled(let cancelled) = try await store.cancel(ScheduledJobName(.idempotencyKey("promo-7")), at: Self.now + 10) else {
+        guard case .cancelled(let cancelled) = try await store.cancel(HeldJobName(.idempotencyKey("promo-7")), at: Self.now + 10) else {
             Issue.record("the key's job is cancelled")
             return
         }
         #expect(cancelled.jobID == "a" && cancelled.state == .cancelled && cancelled.endedAt == Self.now + 10)
-        guard case .ended(let ended) = try await store.cancel(ScheduledJobName(.job("a")), at: Self.now + 20) else {
+        guard case .ended(let ended) = try await store.cancel(HeldJobName(.job("a")), at: Self.now + 20) else {
             Issue.record("cancelled already")
             return
         }
         #expect(ended.state == .cancelled && ended.endedAt == Self.now + 10)
-        #expect(try await store.cancel(ScheduledJobName(.job("nope")), at: Self.now) == .unknown)
-        #expect(try await store.cancel(ScheduledJobName(.job("b"), app: "other"), at: Self.now) == .unknown)
-        await #expect(throws: RegistryError.self) { try await store.cancel(ScheduledJobName(.job("shared")), at: Self.now) }
-        guard case .cancelled = try await store.cancel(ScheduledJobName(.job("shared"), app: "two"), at: Self.now) else {
+        #expect(try await store.cancel(HeldJobName(.job("nope")), at: Self.now) == .unknown)
+        #expect(try await store.cancel(HeldJobName(.job("b"), app: "other"), at: Self.now) == .unknown)
+        await #expect(throws: RegistryError.self) { try await store.cancel(HeldJobName(.job("shared")), at: Self.now) }
+        guard case .cancelled = try await store.cancel(HeldJobName(.job("shared"), app: "two"), at: Self.now) else {
             Issue.record("the app names one")
             return
         }
         let due = try await store.due(now: Self.now + 5_000, leaseUntil: Self.now + 65_000, limit: 10)
         #expect(due.map { "\($0.app)/\($0.jobID)" } == ["demo/b", "one/shared"], "cancelled jobs are never released")
         try await store.released(due, at: Self.now + 5_000)
-        guard case .ended(let released) = try await store.cancel(ScheduledJobName(.job("b")), at: Self.now + 6_000) else {
+        guard case .ended(let released) = try await store.cancel(HeldJobName(.job("b")), at: Self.now + 6_000) else {
             Issue.record("released already")
             return
         }
@@ -130,21 +130,21 @@ struct JobScheduleTests {
         try await store.started(JobRun(jobID: "big", app: "demo", devices: 99, chunks: 99, startedAt: Self.now + 1))  // split again: kept as first
         try await store.started(JobRun(jobID: "done", app: "demo", devices: 1, chunks: 1, startedAt: Self.now))
         #expect(try await other.isCancelled(job: "big", app: "demo") == false)
-        guard case .stopped(let run) = try await store.cancel(ScheduledJobName(.idempotencyKey("k-big")), at: Self.now + 5) else {
+        guard case .stopped(let run) = try await store.cancel(HeldJobName(.idempotencyKey("k-big")), at: Self.now + 5) else {
             Issue.record("a run sending is stopped")
             return
         }
         #expect(run.jobID == "big" && run.devices == 3 && run.chunks == 2 && run.cancelledAt == Self.now + 5 && run.finished == 0)
         #expect(try await other.isCancelled(job: "big", app: "demo"))
         #expect(try await other.isCancelled(job: "big", app: "elsewhere") == false)
-        guard case .finished(let again) = try await other.cancel(ScheduledJobName(.job("big")), at: Self.now + 9) else {
+        guard case .finished(let again) = try await other.cancel(HeldJobName(.job("big")), at: Self.now + 9) else {
             Issue.record("cancelled before")
             return
         }
         #expect(again.cancelledAt == Self.now + 5)
         // Every device of "done" has its record: finished, not cancellable.
         try await ledger.write([DeliveryRecord(jobID: "done", app: "demo", token: "ab", outcome: "delivered", attempts: 1, at: Self.now)])
-        guard case .finished(let finished) = try await store.cancel(ScheduledJobName(.job("done")), at: Self.now + 9) else {
+        guard case .finished(let finished) = try await store.cancel(HeldJobName(.job("done")), at: Self.now + 9) else {
             Issue.record("finished")
             return
         }
@@ -156,7 +156,7 @@ struct JobScheduleTests {
     func caps(_ kind: Kind) async throws {
         let (store, other, _) = try await kind.make()
         let day: Int64 = 86_400_000
-        func take(_ job: String, _ users: [String], at: Int64 = Self.now, on schedule: (any JobSchedule)? = nil) async throws -> Set<String> {
+        func take(_ job: String, _ users: [String], at: Int64 = Self.now, on schedule: (any ScheduleStore)? = nil) async throws -> Set<String> {
             try await (schedule ?? store).takeCap("promo", app: "demo", users: users, job: job, max: 2, since: at - day, now: at)
         }
         #expect(try await take("p1", ["ada", "bob"]) == [])

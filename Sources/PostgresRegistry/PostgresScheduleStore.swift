@@ -5,7 +5,7 @@ import Registry
 /// The schedule in the registry's PostgreSQL, beside the ledger, for a fleet on many hosts. A
 /// release takes its jobs with `FOR UPDATE SKIP LOCKED`: workers asking at once take different
 /// jobs and never wait for each other.
-public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
+public final class PostgresScheduleStore: ScheduleStore, PostgresBacked {
     let database: PostgresDatabase
 
     init(database: PostgresDatabase) {
@@ -43,7 +43,7 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
         }
     }
 
-    public func hold(_ job: ScheduledJob) async throws(RegistryError) {
+    public func hold(_ job: HeldJob) async throws(RegistryError) {
         // One statement: no transaction of its own around it (two round trips fewer per job).
         try await read { connection in
             try await connection.query("""
@@ -54,7 +54,7 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
         }
     }
 
-    public func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [ScheduledJob] {
+    public func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [HeldJob] {
         try await read { connection in
             try await Self.jobs(connection.query("""
                 UPDATE scheduled_jobs SET lease_until = \(leaseUntil), releases = releases + 1
@@ -66,7 +66,7 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
         }.sorted { ($0.releaseAt, $0.app, $0.jobID) < ($1.releaseAt, $1.app, $1.jobID) }
     }
 
-    public func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError) {
+    public func released(_ jobs: [HeldJob], at: Int64) async throws(RegistryError) {
         guard !jobs.isEmpty else { return }
         try await read { connection in
             try await connection.query("""
@@ -76,7 +76,7 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
         }
     }
 
-    public func cancel(_ name: ScheduledJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation {
+    public func cancel(_ name: HeldJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation {
         var outcome = ScheduleCancellation.unknown
         try await transaction { connection in
             guard var job = try await self.one(name, on: connection, locking: true) else {
@@ -96,7 +96,7 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
         return outcome
     }
 
-    public func scheduled(app: String?, state: ScheduledJob.State?, limit: Int) async throws(RegistryError) -> [ScheduledJob] {
+    public func scheduled(app: String?, state: HeldJob.State?, limit: Int) async throws(RegistryError) -> [HeldJob] {
         try await read { connection in
             try await Self.jobs(connection.query("""
                 SELECT \(unescaped: Self.scheduleColumns) FROM scheduled_jobs WHERE (\(app)::TEXT IS NULL OR app = \(app))
@@ -105,7 +105,7 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
         }
     }
 
-    public func scheduledJob(_ name: ScheduledJobName) async throws(RegistryError) -> ScheduledJob? {
+    public func scheduledJob(_ name: HeldJobName) async throws(RegistryError) -> HeldJob? {
         try await read { connection in try await self.one(name, on: connection, locking: false) }
     }
 
@@ -175,7 +175,7 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
     }
 
     /// A cancel for a job not held: its run, if it is sending, stops.
-    private func stop(_ name: ScheduledJobName, at: Int64, on connection: PostgresConnection) async throws -> ScheduleCancellation {
+    private func stop(_ name: HeldJobName, at: Int64, on connection: PostgresConnection) async throws -> ScheduleCancellation {
         let columns = "app, job_id, idempotency_key, devices, chunks, started_at, cancelled_at"
         let rows: PostgresRowSequence = switch name.key {
         case .job(let id):
@@ -204,9 +204,9 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
         return .stopped(run)
     }
 
-    private func one(_ name: ScheduledJobName, on connection: PostgresConnection, locking: Bool) async throws -> ScheduledJob? {
+    private func one(_ name: HeldJobName, on connection: PostgresConnection, locking: Bool) async throws -> HeldJob? {
         let lock = locking ? " FOR UPDATE" : ""
-        let found: [ScheduledJob]
+        let found: [HeldJob]
         switch name.key {
         case .job(let id):
             found = try await Self.jobs(connection.query("""
@@ -219,18 +219,18 @@ public final class PostgresJobSchedule: JobSchedule, PostgresBacked {
                 ORDER BY held_at DESC, app LIMIT 1\(unescaped: lock)
                 """, logger: logger))
         }
-        return try ScheduledJobName.single(found, for: name)
+        return try HeldJobName.single(found, for: name)
     }
 
     static let scheduleColumns = "app, job_id, idempotency_key, release_at, body, reply_to, held_at, state, ended_at, releases, chunk"
 
-    private static func jobs(_ rows: PostgresRowSequence) async throws -> [ScheduledJob] {
-        var jobs: [ScheduledJob] = []
+    private static func jobs(_ rows: PostgresRowSequence) async throws -> [HeldJob] {
+        var jobs: [HeldJob] = []
         for try await row in rows {
             let c = try row.decode((String, String, String?, Int64, String, String?, Int64, String, Int64?, Int, String?).self)
-            jobs.append(ScheduledJob(
+            jobs.append(HeldJob(
                 jobID: c.1, app: c.0, idempotencyKey: c.2, releaseAt: c.3, body: c.4, replyTo: c.5, heldAt: c.6,
-                state: ScheduledJob.State(rawValue: c.7) ?? .waiting, endedAt: c.8, releases: c.9, chunk: c.10))
+                state: HeldJob.State(rawValue: c.7) ?? .waiting, endedAt: c.8, releases: c.9, chunk: c.10))
         }
         return jobs
     }

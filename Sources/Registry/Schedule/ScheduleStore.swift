@@ -1,24 +1,24 @@
 /// Where jobs with a `send_at` wait: in the same store as the delivery ledger (the registry's
 /// SQLite file or PostgreSQL, or the ledger's own file), so every worker of the fleet sees them
 /// and any of them releases them. One conformance suite runs on both stores.
-public protocol JobSchedule: Sendable {
+public protocol ScheduleStore: Sendable {
     /// Holds a job. The same job (app, id) held again — its message delivered twice — stays as
     /// first held.
-    func hold(_ job: ScheduledJob) async throws(RegistryError)
+    func hold(_ job: HeldJob) async throws(RegistryError)
     /// Takes the waiting jobs due at `now`, at most `limit`, earliest first, for this worker to
     /// release until `leaseUntil`: a job whose worker died mid-release is taken again once that
     /// time passes. Two workers asking at once never take the same job.
-    func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [ScheduledJob]
+    func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [HeldJob]
     /// Marks jobs released (their messages are confirmed on the due queue).
-    func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError)
+    func released(_ jobs: [HeldJob], at: Int64) async throws(RegistryError)
     /// Cancels a waiting job, or the chunks not yet sent of a job sending, named by its id or its
     /// idempotency key (within `app` when named); a job held in the schedule is looked for first.
     /// Throws `invalidField` (`app`) when the name matches jobs of several apps.
-    func cancel(_ name: ScheduledJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation
+    func cancel(_ name: HeldJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation
     /// Held jobs, soonest first; only those in `state` when named.
-    func scheduled(app: String?, state: ScheduledJob.State?, limit: Int) async throws(RegistryError) -> [ScheduledJob]
+    func scheduled(app: String?, state: HeldJob.State?, limit: Int) async throws(RegistryError) -> [HeldJob]
     /// One job by name, whatever its state.
-    func scheduledJob(_ name: ScheduledJobName) async throws(RegistryError) -> ScheduledJob?
+    func scheduledJob(_ name: HeldJobName) async throws(RegistryError) -> HeldJob?
     /// Forgets released and cancelled jobs that ended before `before`, and runs started before
     /// it, with the ledger's retention.
     func expireSchedule(before: Int64) async throws(RegistryError) -> Int
@@ -35,7 +35,7 @@ public protocol JobSchedule: Sendable {
 }
 
 /// How a cancel or a `schedule show` names a job.
-public struct ScheduledJobName: Sendable, Hashable {
+public struct HeldJobName: Sendable, Hashable {
     public enum Key: Sendable, Hashable {
         case job(String)
         case idempotencyKey(String)
@@ -62,9 +62,9 @@ public struct ScheduledJobName: Sendable, Hashable {
 /// What a cancel found.
 public enum ScheduleCancellation: Sendable, Hashable {
     /// It was waiting, and is cancelled now: it will never be released.
-    case cancelled(ScheduledJob)
+    case cancelled(HeldJob)
     /// Too late: released (or cancelled) before.
-    case ended(ScheduledJob)
+    case ended(HeldJob)
     /// It was sending (split into chunks) and is cancelled now: its devices not yet sent get
     /// outcome `cancelled`.
     case stopped(JobRun)
@@ -74,9 +74,9 @@ public enum ScheduleCancellation: Sendable, Hashable {
     case unknown
 }
 
-extension ScheduledJobName {
+extension HeldJobName {
     /// The one job found, nil for none; several (one id in two apps) need the app named.
-    public static func single(_ found: [ScheduledJob], for name: ScheduledJobName) throws(RegistryError) -> ScheduledJob? {
+    public static func single(_ found: [HeldJob], for name: HeldJobName) throws(RegistryError) -> HeldJob? {
         guard found.count > 1 else { return found.first }
         throw RegistryError(.invalidField, field: "app",
             "\(name.description) is held for several apps (\(found.map(\.app).joined(separator: ", "))): name the app")
@@ -85,7 +85,7 @@ extension ScheduledJobName {
 
 extension JobRun {
     /// The one run found, nil for none; several (one id in two apps) need the app named.
-    public static func single(_ found: [JobRun], for name: ScheduledJobName) throws(RegistryError) -> JobRun? {
+    public static func single(_ found: [JobRun], for name: HeldJobName) throws(RegistryError) -> JobRun? {
         guard found.count > 1 else { return found.first }
         throw RegistryError(.invalidField, field: "app",
             "\(name.description) is sending for several apps (\(found.map(\.app).joined(separator: ", "))): name the app")

@@ -20,7 +20,7 @@ import Synchronization
 /// and, with `app` included, counts a job's records for `cancel_job` from the index. The user
 /// index stays partial. COPY of 200,000 records with random tokens, in turns with the old layout:
 /// 0.60–0.77 of its server CPU (docs/benchmarks.md, the ledger).
-public final class PostgresDeliveryLedger: DeliveryLedger, PostgresBacked {
+public final class PostgresLedgerStore: LedgerStore, PostgresBacked {
     let database: PostgresDatabase
     /// The day partitions known to exist.
     let ledgerDays = Mutex<Set<Int64>>([])
@@ -62,7 +62,7 @@ public final class PostgresDeliveryLedger: DeliveryLedger, PostgresBacked {
             }
             try await self.addLedgerColumns(on: connection)
             try await self.layLedgerIndexes(on: connection, rebuilding: rebuildingIndexes)
-            try await PostgresJobSchedule.prepare(on: connection, logger: self.logger)
+            try await PostgresScheduleStore.prepare(on: connection, logger: self.logger)
         }
     }
 

@@ -5,7 +5,7 @@ import Foundation
 /// nothing to a device the ledger already holds. The SQLite ledger is the embedded default;
 /// the PostgreSQL one (PostgresRegistry) serves a fleet on many hosts. One conformance suite runs
 /// on both.
-public protocol DeliveryLedger: Sendable {
+public protocol LedgerStore: Sendable {
     /// Keeps the records in one transaction. A record for a (job, app, token) held already is
     /// left as first written: a device's first final result is its result.
     func write(_ records: [DeliveryRecord]) async throws(RegistryError)
@@ -40,6 +40,6 @@ public protocol DeliveryLedger: Sendable {
     var concurrentWrites: Int { get }
 }
 
-extension DeliveryLedger {
+extension LedgerStore {
     public var concurrentWrites: Int { 1 }
 }

@@ -4,7 +4,7 @@ import Synchronization
 /// one host share it. A release takes its jobs in one `UPDATE … RETURNING`: two workers never
 /// take the same job, and a worker that dies with jobs taken leaves them to the next after
 /// their lease.
-public final class SQLiteJobSchedule: JobSchedule {
+public final class SQLiteScheduleStore: ScheduleStore {
     private let state: Mutex<Connection>
 
     private final class Connection: @unchecked Sendable {
@@ -70,11 +70,11 @@ public final class SQLiteJobSchedule: JobSchedule {
 
     /// Opens the ledger's file and makes the schedule's tables in it: a cancel reads the ledger
     /// to tell a job still sending from one finished.
-    public init(ledger: SQLiteDeliveryLedger) throws(RegistryError) {
+    public init(ledger: SQLiteLedgerStore) throws(RegistryError) {
         state = Mutex(try Connection(SQLiteDatabase(path: ledger.path)))
     }
 
-    public func hold(_ job: ScheduledJob) async throws(RegistryError) {
+    public func hold(_ job: HeldJob) async throws(RegistryError) {
         try state.withLock { connection throws(RegistryError) in
             try connection.hold.run([
                 .text(job.app), .text(job.jobID), job.idempotencyKey.map { .text($0) } ?? .null, .integer(job.releaseAt), .text(job.body),
@@ -83,15 +83,15 @@ public final class SQLiteJobSchedule: JobSchedule {
         }
     }
 
-    public func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [ScheduledJob] {
+    public func due(now: Int64, leaseUntil: Int64, limit: Int) async throws(RegistryError) -> [HeldJob] {
         try state.withLock { connection throws(RegistryError) in
-            var jobs: [ScheduledJob] = []
+            var jobs: [HeldJob] = []
             try connection.due.run([.integer(now), .integer(leaseUntil), .integer(Int64(limit))]) { row in jobs.append(Self.job(row)) }
             return jobs.sorted { ($0.releaseAt, $0.app, $0.jobID) < ($1.releaseAt, $1.app, $1.jobID) }
         }
     }
 
-    public func released(_ jobs: [ScheduledJob], at: Int64) async throws(RegistryError) {
+    public func released(_ jobs: [HeldJob], at: Int64) async throws(RegistryError) {
         try state.withLock { connection throws(RegistryError) in
             try connection.database.transaction { () throws(RegistryError) in
                 for job in jobs { try connection.release.run([.text(job.app), .text(job.jobID), .integer(at)]) }
@@ -99,7 +99,7 @@ public final class SQLiteJobSchedule: JobSchedule {
         }
     }
 
-    public func cancel(_ name: ScheduledJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation {
+    public func cancel(_ name: HeldJobName, at: Int64) async throws(RegistryError) -> ScheduleCancellation {
         try state.withLock { connection throws(RegistryError) -> ScheduleCancellation in
             try connection.database.transaction { () throws(RegistryError) -> ScheduleCancellation in
                 guard var job = try Self.one(name, connection) else { return try Self.stop(name, at: at, connection) }
@@ -112,9 +112,9 @@ public final class SQLiteJobSchedule: JobSchedule {
         }
     }
 
-    public func scheduled(app: String?, state wanted: ScheduledJob.State?, limit: Int) async throws(RegistryError) -> [ScheduledJob] {
+    public func scheduled(app: String?, state wanted: HeldJob.State?, limit: Int) async throws(RegistryError) -> [HeldJob] {
         try state.withLock { connection throws(RegistryError) in
-            var jobs: [ScheduledJob] = []
+            var jobs: [HeldJob] = []
             try connection.list.run([app.map { .text($0) } ?? .null, wanted.map { .text($0.rawValue) } ?? .null, .integer(Int64(limit))]) { row in
                 jobs.append(Self.job(row))
             }
@@ -122,7 +122,7 @@ public final class SQLiteJobSchedule: JobSchedule {
         }
     }
 
-    public func scheduledJob(_ name: ScheduledJobName) async throws(RegistryError) -> ScheduledJob? {
+    public func scheduledJob(_ name: HeldJobName) async throws(RegistryError) -> HeldJob? {
         try state.withLock { connection throws(RegistryError) in try Self.one(name, connection) }
     }
 
@@ -178,7 +178,7 @@ public final class SQLiteJobSchedule: JobSchedule {
     }
 
     /// A cancel for a job not held: its run, if it is sending, stops.
-    private static func stop(_ name: ScheduledJobName, at: Int64, _ connection: Connection) throws(RegistryError) -> ScheduleCancellation {
+    private static func stop(_ name: HeldJobName, at: Int64, _ connection: Connection) throws(RegistryError) -> ScheduleCancellation {
         var found: [JobRun] = []
         let app: SQLiteStatement.Value = name.app.map { .text($0) } ?? .null
         switch name.key {
@@ -202,8 +202,8 @@ public final class SQLiteJobSchedule: JobSchedule {
     }
 
     /// The job a name means; a name several apps' jobs answer to is refused: the app decides.
-    private static func one(_ name: ScheduledJobName, _ connection: Connection) throws(RegistryError) -> ScheduledJob? {
-        var found: [ScheduledJob] = []
+    private static func one(_ name: HeldJobName, _ connection: Connection) throws(RegistryError) -> HeldJob? {
+        var found: [HeldJob] = []
         let app: SQLiteStatement.Value = name.app.map { .text($0) } ?? .null
         switch name.key {
         case .job(let id): try connection.byID.run([.text(id), app]) { row in found.append(job(row)) }
@@ -212,13 +212,13 @@ public final class SQLiteJobSchedule: JobSchedule {
             try connection.byKey.run([.text(key), app]) { row in found.append(job(row)) }
             found = Array(found.prefix(1))
         }
-        return try ScheduledJobName.single(found, for: name)
+        return try HeldJobName.single(found, for: name)
     }
 
-    private static func job(_ row: SQLiteStatement.Row) -> ScheduledJob {
-        ScheduledJob(
+    private static func job(_ row: SQLiteStatement.Row) -> HeldJob {
+        HeldJob(
             jobID: row.text(1) ?? "", app: row.text(0) ?? "", idempotencyKey: row.text(2), releaseAt: row.integer(3), body: row.text(4) ?? "",
-            replyTo: row.text(5), heldAt: row.integer(6), state: ScheduledJob.State(rawValue: row.text(7) ?? "") ?? .waiting,
+            replyTo: row.text(5), heldAt: row.integer(6), state: HeldJob.State(rawValue: row.text(7) ?? "") ?? .waiting,
             endedAt: row.text(8) == nil ? nil : row.integer(8), releases: Int(row.integer(9)), chunk: row.text(10))
     }
 }
