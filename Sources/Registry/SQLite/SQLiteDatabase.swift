@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 
 /// One SQLite connection: the only owner of the C handle, closed on deinit. Not thread-safe by
 /// itself, and opened without SQLite's own mutex (a lock per column read): its store serialises
@@ -24,9 +25,25 @@ final class SQLiteDatabase {
         // For a new file only (an existing one keeps its own): larger pages make the b-trees of a
         // million members shallower, so each member costs fewer page visits. Must precede WAL.
         try execute("PRAGMA page_size = 16384")
-        try execute("PRAGMA journal_mode = WAL")
+        try enterWAL(waitingUpTo: busyTimeoutMilliseconds)
         try execute("PRAGMA synchronous = NORMAL")
         try execute("PRAGMA foreign_keys = ON")
+    }
+
+    /// `PRAGMA journal_mode = WAL`, tried again while another connection holds the file: the
+    /// change of journal mode answers SQLITE_BUSY at once, without the busy handler, so two
+    /// workers opening a new file at the same moment would otherwise have one fail its start.
+    private func enterWAL(waitingUpTo milliseconds: Int32) throws(RegistryError) {
+        var waited: Int32 = 0
+        while true {
+            let status = sqlite3_exec(handle, "PRAGMA journal_mode = WAL", nil, nil, nil)
+            if status == SQLITE_OK { return }
+            guard status == SQLITE_BUSY || status == SQLITE_LOCKED, waited < milliseconds else {
+                throw failure("PRAGMA journal_mode = WAL")
+            }
+            usleep(10_000)
+            waited += 10
+        }
     }
 
     /// SQLite's process-wide settings, made once before its first open (SQLITE_OK, or
