@@ -155,7 +155,7 @@ public struct JobPipeline: Sendable {
             let attempts = RetryHandOff.previousAttempts(of: job, delivery)
             let badges = job.badge == nil ? [:] : RetryHandOff.badges(of: job, delivery)
             var staged = StagedJob(job: job, delivery: delivery, replyTo: replyTo, tokens: streamed.take())
-            if job.audience.channel == nil { job.audience.tokens = [] }  // held once, in `staged.tokens`
+            job = staged.job  // its tokens held once, in `staged.tokens`
             for stage in jobStages {
                 if let settlement = try await settle(stage, &staged) { return settlement }
             }
