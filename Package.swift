@@ -84,18 +84,24 @@ let package = Package(
             name: "CSQLite",
             linkerSettings: [.linkedLibrary("sqlite3")]
         ),
-        // Users, devices, groups and preferences: the store protocol, the SQLite store, the
-        // preference rules and the registry commands. No broker, no transport.
+        // What pushworker keeps: the registry (users, devices, groups, preferences, and the
+        // commands that feed it), the delivery ledger and the schedule; the three store
+        // protocols, their records and their errors. No database, no broker, no transport.
         .target(
-            name: "Registry",
-            dependencies: ["CSQLite", "APNs"]
+            name: "Stores",
+            dependencies: ["APNs"]
         ),
-        // The registry on PostgreSQL, for workers on many hosts: postgres-nio (and so NIO) stays
-        // out of the Registry module, which the SQLite-only tools and tests use.
+        // The three stores in one SQLite file (or two): the embedded default.
         .target(
-            name: "PostgresRegistry",
+            name: "SQLiteStores",
+            dependencies: ["Stores", "CSQLite", "APNs"]
+        ),
+        // The three stores on PostgreSQL, for workers on many hosts: postgres-nio (and so NIO)
+        // stays out of the Stores module, which the SQLite-only tools and tests use.
+        .target(
+            name: "PostgresStores",
             dependencies: [
-                "Registry",
+                "Stores",
                 "APNs",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -111,7 +117,7 @@ let package = Package(
         .target(
             name: "RegistryAuth",
             dependencies: [
-                "Registry",
+                "Stores",
                 "SecretEnvironment",
                 .product(name: "JWTKit", package: "jwt-kit"),
             ]
@@ -170,9 +176,10 @@ let package = Package(
                 "APNsHTTP2",
                 "JSONStream",
                 "DeviceTokens",
-                "Registry",
+                "Stores",
+                "SQLiteStores",
                 "RegistryAuth",
-                "PostgresRegistry",
+                "PostgresStores",
                 "OperatorEndpoint",
                 "SecretEnvironment",
                 .product(name: "Yams", package: "Yams"),
@@ -199,7 +206,8 @@ let package = Package(
                 "CommandLineSupport",
                 "OperatorEndpoint",
                 "PushWorker",
-                "Registry",
+                "Stores",
+                "SQLiteStores",
                 "SecretEnvironment",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -215,8 +223,9 @@ let package = Package(
                 "APNsHTTP2",
                 "CommandLineSupport",
                 "PushWorker",
-                "Registry",
-                "PostgresRegistry",
+                "Stores",
+                "SQLiteStores",
+                "PostgresStores",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // The synthetic PostgreSQL registry is loaded with SQL.
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -240,8 +249,8 @@ let package = Package(
             dependencies: ["AMQP", "TestSupport"]
         ),
         .testTarget(
-            name: "RegistryTests",
-            dependencies: ["Registry", "RegistryAuth", "PostgresRegistry", "APNs", "TestSupport", .product(name: "NIOCore", package: "swift-nio")]
+            name: "StoresTests",
+            dependencies: ["Stores", "SQLiteStores", "RegistryAuth", "PostgresStores", "APNs", "TestSupport", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(
             name: "DeviceTokensTests",
@@ -262,7 +271,7 @@ let package = Package(
         .testTarget(
             name: "PushWorkerTests",
             dependencies: [
-                "PushWorker", "Registry", "PostgresRegistry", "APNsHTTP2", "MockAPNs", "AMQP", "SecretEnvironment", "TestSupport",
+                "PushWorker", "Stores", "SQLiteStores", "PostgresStores", "APNsHTTP2", "MockAPNs", "AMQP", "SecretEnvironment", "TestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Fixtures")]
@@ -271,7 +280,7 @@ let package = Package(
         .testTarget(
             name: "PushWorkerCLITests",
             dependencies: [
-                "PushWorkerCLI", "pushworker-bench", "mock-apns", "PushWorker", "Registry", "PostgresRegistry", "AMQP", "APNs", "MockAPNs", "TestSupport",
+                "PushWorkerCLI", "pushworker-bench", "mock-apns", "PushWorker", "Stores", "SQLiteStores", "PostgresStores", "AMQP", "APNs", "MockAPNs", "TestSupport",
                 .product(name: "Yams", package: "Yams"),
             ],
             // The browser script the /deliveries page's test runs with python3, from its path.

@@ -3,7 +3,7 @@ import CommandLineSupport
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import Stores
 
 /// What the ledger holds for a job, a user, a device or an idempotency key: "did user X get
 /// notification Y on Tuesday, and what did APNs say?", answered from the store the workers write,

@@ -4,7 +4,7 @@ import CommandLineSupport
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import Stores
 
 /// The registry for operators, straight on the configured store (no broker): apply commands one
 /// by one or from a file, look a device up, show a user, device or group.
@@ -62,7 +62,7 @@ struct RegistryCommandLine: AsyncParsableCommand {
             var commands: [RegistryCommand] = []
             for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
             where !line.trimmingCharacters(in: .whitespaces).isEmpty {
-                do throws(RegistryError) {
+                do throws(StoreError) {
                     let command = try RegistryCommand(json: Array(line.utf8))
                     try command.check(servedApps: apps)
                     commands.append(command)

@@ -3,7 +3,7 @@ import CommandLineSupport
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import Stores
 
 /// The jobs held until their `send_at`, read and cancelled in the store the workers release
 /// them from — no broker or worker needed.

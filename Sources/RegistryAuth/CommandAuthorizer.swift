@@ -1,6 +1,6 @@
 import Foundation
 import JWTKit
-import Registry
+import Stores
 
 /// Ties registry commands to the user they are about (`registry.auth`): a command that names a
 /// user must carry `auth`, a JWT from the configured issuer, for the configured audience, not
@@ -46,21 +46,21 @@ public struct CommandAuthorizer: Sendable {
     }
 
     /// Refuses `request` with `unauthorized` unless `auth` speaks for every user it concerns.
-    public func check(_ request: RegistryRequest, auth: String?, store: any RegistryStore) async throws(RegistryError) {
+    public func check(_ request: RegistryRequest, auth: String?, store: any RegistryStore) async throws(StoreError) {
         if case .channel = request {
             // A channel is the app's, not a user's: no user's token can speak for it, and with
             // registry.auth on, commands may come from the apps' users through a gateway.
-            throw RegistryError(.unauthorized, field: "command",
+            throw StoreError(.unauthorized, field: "command",
                 "\(request.name) is refused while registry.auth is on: a channel belongs to the app, not to a user; manage channels with pushworker channels, or from a worker without registry.auth")
         }
         if case .cancelJob = request {
-            throw RegistryError(.unauthorized, field: "command",
+            throw StoreError(.unauthorized, field: "command",
                 "cancel_job is refused while registry.auth is on: a job belongs to the backend that sent it, not to a user; cancel it with pushworker schedule cancel, or from a worker without registry.auth")
         }
         if case .query(.getDeliveries) = request {
             // Whatever it names, the answer is limited to the asking user's devices: it needs a token.
             guard let auth, !auth.isEmpty else {
-                throw RegistryError(.unauthorized, field: "auth", "auth is missing: get_deliveries answers with the asking user's own devices, and registry.auth asks for that user's token")
+                throw StoreError(.unauthorized, field: "auth", "auth is missing: get_deliveries answers with the asking user's own devices, and registry.auth asks for that user's token")
             }
             _ = try await verify(auth)
         }
@@ -75,51 +75,51 @@ public struct CommandAuthorizer: Sendable {
         guard !owners.isEmpty else { return }
         let names = owners.sorted().map { "'\($0)'" }.joined(separator: ", ")
         guard let auth, !auth.isEmpty else {
-            throw RegistryError(.unauthorized, field: "auth", "auth is missing: \(request.name) concerns user \(names), and registry.auth asks for that user's token")
+            throw StoreError(.unauthorized, field: "auth", "auth is missing: \(request.name) concerns user \(names), and registry.auth asks for that user's token")
         }
         let subject = try await verify(auth)
         if let other = owners.sorted().first(where: { $0 != subject }) {
-            throw RegistryError(.unauthorized, field: "auth", "auth is the token of user '\(subject)', but \(request.name) concerns user '\(other)'")
+            throw StoreError(.unauthorized, field: "auth", "auth is the token of user '\(subject)', but \(request.name) concerns user '\(other)'")
         }
     }
 
     /// The users whose tokens of `registryApp` a command removing them all (`end_activity`) touches.
-    static func users(of registryApp: String, in store: any RegistryStore) async throws(RegistryError) -> Set<String> {
+    static func users(of registryApp: String, in store: any RegistryStore) async throws(StoreError) -> Set<String> {
         var users: Set<String> = []
         do {
             try await store.withAllDevices(app: registryApp) { audience in
                 try await audience.pages(size: 1000) { page in users.formUnion(page.compactMap(\.user)) }
             }
-        } catch let error as RegistryError {
+        } catch let error as StoreError {
             throw error
         } catch {
-            throw RegistryError(.storeUnavailable, "cannot read the tokens of \(registryApp): \(error)")
+            throw StoreError(.storeUnavailable, "cannot read the tokens of \(registryApp): \(error)")
         }
         return users
     }
 
     /// The user whose token `auth` is, once it holds: what a query answers for under registry.auth.
-    public func user(of auth: String) async throws(RegistryError) -> String {
+    public func user(of auth: String) async throws(StoreError) -> String {
         try await verify(auth)
     }
 
     /// The token's subject, once its signature, expiry, issuer and audience hold.
-    func verify(_ token: String) async throws(RegistryError) -> String {
+    func verify(_ token: String) async throws(StoreError) -> String {
         let claims: Claims
         do {
             claims = try await keys.verify(token, as: Claims.self)
         } catch let error as JWTError where error.errorType == .claimVerificationFailure {
-            throw RegistryError(.unauthorized, field: "auth", "auth has expired")
+            throw StoreError(.unauthorized, field: "auth", "auth has expired")
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
-            throw RegistryError(.unauthorized, field: "auth", "auth is not signed by a key registry.auth names")
+            throw StoreError(.unauthorized, field: "auth", "auth is not signed by a key registry.auth names")
         } catch {
-            throw RegistryError(.unauthorized, field: "auth", "auth is not a JWT this worker can verify (it needs sub and exp, signed by a key registry.auth names)")
+            throw StoreError(.unauthorized, field: "auth", "auth is not a JWT this worker can verify (it needs sub and exp, signed by a key registry.auth names)")
         }
         guard claims.iss?.value == issuer else {
-            throw RegistryError(.unauthorized, field: "auth", "auth was issued by '\(claims.iss?.value ?? "nobody")', not '\(issuer)'")
+            throw StoreError(.unauthorized, field: "auth", "auth was issued by '\(claims.iss?.value ?? "nobody")', not '\(issuer)'")
         }
         guard claims.aud?.value.contains(audience) == true else {
-            throw RegistryError(.unauthorized, field: "auth", "auth is not meant for audience '\(audience)'")
+            throw StoreError(.unauthorized, field: "auth", "auth is not meant for audience '\(audience)'")
         }
         return claims.sub.value
     }

@@ -3,7 +3,7 @@ import CommandLineSupport
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import Stores
 
 /// `bench e2e --cancel-after N`: one job of `--count` devices (`results: all`, so each device's
 /// result is seen as it comes), cancelled in the store — as `pushworker schedule cancel` and

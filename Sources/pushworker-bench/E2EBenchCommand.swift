@@ -7,7 +7,8 @@ import FoundationNetworking
 #endif
 import Logging
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import CommandLineSupport
 
 /// A worker (a `pushworker run` child process) between a real broker and an HTTP/2 APNs server:

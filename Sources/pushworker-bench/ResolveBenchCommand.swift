@@ -5,9 +5,10 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import Logging
-import PostgresRegistry
+import PostgresStores
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 
 /// The registry's side of a group job, without broker or APNs: a loaded registry, and the job
 /// pipeline resolving a group job, filtering it by preferences and writing it into chunk jobs

@@ -1,8 +1,9 @@
 import ArgumentParser
 import Foundation
 import Logging
-import PostgresRegistry
-import Registry
+import PostgresStores
+import SQLiteStores
+import Stores
 import Synchronization
 
 /// Retention on a large ledger while results keep coming: fills a ledger with ROWS records past

@@ -2,7 +2,7 @@ import CommandLineSupport
 import Foundation
 import Logging
 import PostgresNIO
-import Registry
+import Stores
 
 /// The registry the benchmarks load: `members` users `u<i>`, each with one device of app `bench`
 /// (token i + 1 as 64 hex digits, the tokens `bench e2e` names), all in group `all`, the first

@@ -1,7 +1,7 @@
 import AMQP
 import Foundation
 import PushWorker
-import Registry
+import Stores
 import TestSupport
 import Testing
 

@@ -2,9 +2,10 @@ import AMQP
 import Foundation
 import Logging
 import MockAPNs
-import PostgresRegistry
+import PostgresStores
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import TestSupport
 import Testing
 

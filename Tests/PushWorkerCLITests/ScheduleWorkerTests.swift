@@ -2,7 +2,7 @@ import AMQP
 import Foundation
 import MockAPNs
 import PushWorker
-import Registry
+import Stores
 import TestSupport
 import Testing
 

@@ -5,7 +5,8 @@ import Foundation
 import MockAPNs
 import Logging
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import ServiceLifecycle
 import TestSupport
 import Testing

@@ -1,7 +1,8 @@
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import ServiceLifecycle
 import Synchronization
 import Testing
@@ -47,7 +48,7 @@ struct LedgerWriterTests {
             gate?.resume()
         }
 
-        func write(_ records: [DeliveryRecord]) async throws(RegistryError) {
+        func write(_ records: [DeliveryRecord]) async throws(StoreError) {
             let number = state.withLock { state in
                 state.writes += 1
                 return state.writes
@@ -67,21 +68,21 @@ struct LedgerWriterTests {
             record("end \(number)")
         }
 
-        func finals(job: String, app: String, tokens: [String]) async throws(RegistryError) -> [String: DeliveryRecord] {
+        func finals(job: String, app: String, tokens: [String]) async throws(StoreError) -> [String: DeliveryRecord] {
             try await store.finals(job: job, app: app, tokens: tokens)
         }
 
-        func confirm(job: String, app: String, messages: [Int64], answered: [String], at: Int64) async throws(RegistryError) {
+        func confirm(job: String, app: String, messages: [Int64], answered: [String], at: Int64) async throws(StoreError) {
             try await store.confirm(job: job, app: app, messages: messages, answered: answered, at: at)
         }
 
-        func deliveries(_ query: DeliveryQuery) async throws(RegistryError) -> [DeliveryRecord] { try await store.deliveries(query) }
+        func deliveries(_ query: DeliveryQuery) async throws(StoreError) -> [DeliveryRecord] { try await store.deliveries(query) }
 
-        func expire(before: Int64) async throws(RegistryError) -> Int { try await store.expire(before: before) }
+        func expire(before: Int64) async throws(StoreError) -> Int { try await store.expire(before: before) }
 
-        func expireKeys(takenBefore: Int64) async throws(RegistryError) -> Int { try await store.expireKeys(takenBefore: takenBefore) }
+        func expireKeys(takenBefore: Int64) async throws(StoreError) -> Int { try await store.expireKeys(takenBefore: takenBefore) }
 
-        func claim(key: String, app: String, job: String, again: Bool, now: Int64, freeBefore: Int64) async throws(RegistryError) -> String? {
+        func claim(key: String, app: String, job: String, again: Bool, now: Int64, freeBefore: Int64) async throws(StoreError) -> String? {
             try await store.claim(key: key, app: app, job: job, again: again, now: now, freeBefore: freeBefore)
         }
     }

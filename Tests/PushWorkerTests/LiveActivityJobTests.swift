@@ -1,7 +1,7 @@
 import APNs
 import Foundation
 import PushWorker
-import Registry
+import Stores
 import Testing
 
 @Suite("Live Activity jobs and broadcasts: decoding")

@@ -2,7 +2,8 @@ import AMQP
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import RegistryAuth
 import TestSupport
 import Testing

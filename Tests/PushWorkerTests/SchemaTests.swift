@@ -1,6 +1,6 @@
 import Foundation
 @testable import PushWorker
-import Registry
+import Stores
 import TestSupport
 import Testing
 

@@ -4,7 +4,8 @@ import APNsHTTP2
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import Synchronization
 import TestSupport
 import Testing

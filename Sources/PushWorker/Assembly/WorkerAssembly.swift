@@ -1,7 +1,7 @@
 import APNs
 import CoreMetrics
 import Logging
-import Registry
+import Stores
 import RegistryAuth
 import ServiceLifecycle
 

@@ -1,6 +1,6 @@
 import APNs
 import APNsHTTP2
-import Registry
+import Stores
 import Foundation
 import SecretEnvironment
 

@@ -1,7 +1,7 @@
 import AMQP
 import APNsHTTP2
 import Foundation
-import PostgresRegistry
+import PostgresStores
 import Yams
 
 /// What `pushworker config check` prints: the configuration a worker would run with, defaults

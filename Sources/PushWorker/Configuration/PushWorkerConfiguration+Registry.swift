@@ -1,7 +1,8 @@
 import Foundation
 import Logging
-import PostgresRegistry
-import Registry
+import PostgresStores
+import SQLiteStores
+import Stores
 import RegistryAuth
 
 extension PushWorkerConfiguration {

@@ -1,6 +1,6 @@
 import AMQP
 import Foundation
-import Registry
+import Stores
 
 /// A dead letter as operators see it: why it is there, since when, how often it was tried.
 public struct DeadLetter: Sendable {

@@ -17,7 +17,7 @@ import Foundation
 ///   schema tests hold them to the contract, and the summary to what `JSONEncoder` with the same
 ///   options makes of its `Encodable` form.
 ///
-/// Outside this module, and on purpose not through it: the `Registry` module (below this one)
+/// Outside this module, and on purpose not through it: the `Stores` module (below this one)
 /// reads commands with `JSONSerialization` the same way, and keeps the preference columns' text
 /// as it always wrote it (`.sortedKeys` only), because rows already stored compare by that text;
 /// the command-line tools print what they read for a person.

@@ -1,6 +1,6 @@
 import APNs
 import Foundation
-import Registry
+import Stores
 
 /// The job's `audience` section: whom it reaches, and for Live Activities which registry tokens.
 extension JobDecoder {

@@ -1,6 +1,6 @@
 import APNs
 import Foundation
-import Registry
+import Stores
 
 /// The job's delivery options: the headers APNs reads (`push_type`, `priority`, `expiration`,
 /// `collapse_id`, `topic`) and where its results go (`results`, `reply_to`); a Live Activity's

@@ -1,5 +1,5 @@
 import Foundation
-import Registry
+import Stores
 
 /// The job's timing section: its idempotency key, and when it is sent (`send_at`, `local_time`,
 /// `quiet_hours`).

@@ -1,6 +1,6 @@
 import APNs
 import Foundation
-import Registry
+import Stores
 
 /// Turns a message body into a `PushJob`, or a `JobError` that names the field. Every rule of the
 /// job contract is checked here, before anything is resolved or sent.

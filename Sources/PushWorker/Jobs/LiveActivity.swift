@@ -1,6 +1,6 @@
 import APNs
 import Foundation
-import Registry
+import Stores
 
 /// A job's `live_activity` object: what a producer says about a Live Activity push, from which the
 /// worker builds the `aps` dictionary ActivityKit reads. Producers name fields in the job's own

@@ -1,6 +1,6 @@
 import APNs
 import Foundation
-import Registry
+import Stores
 
 /// A validated push job, as the job contract of the design page defines it.
 public struct PushJob: Sendable, Hashable {

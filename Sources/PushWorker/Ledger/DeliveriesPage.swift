@@ -1,7 +1,7 @@
 import APNs
 import Foundation
 import OperatorEndpoint
-import Registry
+import Stores
 import Synchronization
 
 /// `/deliveries` on the operator endpoint: a small search page over the delivery ledger, by user,

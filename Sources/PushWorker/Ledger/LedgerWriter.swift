@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Registry
+import Stores
 import ServiceLifecycle
 import Synchronization
 
@@ -51,7 +51,7 @@ public final class LedgerWriter: PipelineLedger, Service {
 
     public func confirm(job: String, app: String, messages: [Int64], answered: [String]) async {
         let at = DeliveryRecord.milliseconds()
-        if let error = await Self.tried({ () async throws(RegistryError) in
+        if let error = await Self.tried({ () async throws(StoreError) in
             try await ledger.confirm(job: job, app: app, messages: messages, answered: answered, at: at)
         }) {
             logger.warning("cannot mark results confirmed in the ledger; if their job comes back, these results are published again", metadata: [
@@ -62,7 +62,7 @@ public final class LedgerWriter: PipelineLedger, Service {
 
     /// Runs a store's write up to `attempts` times, a little longer apart each time (a store
     /// briefly away); returns the last error when every attempt failed.
-    private static func tried(_ body: () async throws(RegistryError) -> Void) async -> RegistryError? {
+    private static func tried(_ body: () async throws(StoreError) -> Void) async -> StoreError? {
         for attempt in 1...attempts {
             do {
                 try await body()
@@ -121,7 +121,7 @@ public final class LedgerWriter: PipelineLedger, Service {
     }
 
     private func write(_ batch: [DeliveryRecord]) async {
-        if let error = await Self.tried({ () async throws(RegistryError) in try await ledger.write(batch) }) {
+        if let error = await Self.tried({ () async throws(StoreError) in try await ledger.write(batch) }) {
             logger.error("cannot write to the ledger; these results are not kept there, and their devices are as without a ledger if their job comes back", metadata: [
                 "records": "\(batch.count)", "error": "\(error)",
             ])

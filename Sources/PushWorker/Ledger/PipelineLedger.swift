@@ -1,4 +1,4 @@
-import Registry
+import Stores
 
 /// What the pipeline needs of the ledger: to hand it final results (written in batches, off the
 /// send path), to wait until what it handed is written (before its job is acknowledged), and to

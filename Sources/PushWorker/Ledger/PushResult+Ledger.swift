@@ -1,5 +1,5 @@
 import Foundation
-import Registry
+import Stores
 
 extension PushResult {
     /// The ledger's record of this result, made final now.

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Registry
+import Stores
 import Synchronization
 
 /// One JSON object per line on standard error, for log shippers: time, level, label, message,

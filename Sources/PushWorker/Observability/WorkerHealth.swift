@@ -1,6 +1,6 @@
 import AMQP
 import OperatorEndpoint
-import Registry
+import Stores
 import Synchronization
 
 /// What `/readyz` reports: the broker connections up with the topology declared on them, every
@@ -124,7 +124,7 @@ public final class WorkerHealth: Sendable {
                     _ = try await registry.device(app: "", token: "")
                     answer.give(nil)
                 } catch {
-                    answer.give("not answering: \((error as? RegistryError)?.message ?? "\(error)")")
+                    answer.give("not answering: \((error as? StoreError)?.message ?? "\(error)")")
                 }
             }
             Task {

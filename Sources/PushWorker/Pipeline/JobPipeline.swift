@@ -3,7 +3,7 @@ import APNs
 import AMQP
 import Foundation
 import Logging
-import Registry
+import Stores
 
 /// What happens to one job, from its body to how its delivery is settled:
 /// decode → check the reply queue → the job's stages → resolve, or split (large), or broadcast →

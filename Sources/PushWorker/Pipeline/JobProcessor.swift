@@ -2,7 +2,7 @@ import AMQP
 import APNs
 import Foundation
 import Logging
-import Registry
+import Stores
 import Synchronization
 
 /// Sends one job to its recipients and publishes one final result per device, then the summary.

@@ -1,7 +1,7 @@
 import APNs
 import Foundation
 import Logging
-import Registry
+import Stores
 
 /// Resolves a job's audience from the registry: its tokens (with the users they are connected to),
 /// then the devices of its users and of its groups' members, for the job's app (a Live Activity

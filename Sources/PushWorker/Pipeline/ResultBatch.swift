@@ -1,4 +1,4 @@
-import Registry
+import Stores
 import Synchronization
 
 /// The per-device results of a `results: batched` job or chunk, packed into `results` messages:

@@ -1,6 +1,6 @@
 import APNs
 import Foundation
-import Registry
+import Stores
 
 /// Each app's broadcast channels on APNs, for the registry service's channel requests
 /// (`create_channel`, `list_channels`, `show_channel`, `delete_channel`): the app's credentials,
@@ -23,9 +23,9 @@ public final class ChannelDirectory: Sendable {
     /// Carries the request out on APNs; the answer is the reply's JSON object (besides `"ok"`).
     /// APNs' refusals, and credentials it cannot take, are `apns_rejected` naming the reason; its
     /// trouble (429, 5xx, no answer) is `apns_unavailable`. Either is answered, never requeued.
-    func perform(_ request: ChannelRequest) async throws(RegistryError) -> [String: Any] {
+    func perform(_ request: ChannelRequest) async throws(StoreError) -> [String: Any] {
         guard let (manager, bundleID) = managers[request.app] else {
-            throw RegistryError(.unknownApp, field: "app",
+            throw StoreError(.unknownApp, field: "app",
                 "app '\(request.app)' is not one the workers serve (configured: \(managers.keys.sorted().joined(separator: ", ")))")
         }
         do {
@@ -54,22 +54,22 @@ public final class ChannelDirectory: Sendable {
         ]
     }
 
-    static func registryError(_ error: APNsChannelError, request: ChannelRequest) -> RegistryError {
+    static func registryError(_ error: APNsChannelError, request: ChannelRequest) -> StoreError {
         switch error {
         case .rejected(let status, _, _) where status == 429 || status >= 500:
-            return RegistryError(.apnsUnavailable, "\(request.name): \(error)")
+            return StoreError(.apnsUnavailable, "\(request.name): \(error)")
         case .rejected(_, let reason, _):
             let field: String? = switch reason?.rawValue {
             case "BadChannelId", "ChannelNotRegistered", "MissingChannelId": "channel"
             default: nil
             }
-            return RegistryError(.apnsRejected, field: field, "\(request.name): \(error)")
+            return StoreError(.apnsRejected, field: field, "\(request.name): \(error)")
         case .invalidRequest(let problem):
-            return RegistryError(.invalidField, field: problem.field, "\(request.name): \(problem.message)")
+            return StoreError(.invalidField, field: problem.field, "\(request.name): \(problem.message)")
         case .credentials:
-            return RegistryError(.apnsRejected, "\(request.name): \(error)")
+            return StoreError(.apnsRejected, "\(request.name): \(error)")
         case .transport:
-            return RegistryError(.apnsUnavailable, "\(request.name): \(error)")
+            return StoreError(.apnsUnavailable, "\(request.name): \(error)")
         }
     }
 }

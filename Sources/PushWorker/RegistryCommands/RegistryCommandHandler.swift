@@ -1,7 +1,7 @@
 import AMQP
 import Foundation
 import Logging
-import Registry
+import Stores
 import RegistryAuth
 
 /// What the registry service does with one command, apart from the broker it comes from, so
@@ -58,7 +58,7 @@ public struct RegistryCommandHandler: Sendable {
         // The metric's label: the command once parsed, "invalid" before (few values, whatever producers send).
         var name = "invalid"
         var isQuery = false
-        do throws(RegistryError) {
+        do throws(StoreError) {
             let (request, auth) = try RegistryRequest.decode(json: body)
             name = request.name
             switch request {
@@ -74,7 +74,7 @@ public struct RegistryCommandHandler: Sendable {
                 await reply(to: properties, via: publisher, #"{"ok":true}"#)
             case .query(.getDeliveries(var query)):
                 guard let ledger else {
-                    throw RegistryError(.unknownCommand, field: "command", "get_deliveries needs the delivery ledger, which this worker keeps none of (ledger: off, or no store for it)")
+                    throw StoreError(.unknownCommand, field: "command", "get_deliveries needs the delivery ledger, which this worker keeps none of (ledger: off, or no store for it)")
                 }
                 if let authorizer, let auth {
                     // registry.auth: the asking user's own devices, whatever the query named.
@@ -90,14 +90,14 @@ public struct RegistryCommandHandler: Sendable {
                 await reply(to: properties, via: publisher, Self.answerReply(answer))
             case .cancelJob(let name):
                 guard let schedule else {
-                    throw RegistryError(.unknownCommand, field: "command", "cancel_job needs the schedule, kept in the delivery ledger's store, and this worker keeps none (ledger: off)")
+                    throw StoreError(.unknownCommand, field: "command", "cancel_job needs the schedule, kept in the delivery ledger's store, and this worker keeps none (ledger: off)")
                 }
                 let answer = try await schedule.cancel(name)
                 logger.info("cancel_job answered", metadata: ["id": "\(id)", "job": "\(name.description)"])
                 await reply(to: properties, via: publisher, Self.answerReply(answer))
             case .channel(let channelRequest):
                 guard let channels else {
-                    throw RegistryError(.unknownCommand, field: "command", "\(name) needs the apps' APNs credentials, which this registry service was started without")
+                    throw StoreError(.unknownCommand, field: "command", "\(name) needs the apps' APNs credentials, which this registry service was started without")
                 }
                 let answer = try await channels.perform(channelRequest)
                 logger.info("channel request done", metadata: ["command": "\(name)", "app": "\(channelRequest.app)", "id": "\(id)"])
@@ -152,7 +152,7 @@ public struct RegistryCommandHandler: Sendable {
         return JSONDocument.bytes(object).map { String(decoding: $0, as: UTF8.self) } ?? #"{"ok":true}"#
     }
 
-    static func errorReply(_ error: RegistryError) -> String {
+    static func errorReply(_ error: StoreError) -> String {
         let details: [String: Any] = ["code": error.code.rawValue, "message": error.message, "field": error.field.map { $0 as Any } ?? NSNull()]
         let object: [String: Any] = ["ok": false, "error": details]
         return JSONDocument.bytes(object).map { String(decoding: $0, as: UTF8.self) } ?? #"{"ok":false}"#

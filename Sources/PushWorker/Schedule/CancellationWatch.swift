@@ -1,4 +1,4 @@
-import Registry
+import Stores
 import Synchronization
 
 /// Whether a job sending in chunks was cancelled, asked of the store by the chunks as they go:

@@ -1,6 +1,6 @@
 import AMQP
 import Foundation
-import Registry
+import Stores
 
 /// Holds the jobs whose `send_at` is ahead in the schedule, from the pipeline: a job the
 /// producer wants sent later is stored, answered with a summary saying when, and acknowledged.
@@ -58,7 +58,7 @@ extension JobScheduler {
     /// Cancels a held job, for `cancel_job` and `pushworker schedule cancel`: the answer's
     /// `cancelled` object on success; a job unknown or ended already throws the error to answer
     /// with (`unknown_job`, `job_ended`), naming the field.
-    public func cancel(_ name: HeldJobName) async throws(RegistryError) -> [String: Any] {
+    public func cancel(_ name: HeldJobName) async throws(StoreError) -> [String: Any] {
         let field = if case .idempotencyKey = name.key { "idempotency_key" } else { "job" }
         switch try await store.cancel(name, at: clock.now()) {
         case .cancelled(let job):
@@ -67,13 +67,13 @@ extension JobScheduler {
             return ["cancelled": run.json]
         case .finished(let run):
             let how = run.cancelledAt.map { "was cancelled at \(Self.rfc3339($0))" } ?? "has finished: all \(run.devices) of its devices have their result"
-            throw RegistryError(.jobEnded, field: field, "\(name.description) \(how)")
+            throw StoreError(.jobEnded, field: field, "\(name.description) \(how)")
         case .ended(let job):
             let when = job.endedAt.map { " at \(Self.rfc3339($0))" } ?? ""
-            throw RegistryError(.jobEnded, field: field,
+            throw StoreError(.jobEnded, field: field,
                 "\(name.description) was \(job.state.rawValue)\(when): only a job still waiting for its send_at can be cancelled")
         case .unknown:
-            throw RegistryError(.unknownJob, field: field,
+            throw StoreError(.unknownJob, field: field,
                 "\(name.description) is neither held in the schedule nor sending in chunks: no job with a send_at ahead, and no job split into chunk jobs, was taken under that name (a job sent whole is over before a cancel could reach it)")
         }
     }

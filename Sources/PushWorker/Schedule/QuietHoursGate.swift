@@ -1,5 +1,5 @@
 import Foundation
-import Registry
+import Stores
 
 /// Sorts a job's devices by their users' quiet hours, as the registry keeps them: those whose
 /// window holds `now` (in the zone of their window, else of the device or its user, else the

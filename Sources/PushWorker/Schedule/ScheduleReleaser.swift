@@ -1,6 +1,6 @@
 import AMQP
 import Logging
-import Registry
+import Stores
 import ServiceLifecycle
 
 /// Releases the schedule's jobs at their time: every `pollInterval` it takes the jobs due (a

@@ -2,7 +2,8 @@ import AMQP
 import Foundation
 import Logging
 @testable import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import TestSupport
 import Testing
 

@@ -3,7 +3,8 @@ import APNs
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import TestSupport
 import Testing
 

@@ -1,9 +1,10 @@
 import AMQP
 import Foundation
 import Logging
-import PostgresRegistry
+import PostgresStores
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import TestSupport
 import Testing
 

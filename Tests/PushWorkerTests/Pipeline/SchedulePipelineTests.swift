@@ -3,7 +3,8 @@ import APNs
 import Foundation
 import Logging
 import PushWorker
-import Registry
+import SQLiteStores
+import Stores
 import TestSupport
 import Testing
 
@@ -130,7 +131,7 @@ struct SchedulePipelineTests {
         let answer = try await scheduler.cancel(HeldJobName(.idempotencyKey("sale-3")))
         let cancelled = try #require(answer["cancelled"] as? [String: Any])
         #expect(cancelled["job_id"] as? String == "promo" && cancelled["state"] as? String == "cancelled")
-        await #expect(throws: RegistryError(.jobEnded, field: "job", "job 'promo' was cancelled at 2026-11-27T09:00:00Z: only a job still waiting for its send_at can be cancelled")) {
+        await #expect(throws: StoreError(.jobEnded, field: "job", "job 'promo' was cancelled at 2026-11-27T09:00:00Z: only a job still waiting for its send_at can be cancelled")) {
             try await scheduler.cancel(HeldJobName(.job("promo")))
         }
         do {
@@ -191,7 +192,7 @@ struct SchedulePipelineTests {
         #expect(results.filter { $0.outcome == .delivered }.count == 2)
         let summaries = try harness.publisher.summaries(to: Self.results).filter { $0.chunk != nil }
         #expect(summaries.map { $0.outcomes }.sorted { ($0[.delivered] ?? 0) > ($1[.delivered] ?? 0) } == [[.delivered: 2], [.cancelled: 2], [.cancelled: 2]])
-        await #expect(throws: RegistryError.self) { try await harness.releaser.scheduler.cancel(HeldJobName(.job("flash"))) }
+        await #expect(throws: StoreError.self) { try await harness.releaser.scheduler.cancel(HeldJobName(.job("flash"))) }
     }
 
     @Test("without a schedule a job with a send_at ahead is refused, not sent early")

@@ -1,5 +1,5 @@
 import Logging
-import Registry
+import Stores
 
 /// Counts the job against its app's caps of its type, per user, and takes out the devices of
 /// users over one (withheld, reason `frequency_cap`). Devices without a user are never capped.

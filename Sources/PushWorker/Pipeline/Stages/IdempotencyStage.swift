@@ -1,5 +1,5 @@
 import Logging
-import Registry
+import Stores
 
 /// A job with an `idempotency_key` takes it in the ledger before anything is sent: a key taken
 /// by an earlier job (within its window) ends the job with a summary naming that job, and a

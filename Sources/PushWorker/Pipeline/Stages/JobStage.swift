@@ -1,5 +1,5 @@
 import DeviceTokens
-import Registry
+import Stores
 
 /// One decision taken about a job before its devices are sent: an idempotency key, a `send_at`
 /// or `local_time` hold, quiet hours, frequency caps. Each is a stage of its own, tested alone

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Registry
+import Stores
 
 /// The stages a worker's jobs pass through, in order.
 public enum JobStages {

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Registry
+import Stores
 
 /// A `local_time` job: its audience read page by page, each device placed at the instant its
 /// zone's clock shows the time (the device's zone, else its user's, else the app's), and the

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Registry
+import Stores
 
 /// Takes out the devices whose users are in their quiet hours: those the job drops (withheld,
 /// reason `quiet_hours`), and those it defers, each group held in the schedule as a part of the

@@ -1,5 +1,5 @@
 import Logging
-import Registry
+import Stores
 
 /// A job whose `send_at` is ahead is held in the schedule and answered with a summary saying
 /// when; the releasers send it then. A due one goes on.
