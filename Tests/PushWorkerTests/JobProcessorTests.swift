@@ -83,7 +83,7 @@ struct JobProcessorTests {
         // Recipients come deduplicated from the pipeline's resolution (JobPipelineTests.duplicates).
         let tokens = (0..<5).map(Self.token)
         let job = PushJob(id: "job-outcomes", app: "demo", audience: .init(tokens: tokens), payload: Array(#"{"aps":{"alert":"x"}}"#.utf8))
-        let summary = try await harness.processor.process(job, recipients: tokens.map { Recipient(token: $0) }, replyTo: harness.queue).summary
+        let summary = try await harness.processor.process(job, devices: JobDevices(send: tokens.map { Recipient(token: $0) }), replyTo: harness.queue).summary
         #expect(summary.devices == 5)
         #expect(summary.outcomes == [.delivered: 2, .rejected: 2, .failed: 1])
 
@@ -110,7 +110,7 @@ struct JobProcessorTests {
         let harness = try await Harness.start(maxInFlight: 24) { $0.faults = [MockAPNsFault(.latency(.milliseconds(5)))] }
         let tokens = (0..<300).map(Self.token)
         let job = PushJob(id: "job-batches", app: "demo", audience: .init(tokens: tokens), payload: Array(#"{"aps":{"alert":"x"}}"#.utf8))
-        let summary = try await harness.processor.process(job, recipients: tokens.map { Recipient(token: $0) }, replyTo: harness.queue).summary
+        let summary = try await harness.processor.process(job, devices: JobDevices(send: tokens.map { Recipient(token: $0) }), replyTo: harness.queue).summary
         #expect(summary.outcomes == [.delivered: 300])
         let (results, _) = try await harness.collect()
         #expect(Set(results.keys) == Set(tokens))
@@ -128,7 +128,7 @@ struct JobProcessorTests {
         let past = PushJob(
             id: "job-expired", app: "demo", audience: .init(tokens: [Self.token(0)]), payload: Array("{}".utf8),
             expiration: .at(Date(timeIntervalSinceNow: -5)))
-        _ = try await harness.processor.process(past, recipients: [Recipient(token: Self.token(0), user: "u-1")], replyTo: harness.queue)
+        _ = try await harness.processor.process(past, devices: JobDevices(send: [Recipient(token: Self.token(0), user: "u-1")]), replyTo: harness.queue)
         let (expired, _) = try await harness.collect()
         #expect(expired[Self.token(0)]?["outcome"] as? String == "expired")
         #expect(expired[Self.token(0)]?["user"] as? String == "u-1")
@@ -138,7 +138,7 @@ struct JobProcessorTests {
         let failuresOnly = PushJob(
             id: "job-failures", app: "demo", audience: .init(tokens: [Self.token(0), Self.token(1)]), payload: Array("{}".utf8),
             results: .failures)
-        _ = try await harness.processor.process(failuresOnly, recipients: [Recipient(token: Self.token(0)), Recipient(token: Self.token(1))], replyTo: harness.queue)
+        _ = try await harness.processor.process(failuresOnly, devices: JobDevices(send: [Recipient(token: Self.token(0)), Recipient(token: Self.token(1))]), replyTo: harness.queue)
         let (failures, summary) = try await harness.collect()
         #expect(Array(failures.keys) == [Self.token(1)])
         #expect(summary["devices"] as? Int == 2)
@@ -150,7 +150,7 @@ struct JobProcessorTests {
         let harness = try await Harness.start()
         let job = PushJob(id: "job-filtered", app: "demo", audience: .init(tokens: [Self.token(0)]), payload: Array("{}".utf8))
         let report = try await harness.processor.process(
-            job, recipients: [Recipient(token: Self.token(0))], filtered: [Recipient(token: Self.token(1), user: "u-9")], replyTo: harness.queue)
+            job, devices: JobDevices(send: [Recipient(token: Self.token(0))], filtered: [Recipient(token: Self.token(1), user: "u-9")]), replyTo: harness.queue)
         #expect(report.summary.devices == 2 && report.summary.outcomes == [.delivered: 1, .filtered: 1])
         let (results, _) = try await harness.collect()
         #expect(results[Self.token(1)]?["outcome"] as? String == "filtered")
@@ -173,8 +173,11 @@ struct JobProcessorTests {
         let job = PushJob(id: "job-back", app: "demo", audience: .init(tokens: [Self.token(0)]), payload: Array("{}".utf8))
         func process() async throws -> JobProcessor.Report {
             try await processor.process(
-                job, recipients: [Recipient(token: Self.token(0))], filtered: [Recipient(token: Self.token(1), user: "u-1")], replyTo: harness.queue,
-                consultLedger: true, withheld: [(Recipient(token: Self.token(2), user: "u-2"), "quiet_hours")])
+                job,
+                devices: JobDevices(
+                    send: [Recipient(token: Self.token(0))], filtered: [Recipient(token: Self.token(1), user: "u-1")],
+                    withheld: [(Recipient(token: Self.token(2), user: "u-2"), "quiet_hours")]),
+                part: JobPart(mayRepeat: true), replyTo: harness.queue)
         }
         let first = try await process()
         #expect(first.summary.outcomes == [.delivered: 1, .filtered: 2])

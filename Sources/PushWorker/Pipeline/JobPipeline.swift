@@ -193,8 +193,9 @@ public struct JobPipeline: Sendable {
                 { [id = job.id, app = job.app] in await watch.isCancelled(job: id, app: app) }
             } else { nil }
             let report = try await processor.process(
-                job, recipients: staged.recipients ?? [], filtered: audience.filtered, replyTo: replyTo, chunk: delivery.chunk, error: unresolved,
-                consultLedger: delivery.mayRepeat, isCurrent: delivery.isCurrent, cancelled: cancelled, withheld: staged.withheld, deferred: staged.deferred)
+                job, devices: JobDevices(send: staged.recipients ?? [], filtered: audience.filtered, withheld: staged.withheld, deferred: staged.deferred),
+                part: JobPart(chunk: delivery.chunk, mayRepeat: delivery.mayRepeat, isCurrent: delivery.isCurrent, cancelled: cancelled),
+                replyTo: replyTo, error: unresolved)
             if !report.handedOn.isEmpty {
                 try await retries.handOn(job, report.handedOn, from: delivery)
             }

@@ -101,35 +101,21 @@ public struct JobProcessor: Sendable {
         var handedOn: [Recipient] { state.withLock { $0.handedOn } }
     }
 
-    /// - Parameters:
-    ///   - filtered: devices the job's type excludes by their owners' preferences; they get
-    ///     outcome `filtered` and no request.
-    ///   - error: what the summary reports besides the outcomes (an audience it could not resolve).
-    ///   - consultLedger: the job may have been here before (redelivered, or a chunk): devices
-    ///     the ledger holds are not sent again.
-    ///   - cancelled: whether the job was cancelled (`cancel_job`), asked before each batch of
-    ///     devices: the devices not sent by then get outcome `cancelled`.
-    ///   - withheld: devices the job is kept from by their users' quiet hours (`quiet_hours`)
-    ///     or a frequency cap (`frequency_cap`): outcome `filtered` with that reason, no request.
-    ///   - deferred: devices held until their users' quiet hours end (counted in the summary; their
-    ///     results come with the part of the job that sends them).
-    public func process(
-        _ job: PushJob, recipients: [Recipient], filtered: [Recipient] = [], replyTo: String, chunk: String? = nil, error: JobError? = nil,
-        consultLedger: Bool = false, isCurrent: @Sendable () -> Bool = { true }, cancelled: (@Sendable () async -> Bool)? = nil,
-        withheld: [(recipient: Recipient, reason: String)] = [], deferred: Int = 0
-    ) async throws -> Report {
+    /// Sends `devices.send`, gives every other device its result, and publishes the summary.
+    /// - Parameter error: what the summary reports besides the outcomes (an audience it could
+    ///   not resolve).
+    public func process(_ job: PushJob, devices sorted: JobDevices, part: JobPart = JobPart(), replyTo: String, error: JobError? = nil) async throws -> Report {
         let start = ContinuousClock.now
+        let chunk = part.chunk
         let ends = DeviceEnds(batch: job.results == .batched ? ResultBatch(jobID: job.id, app: appName, chunk: chunk) : nil, chunk: chunk)
-        let devices = recipients.count + filtered.count + withheld.count + deferred
-        var recipients = recipients, filtered = filtered, withheld = withheld
-        if consultLedger, let ledger {
+        let devices = sorted.count
+        var sorted = sorted
+        if part.mayRepeat, let ledger {
             // A job or chunk that came back (a node lost, a worker killed): the devices the ledger
             // holds had their result published already; count them, send and publish nothing.
-            let held = await ledger.finals(job: job.id, app: appName, tokens: (recipients + filtered).map(\.token) + withheld.map(\.recipient.token))
+            let held = await ledger.finals(job: job.id, app: appName, tokens: sorted.tokens)
             if !held.isEmpty {
-                recipients.removeAll { held[$0.token] != nil }
-                filtered.removeAll { held[$0.token] != nil }
-                withheld.removeAll { held[$0.recipient.token] != nil }
+                sorted.removeAll(heldIn: held)
                 ends.record(held.values.reduce(into: [Outcome: Int]()) { counts, record in counts[Outcome(rawValue: record.outcome) ?? .failed, default: 0] += 1 })
                 try await answerFromLedger(held.values, of: job, to: replyTo, ends: ends)
                 logger.notice("job came back: devices with a result in the ledger are not sent again", metadata: [
@@ -138,6 +124,9 @@ public struct JobProcessor: Sendable {
                 ])
             }
         }
+        var recipients = sorted.send
+        let (filtered, withheld, deferred) = (sorted.filtered, sorted.withheld, sorted.deferred)
+        let (isCurrent, cancelled) = (part.isCurrent, part.cancelled)
         if !filtered.isEmpty { ends.record([.filtered: filtered.count]) }
         // A counted badge: each registered device's counter goes up before it is sent; a token the
         // registry does not know has no counter, and gets no made-up number.
