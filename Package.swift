@@ -109,6 +109,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Firebase Cloud Messaging's HTTP v1 API without a transport: the service account and
+        // its OAuth2 grant (RS256 with jwt-kit), the message and its rules, what an error means.
+        .target(
+            name: "FCM",
+            dependencies: [.product(name: "JWTKit", package: "jwt-kit")]
+        ),
         // Registry commands tied to the user's own token (`registry.auth`): JWTs verified with
         // jwt-kit against the configured issuer, audience and keys.
         // Secrets from the environment or from files (`NAME_FILE`), for Docker and Kubernetes
@@ -251,6 +257,10 @@ let package = Package(
         .testTarget(
             name: "StoresTests",
             dependencies: ["Stores", "SQLiteStores", "RegistryAuth", "PostgresStores", "APNs", "TestSupport", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "FCMTests",
+            dependencies: ["FCM", .product(name: "JWTKit", package: "jwt-kit")]
         ),
         .testTarget(
             name: "DeviceTokensTests",

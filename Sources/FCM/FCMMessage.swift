@@ -1,0 +1,140 @@
+import Foundation
+
+/// One notification for Android devices, as FCM HTTP v1's `message` without its `token`: what a
+/// job's `notification`, `fcm`, `expiration`, `priority` and `collapse_id` become. Checked as it is
+/// made against FCM's rules, so a job FCM would refuse for every device is refused before any
+/// device is sent, naming the field.
+public struct FCMMessage: Sendable, Equatable {
+    public struct Notification: Sendable, Equatable {
+        public var title: String?
+        public var body: String?
+        public var image: String?
+
+        public init(title: String? = nil, body: String? = nil, image: String? = nil) {
+            self.title = title
+            self.body = body
+            self.image = image
+        }
+    }
+
+    public enum Priority: String, Sendable, Equatable {
+        case high, normal
+    }
+
+    public var notification: Notification?
+    /// FCM's `data`: string to string.
+    public var data: [String: String]
+    public var priority: Priority?
+    /// Seconds FCM keeps the message for an offline device (`android.ttl`); 0 is now or never.
+    public var ttl: Int?
+    public var collapseKey: String?
+    /// `android.notification.channel_id`.
+    public var channelID: String?
+    public var directBootOK: Bool?
+
+    public init(
+        notification: Notification? = nil, data: [String: String] = [:], priority: Priority? = nil, ttl: Int? = nil, collapseKey: String? = nil,
+        channelID: String? = nil, directBootOK: Bool? = nil
+    ) {
+        self.notification = notification
+        self.data = data
+        self.priority = priority
+        self.ttl = ttl
+        self.collapseKey = collapseKey
+        self.channelID = channelID
+        self.directBootOK = directBootOK
+    }
+
+    /// FCM's limit on a message's payload (its notification and data), in bytes.
+    public static let maximumPayload = 4096
+    /// FCM's longest `ttl`: four weeks.
+    public static let maximumTTL = 28 * 86_400
+
+    /// The payload's size as FCM counts it, near enough: the bytes of data's keys and values and
+    /// of the notification's texts.
+    public var payloadSize: Int {
+        data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+            + [notification?.title, notification?.body, notification?.image].reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+    }
+
+    /// Checks FCM's rules; the first broken one, naming the job's field.
+    public func validate() throws(FCMMessageError) {
+        for key in data.keys.sorted() {
+            if key.isEmpty { throw FCMMessageError(field: "fcm.data", "has an empty key") }
+            if key == "from" || key == "message_type" || key.hasPrefix("google.") || key.hasPrefix("gcm.") {
+                throw FCMMessageError(field: "fcm.data.\(key)", "is a key FCM reserves (from, message_type, google.*, gcm.*)")
+            }
+        }
+        if let ttl, !(0...Self.maximumTTL).contains(ttl) {
+            throw FCMMessageError(field: "fcm.android.ttl", "\(ttl) seconds is not between 0 and \(Self.maximumTTL) (four weeks)")
+        }
+        if let image = notification?.image, URL(string: image)?.scheme != "https" {
+            throw FCMMessageError(field: "notification.image", "must be an https URL")
+        }
+        guard notification != nil || !data.isEmpty else {
+            throw FCMMessageError(field: "notification", "an Android message needs a notification (title, body) or fcm.data")
+        }
+        guard payloadSize <= Self.maximumPayload else {
+            throw FCMMessageError(field: "fcm", "the notification and data are \(payloadSize) bytes; FCM takes \(Self.maximumPayload)")
+        }
+    }
+
+    /// The request body for one device: `{"message":{"token":"…",…}}`. The message is encoded
+    /// once (`encoded()`), and a device's body is the token spliced in: a registration token is
+    /// base64url and a colon, nothing JSON escapes.
+    public func encoded() -> Encoded {
+        var message: [String: Any] = [:]
+        if let notification {
+            var fields: [String: Any] = [:]
+            if let title = notification.title { fields["title"] = title }
+            if let body = notification.body { fields["body"] = body }
+            if let image = notification.image { fields["image"] = image }
+            message["notification"] = fields
+        }
+        if !data.isEmpty { message["data"] = data }
+        var android: [String: Any] = [:]
+        if let priority { android["priority"] = priority.rawValue }
+        if let ttl { android["ttl"] = "\(ttl)s" }
+        if let collapseKey { android["collapse_key"] = collapseKey }
+        if let directBootOK { android["direct_boot_ok"] = directBootOK }
+        if let channelID { android["notification"] = ["channel_id": channelID] }
+        if !android.isEmpty { message["android"] = android }
+        let rest = (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])).map { Array($0) } ?? Array("{}".utf8)
+        // `{"message":{"token":"` + token + `"` + (`,` + the rest's members) + `}}`
+        var suffix: [UInt8] = [UInt8(ascii: "\"")]
+        if rest.count > 2 {
+            suffix.append(UInt8(ascii: ","))
+            suffix.append(contentsOf: rest[1..<(rest.count - 1)])
+        }
+        suffix.append(contentsOf: "}}".utf8)
+        return Encoded(prefix: Array(#"{"message":{"token":""#.utf8), suffix: suffix)
+    }
+
+    /// A message encoded once, for many devices.
+    public struct Encoded: Sendable, Equatable {
+        let prefix: [UInt8]
+        let suffix: [UInt8]
+
+        /// One device's request body.
+        public func body(token: String) -> [UInt8] {
+            var body = prefix
+            body.reserveCapacity(prefix.count + token.utf8.count + suffix.count)
+            body.append(contentsOf: token.utf8)
+            body.append(contentsOf: suffix)
+            return body
+        }
+    }
+}
+
+/// Why a job cannot go to Android devices as it is: the job's field and FCM's rule.
+public struct FCMMessageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let field: String
+    public let message: String
+
+    public init(field: String, _ message: String) {
+        self.field = field
+        self.message = message
+    }
+
+    public var description: String { "\(field) \(message)" }
+}
