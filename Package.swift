@@ -115,6 +115,11 @@ let package = Package(
             name: "FCM",
             dependencies: [.product(name: "JWTKit", package: "jwt-kit")]
         ),
+        // FCM over HTTP: the service account's access tokens from its token endpoint.
+        .target(
+            name: "FCMHTTP2",
+            dependencies: ["FCM", "APNsHTTP2", "CCurl", .product(name: "Logging", package: "swift-log")]
+        ),
         // Registry commands tied to the user's own token (`registry.auth`): JWTs verified with
         // jwt-kit against the configured issuer, audience and keys.
         // Secrets from the environment or from files (`NAME_FILE`), for Docker and Kubernetes
@@ -157,6 +162,8 @@ let package = Package(
         .target(
             name: "MockAPNs",
             dependencies: [
+                "FCM",
+                .product(name: "JWTKit", package: "jwt-kit"),
                 "APNs",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -260,7 +267,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FCMTests",
-            dependencies: ["FCM", .product(name: "JWTKit", package: "jwt-kit")]
+            dependencies: ["FCM", "FCMHTTP2", "MockAPNs", "TestSupport", .product(name: "JWTKit", package: "jwt-kit")]
         ),
         .testTarget(
             name: "DeviceTokensTests",

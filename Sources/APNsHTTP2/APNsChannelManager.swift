@@ -156,72 +156,26 @@ public final class APNsChannelManager: ChannelManaging {
         var body: [UInt8]
     }
 
-    /// Runs the transfer on a thread of its own and resumes with its outcome.
+    /// Runs the transfer on a thread of its own, with the client's TLS, proxy and timeouts.
     private func perform(_ transfer: Transfer) async -> Result<Answer, APNsChannelError> {
         let configuration = configuration
-        return await withCheckedContinuation { continuation in
-            let thread = Thread {
-                let result = Self.performBlocking(transfer, configuration: configuration)
-                // The TLS session's per-thread OpenSSL state goes before the caller goes on: left to
-                // the thread's exit, a process that ends right after the call (`pushworker channels`)
-                // exits first, and LeakSanitizer reports it.
-                pw_openssl_thread_stop()
-                continuation.resume(returning: result)
+        let url = configuration.managementURL
+        let outcome = await CurlEasyExchange.perform(
+            CurlEasyExchange.Method(rawValue: transfer.method.rawValue) ?? .get, url: transfer.url, headers: transfer.headers, body: transfer.body,
+            threadName: "apns-channels", configure: { configuration.applyCurlOptions(to: $0) })
+        switch outcome {
+        case .failure(let failure):
+            let message = failure.message
+            switch failure.code {
+            case CURLE_OPERATION_TIMEDOUT: return .failure(.transport("no answer from \(url): \(message)"))
+            case CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER: return .failure(.credentials(message))
+            case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE:
+                return .failure(.transport("TLS verification of \(url) failed: \(message)"))
+            default: return .failure(.transport("\(url): \(message)"))
             }
-            thread.name = "apns-channels"
-            thread.start()
-        }
-    }
-
-    private static func performBlocking(_ request: Transfer, configuration: APNsClientConfiguration) -> Result<Answer, APNsChannelError> {
-        guard let easy = curl_easy_init() else { return .failure(.transport("curl_easy_init failed")) }
-        // Owns the URL, header list, body and error buffer libcurl reads, and collects the answer.
-        let transfer = CurlTransfer(url: request.url, headers: request.headers, body: request.body, continuation: nil)
-        return withExtendedLifetime(transfer) {
-            // Inside: libcurl may touch the error buffer and the header list until cleanup, so
-            // the transfer that owns them outlives the handle.
-            defer { curl_easy_cleanup(easy) }
-            let me = Unmanaged.passUnretained(transfer).toOpaque()
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_URL, transfer.url)
-            _ = pw_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-            switch request.method {
-            case .post:
-                _ = pw_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
-                _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_POSTFIELDS, transfer.body)
-                _ = pw_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(transfer.bodyCount))
-            case .get:
-                _ = pw_curl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
-            case .delete:
-                _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_CUSTOMREQUEST, "DELETE")
-            }
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, transfer.headers)
-            _ = pw_curl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
-            _ = pw_curl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback)
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
-            _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-            configuration.applyCurlOptions(to: easy)
-            let code = curl_easy_perform(easy)
-            let url = configuration.managementURL
-            guard code == CURLE_OK else {
-                let detail = transfer.errorMessage
-                let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-                switch code {
-                case CURLE_OPERATION_TIMEDOUT: return .failure(.transport("no answer from \(url): \(message)"))
-                case CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER: return .failure(.credentials(message))
-                case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE:
-                    return .failure(.transport("TLS verification of \(url) failed: \(message)"))
-                default: return .failure(.transport("\(url): \(message)"))
-                }
-            }
-            var status = 0, version = 0
-            _ = pw_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-            _ = pw_curl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
-            guard version == Int(CURL_HTTP_VERSION_2_0) else {
-                return .failure(.transport("\(url) did not negotiate HTTP/2 (ALPN h2)"))
-            }
-            return .success(Answer(status: status, requestID: transfer.requestID, channelID: transfer.channelID, body: transfer.responseBody))
+        case .success(let answer):
+            guard answer.isHTTP2 else { return .failure(.transport("\(url) did not negotiate HTTP/2 (ALPN h2)")) }
+            return .success(Answer(status: answer.status, requestID: answer.requestID, channelID: answer.channelID, body: answer.body))
         }
     }
 }

@@ -38,6 +38,16 @@ public struct MockAPNsConfiguration: Sendable {
     /// Channels one bundle id may have; a create past it answers CannotCreateChannelConfig.
     public var maxChannels = 10_000
 
+    /// FCM HTTP v1 beside APNs on the same listener (``MockFCMService``): the service accounts
+    /// whose grants the token endpoint takes (none: FCM is not served).
+    public var fcmAccounts: [MockFCMAccount] = []
+    /// Android registration tokens that answer 404 UNREGISTERED.
+    public var fcmUnregisteredTokens: Set<String> = []
+    /// Failures FCM answers per registration token.
+    public var fcmFailures: [String: MockFCMFailure] = [:]
+    /// Seconds an access token from the token endpoint is good for (Google's: 3599).
+    public var fcmTokenLifetime = 3599
+
     public init(certificateFile: String, privateKeyFile: String) {
         self.certificateFile = certificateFile
         self.privateKeyFile = privateKeyFile

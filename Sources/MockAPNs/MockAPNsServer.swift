@@ -16,6 +16,8 @@ public final class MockAPNsServer: Sendable {
         let state: MockAPNsState
         let validator: MockRequestValidator
         let channels: MockChannelService
+        /// FCM HTTP v1's endpoints; nil when no service account is configured.
+        let fcm: MockFCMService?
         /// The management API is served on the main listener (no `managementPort`).
         let managementOnMainListener: Bool
     }
@@ -56,6 +58,8 @@ public final class MockAPNsServer: Sendable {
         let shared = Shared(
             configuration: configuration, state: state, validator: validator,
             channels: MockChannelService(validator: validator, state: state, maxChannels: configuration.maxChannels),
+            fcm: configuration.fcmAccounts.isEmpty
+                ? nil : try await MockFCMService(accounts: configuration.fcmAccounts, state: state, tokenLifetime: configuration.fcmTokenLifetime),
             managementOnMainListener: configuration.managementPort == nil)
 
         var tls = TLSConfiguration.makeServerConfiguration(
@@ -168,6 +172,13 @@ public final class MockAPNsServer: Sendable {
     /// Every distinct provider token accepted so far (pushes, broadcasts, channel management), in
     /// first-use order: how many tokens a client signed for its keys.
     public var providerTokens: [String] { shared.state.providerTokens }
+
+    /// Messages FCM accepted, in order.
+    public var fcmMessages: [RecordedFCMMessage] { shared.state.fcmMessages }
+    /// Access tokens the FCM token endpoint issued, and grants it refused.
+    public var fcmGrants: (issued: Int, refused: Int) { shared.state.fcmGrants }
+    /// From now on, this Android token answers 404 UNREGISTERED (the app was uninstalled).
+    public func unregisterFCM(_ token: String) { shared.state.markFCMUnregistered(token) }
 
     /// How many notifications each device got.
     public var deliveryCounts: [String: Int] {

@@ -19,13 +19,71 @@ final class MockAPNsState: Sendable {
         var errors: [String] = []
         /// Distinct provider tokens accepted, in first-use order.
         var providerTokens: [String] = []
+        var fcmTokens: [String: (project: String, expiresAt: Date)] = [:]
+        var fcmGrantRefusals = 0
+        var fcmUnregistered: Set<String>
+        var fcmFailures: [String: MockFCMFailure]
+        var fcmMessages: [RecordedFCMMessage] = []
+        var fcmMessageNumber = 0
     }
 
     private let state: Mutex<State>
 
     init(configuration: MockAPNsConfiguration) {
-        state = Mutex(State(channels: configuration.channels, faults: configuration.faults, unregistered: configuration.unregisteredTokens))
+        state = Mutex(State(
+            channels: configuration.channels, faults: configuration.faults, unregistered: configuration.unregisteredTokens,
+            fcmUnregistered: configuration.fcmUnregisteredTokens, fcmFailures: configuration.fcmFailures))
     }
+
+    // MARK: FCM
+
+    func fcmTokenIssued(_ token: String, project: String, expiresAt: Date) {
+        state.withLock { $0.fcmTokens[token] = (project, expiresAt) }
+    }
+
+    func fcmToken(_ token: String) -> (project: String, expiresAt: Date)? {
+        state.withLock { $0.fcmTokens[token] }
+    }
+
+    func fcmGrantRefused() {
+        state.withLock { $0.fcmGrantRefusals += 1 }
+    }
+
+    /// Access tokens issued, and grants refused.
+    var fcmGrants: (issued: Int, refused: Int) { state.withLock { ($0.fcmTokens.count, $0.fcmGrantRefusals) } }
+
+    func fcmUnregistered(_ token: String) -> Bool {
+        state.withLock { $0.fcmUnregistered.contains(token) }
+    }
+
+    func markFCMUnregistered(_ token: String) {
+        state.withLock { _ = $0.fcmUnregistered.insert(token) }
+    }
+
+    /// The failure scripted for this token, its count taken.
+    func firingFCMFailure(token: String) -> MockFCMFailure? {
+        state.withLock { state in
+            guard var failure = state.fcmFailures[token] else { return nil }
+            if let times = failure.times {
+                failure.times = times - 1
+                state.fcmFailures[token] = times > 1 ? failure : nil
+            }
+            return failure
+        }
+    }
+
+    func nextFCMMessageNumber() -> Int {
+        state.withLock { state in
+            state.fcmMessageNumber += 1
+            return state.fcmMessageNumber
+        }
+    }
+
+    func record(_ message: RecordedFCMMessage) {
+        state.withLock { $0.fcmMessages.append(message) }
+    }
+
+    var fcmMessages: [RecordedFCMMessage] { state.withLock { $0.fcmMessages } }
 
     func record(_ notification: RecordedNotification) {
         state.withLock { $0.recorded.append(notification) }

@@ -1,31 +1,32 @@
 import FCM
 import Foundation
 import JWTKit
+import TestSupport
 import Testing
 
 @Suite("FCM service account and its OAuth2 grant")
 struct FCMServiceAccountTests {
     @Test("a console key file gives the project, the email, the token endpoint and a key that signs")
     func reads() throws {
-        let account = try FCMServiceAccount(json: ServiceAccountFixture.json(ServiceAccountFixture.fields()), source: "sa.json")
+        let account = try FCMServiceAccount(json: TestServiceAccount.json(TestServiceAccount.fields()), source: "sa.json")
         #expect(account.projectID == "pushworker-demo")
         #expect(account.clientEmail == "pushworker@pushworker-demo.iam.gserviceaccount.com")
         #expect(account.tokenURI == "https://oauth2.googleapis.com/token")
         #expect(account.privateKeyID == "0123456789abcdef")
-        var noURI = ServiceAccountFixture.fields(tokenURI: nil)
+        var noURI = TestServiceAccount.fields(tokenURI: nil)
         noURI["token_uri"] = nil
-        #expect(try FCMServiceAccount(json: ServiceAccountFixture.json(noURI), source: "sa.json").tokenURI == FCMServiceAccount.googleTokenURI)
-        let mock = try FCMServiceAccount(json: ServiceAccountFixture.json(ServiceAccountFixture.fields(tokenURI: "https://127.0.0.1:8443/token")), source: "sa.json")
+        #expect(try FCMServiceAccount(json: TestServiceAccount.json(noURI), source: "sa.json").tokenURI == FCMServiceAccount.googleTokenURI)
+        let mock = try FCMServiceAccount(json: TestServiceAccount.json(TestServiceAccount.fields(tokenURI: "https://127.0.0.1:8443/token")), source: "sa.json")
         #expect(mock.tokenURI == "https://127.0.0.1:8443/token")
     }
 
     @Test("a file that cannot serve is refused naming its field, and the key never appears in the message")
     func refusals() throws {
         func refusal(_ change: (inout [String: Any]) -> Void) -> FCMConfigurationError? {
-            var fields = ServiceAccountFixture.fields()
+            var fields = TestServiceAccount.fields()
             change(&fields)
             do {
-                _ = try FCMServiceAccount(json: ServiceAccountFixture.json(fields), source: "sa.json")
+                _ = try FCMServiceAccount(json: TestServiceAccount.json(fields), source: "sa.json")
                 return nil
             } catch {
                 return error
@@ -53,7 +54,7 @@ struct FCMServiceAccountTests {
 
     @Test("the grant is an RS256 JWT for FCM's scope: issuer the account, audience the token endpoint, an hour at most, the key's id")
     func grant() async throws {
-        let account = try FCMServiceAccount(json: ServiceAccountFixture.json(ServiceAccountFixture.fields(tokenURI: "https://127.0.0.1:8443/token")), source: "sa.json")
+        let account = try FCMServiceAccount(json: TestServiceAccount.json(TestServiceAccount.fields(tokenURI: "https://127.0.0.1:8443/token")), source: "sa.json")
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let assertion = try await FCMGrant.assertion(account, now: now)
         let header = try JSONSerialization.jsonObject(with: Self.base64URL(String(assertion.split(separator: ".")[0]))) as? [String: Any]

@@ -1,0 +1,121 @@
+import APNsHTTP2
+import CCurl
+import FCM
+import Foundation
+import Logging
+
+/// Trades a service account's grant for access tokens at its token endpoint and keeps the
+/// current one, renewed before it lapses: one grant per period, never one per message (rpush
+/// asked for a token per notification). Callers that ask while a grant is on its way wait for
+/// that one. A refusal is the app's credentials failing, said once in the log with Google's
+/// words and kept until `retryAfterRefusal` has passed, so a wrong key is an alarm and not a
+/// storm of grants.
+public actor FCMAccessTokenSource {
+    public let account: FCMServiceAccount
+    private let caFile: String?
+    private let timeout: Duration
+    private let logger: Logger
+    private var current: FCMAccessToken?
+    private var pending: Task<Result<FCMAccessToken, FCMAuthError>, Never>?
+    private var refused: (error: FCMAuthError, at: Date)?
+    /// Grants asked for since the start (for the gauges and the tests).
+    public private(set) var grants = 0
+
+    /// How long a refused grant is not asked again.
+    public static let retryAfterRefusal: TimeInterval = 30
+
+    /// - Parameter caFile: PEM roots to trust for the token endpoint instead of the system's (a mock's).
+    public init(account: FCMServiceAccount, caFile: String? = nil, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "pushworker.fcm")) {
+        self.account = account
+        self.caFile = caFile
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    /// A token good for at least five more minutes.
+    public func token(now: Date = Date()) async throws(FCMAuthError) -> FCMAccessToken {
+        if let current, !current.needsRenewal(at: now) { return current }
+        if let refused, now.timeIntervalSince(refused.at) < Self.retryAfterRefusal { throw refused.error }
+        let task: Task<Result<FCMAccessToken, FCMAuthError>, Never>
+        if let pending {
+            task = pending
+        } else {
+            let (account, caFile, timeout) = (account, caFile, timeout)
+            grants += 1
+            task = Task { await Self.grant(account, caFile: caFile, timeout: timeout) }
+            pending = task
+        }
+        let result = await task.value
+        if pending == task {
+            pending = nil
+            switch result {
+            case .success(let token):
+                current = token
+                refused = nil
+                logger.debug("FCM access token renewed", metadata: ["project": "\(account.projectID)", "expires_at": "\(token.expiresAt)"])
+            case .failure(let error):
+                refused = (error, Date())
+                logger.error("FCM refused the service account's grant; no message is sent until it is fixed", metadata: [
+                    "project": "\(account.projectID)", "client_email": "\(account.clientEmail)", "error": "\(error)",
+                ])
+            }
+        }
+        return try result.get()
+    }
+
+    /// Forgets `token` (FCM answered 401 with it): the next call asks for a new one.
+    public func invalidate(_ token: String) {
+        if current?.value == token { current = nil }
+    }
+
+    private static func grant(_ account: FCMServiceAccount, caFile: String?, timeout: Duration) async -> Result<FCMAccessToken, FCMAuthError> {
+        let assertion: String
+        do {
+            assertion = try await FCMGrant.assertion(account)
+        } catch {
+            return .failure(.refused("cannot sign the grant with the service account's key: \(error)"))
+        }
+        let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let outcome = await CurlEasyExchange.perform(
+            .post, url: account.tokenURI, headers: ["content-type: application/x-www-form-urlencoded", "accept: application/json"],
+            body: FCMGrant.formBody(assertion: assertion), threadName: "fcm-token",
+            configure: { easy in
+                // The token endpoint speaks HTTP/1.1 or HTTP/2, whichever TLS agrees.
+                _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, milliseconds)
+                _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, milliseconds)
+                if let caFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_CAINFO, caFile) }
+            })
+        switch outcome {
+        case .failure(let failure):
+            return .failure(.unreachable("\(account.tokenURI): \(failure.message)"))
+        case .success(let answer) where answer.status == 200:
+            do {
+                return .success(try FCMAccessToken(response: answer.body))
+            } catch {
+                return .failure(.refused(error.message))
+            }
+        case .success(let answer) where answer.status >= 500 || answer.status == 429:
+            return .failure(.unreachable("\(account.tokenURI) answered \(answer.status)"))
+        case .success(let answer):
+            let object = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any]
+            let reason = [object?["error"] as? String, object?["error_description"] as? String].compactMap { $0 }.joined(separator: ": ")
+            return .failure(.refused("\(account.tokenURI) answered \(answer.status)\(reason.isEmpty ? "" : ": \(reason)")"))
+        }
+    }
+}
+
+/// Why no access token could be had.
+public enum FCMAuthError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The token endpoint refused the grant (a wrong or revoked key, an unknown account, a
+    /// clock far off): the app's credentials are wrong; an alarm.
+    case refused(String)
+    /// The token endpoint could not be reached, or was unwell (5xx, 429): tried again later.
+    case unreachable(String)
+
+    public var description: String {
+        switch self {
+        case .refused(let message): "grant refused: \(message)"
+        case .unreachable(let message): "token endpoint unreachable: \(message)"
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import APNsHTTP2
+import CCurl
+import FCM
+import FCMHTTP2
+import Foundation
+import MockAPNs
+import TestSupport
+import Testing
+
+/// The token endpoint and messages:send of the mock, reached over real TLS and HTTP/2 as the
+/// worker reaches Google's, with the service account's grant signed for real.
+@Suite("FCM endpoints: access tokens and messages:send against the mock")
+struct FCMEndpointTests {
+    static let token = "cXyZ0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+
+    static func start(_ change: (inout MockAPNsConfiguration) -> Void = { _ in }) async throws -> (MockAPNsFixture, FCMServiceAccount) {
+        let mock = try await MockAPNsFixture.start { configuration in
+            configuration.fcmAccounts = [
+                MockFCMAccount(
+                    clientEmail: TestServiceAccount.clientEmail, projectID: TestServiceAccount.projectID, keyID: TestServiceAccount.keyID,
+                    publicKeyPEM: try! FCMServiceAccount(json: TestServiceAccount.json(TestServiceAccount.fields()), source: "sa.json").publicKeyPEM)
+            ]
+            change(&configuration)
+        }
+        let account = try FCMServiceAccount(json: TestServiceAccount.json(TestServiceAccount.fields(tokenURI: "\(mock.server.url)/token")), source: "sa.json")
+        return (mock, account)
+    }
+
+    @Test("one grant serves many callers until the token nears its end; then one more")
+    func renews() async throws {
+        let (mock, account) = try await Self.start { $0.fcmTokenLifetime = 600 }
+        defer { Task { try? await mock.server.shutdown() } }
+        let source = FCMAccessTokenSource(account: account, caFile: MockAPNsFixture.path("ca.pem"))
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<20 { group.addTask { try await source.token().value } }
+            return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+        #expect(tokens.count == 1 && tokens.first?.hasPrefix("mock-fcm-") == true)
+        #expect(await source.grants == 1 && mock.server.fcmGrants.issued == 1)
+        // Five minutes before its end (600 s), the next call asks for a new one.
+        let later = try await source.token(now: Date().addingTimeInterval(400))
+        #expect(!tokens.contains(later.value))
+        #expect(await source.grants == 2 && mock.server.fcmGrants.issued == 2)
+    }
+
+    @Test("a key the endpoint does not know is refused with Google's words, and not asked again at once")
+    func refused() async throws {
+        let (mock, _) = try await Self.start()
+        defer { Task { try? await mock.server.shutdown() } }
+        var fields = TestServiceAccount.fields(tokenURI: "\(mock.server.url)/token")
+        fields["private_key"] = try TestKeys.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+        let stranger = try FCMServiceAccount(json: TestServiceAccount.json(fields), source: "sa.json")
+        let source = FCMAccessTokenSource(account: stranger, caFile: MockAPNsFixture.path("ca.pem"))
+        for _ in 0..<3 {
+            do {
+                _ = try await source.token()
+                Issue.record("a grant signed by an unknown key was taken")
+            } catch {
+                guard case .refused(let message) = error else { Issue.record("not a refusal: \(error)"); continue }
+                #expect(message.contains("400") && message.contains("invalid_grant"))
+                #expect(!message.contains("PRIVATE KEY"))
+            }
+        }
+        #expect(mock.server.fcmGrants.refused == 1 && mock.server.fcmGrants.issued == 0)
+        #expect(await source.grants == 1)
+        // Nobody listening: unreachable, not refused.
+        let nowhere = try FCMServiceAccount(json: TestServiceAccount.json(TestServiceAccount.fields(tokenURI: "https://127.0.0.1:1/token")), source: "sa.json")
+        do {
+            _ = try await FCMAccessTokenSource(account: nowhere, timeout: .seconds(5)).token()
+            Issue.record("a token from nowhere")
+        } catch {
+            guard case .unreachable = error else { Issue.record("not unreachable: \(error)"); return }
+        }
+    }
+
+    @Test("messages:send answers as FCM does: a name for a good message, and each ErrorCode with its details")
+    func send() async throws {
+        let (mock, account) = try await Self.start { configuration in
+            configuration.fcmUnregisteredTokens = ["gone0123456789abcdefgh:APA91bH" + String(repeating: "x", count: 120)]
+            configuration.fcmFailures = ["busy0123456789abcdefgh:APA91bH" + String(repeating: "y", count: 120): MockFCMFailure(
+                status: 429, code: "QUOTA_EXCEEDED", retryAfter: 90, times: 1)]
+        }
+        defer { Task { try? await mock.server.shutdown() } }
+        let bearer = try await FCMAccessTokenSource(account: account, caFile: MockAPNsFixture.path("ca.pem")).token().value
+        let message = FCMMessage(notification: .init(title: "Hi", body: "There"), data: ["k": "v"], priority: .high, ttl: 60)
+        func post(_ body: [UInt8], bearer: String? = bearer, project: String = TestServiceAccount.projectID) async throws -> CurlEasyExchange.Answer {
+            let url = "\(mock.server.url)/v1/projects/\(project)/messages:send"
+            let headers = ["content-type: application/json"] + (bearer.map { ["authorization: Bearer \($0)"] } ?? [])
+            let ca = MockAPNsFixture.path("ca.pem")
+            return try await CurlEasyExchange.perform(.post, url: url, headers: headers, body: body, threadName: "test-fcm") { easy in
+                _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_CAINFO, ca)
+            }.get()
+        }
+        func failure(_ answer: CurlEasyExchange.Answer) -> FCMFailure { FCMFailure(status: answer.status, retryAfter: nil, body: answer.body) }
+
+        let sent = try await post(message.encoded().body(token: Self.token))
+        #expect(sent.status == 200 && sent.isHTTP2)
+        let name = (try JSONSerialization.jsonObject(with: Data(sent.body)) as? [String: Any])?["name"] as? String
+        #expect(name?.hasPrefix("projects/\(TestServiceAccount.projectID)/messages/") == true)
+        let recorded = try #require(mock.server.fcmMessages.first)
+        #expect(recorded.token == Self.token && recorded.name == name && mock.server.fcmMessages.count == 1)
+
+        let gone = try await post(message.encoded().body(token: "gone0123456789abcdefgh:APA91bH" + String(repeating: "x", count: 120)))
+        #expect(gone.status == 404 && failure(gone) == .unregistered)
+        let badToken = try await post(message.encoded().body(token: String(repeating: "ab", count: 32)))
+        #expect(badToken.status == 400 && failure(badToken).reason == "INVALID_ARGUMENT")
+        guard case .invalidToken = failure(badToken) else { Issue.record("not a bad token: \(failure(badToken))"); return }
+        let number = try await post(Array(#"{"message":{"token":"\#(Self.token)","data":{"count":7}}}"#.utf8))
+        #expect(failure(number) == .invalidMessage(field: "message.data[0].value", "Invalid value at 'message.data[0].value' (TYPE_STRING), 7"))
+        let busyToken = "busy0123456789abcdefgh:APA91bH" + String(repeating: "y", count: 120)
+        let busy = try await post(message.encoded().body(token: busyToken))
+        #expect(busy.status == 429 && FCMFailure(status: 429, retryAfter: "90", body: busy.body) == .quotaExceeded(retryAfter: 90))
+        #expect(try await post(message.encoded().body(token: busyToken)).status == 200)
+        let stranger = try await post(message.encoded().body(token: Self.token), bearer: "ya29.not-issued")
+        #expect(stranger.status == 401)
+        guard case .credentials(let code, _) = failure(stranger), code == "UNAUTHENTICATED" else { Issue.record("not a credentials failure"); return }
+        #expect(try await post(message.encoded().body(token: Self.token), project: "someone-else").status == 403)
+        #expect(try await post(message.encoded().body(token: Self.token), bearer: nil).status == 401)
+        #expect(mock.server.fcmMessages.count == 2)
+    }
+}
