@@ -118,7 +118,9 @@ let package = Package(
         // FCM over HTTP: the service account's access tokens from its token endpoint.
         .target(
             name: "FCMHTTP2",
-            dependencies: ["FCM", "APNsHTTP2", "CCurl", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "FCM", "APNs", "APNsHTTP2", "CCurl", .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ]
         ),
         // Registry commands tied to the user's own token (`registry.auth`): JWTs verified with
         // jwt-kit against the configured issuer, audience and keys.
@@ -267,7 +269,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FCMTests",
-            dependencies: ["FCM", "FCMHTTP2", "MockAPNs", "TestSupport", .product(name: "JWTKit", package: "jwt-kit")]
+            dependencies: ["FCM", "FCMHTTP2", "APNs", "APNsHTTP2", "CCurl", "MockAPNs", "TestSupport", .product(name: "JWTKit", package: "jwt-kit")]
         ),
         .testTarget(
             name: "DeviceTokensTests",

@@ -107,7 +107,7 @@ public final class APNsClient: OwnedNotificationSender {
             var refusedForToken: [Int] = []
             for (index, outcome) in wave {
                 switch outcome {
-                case .response(let status, let apnsID, let uniqueID, let requestID, let body):
+                case .response(let status, let apnsID, let uniqueID, let requestID, _, let body):
                     var response = APNsResponse.parse(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, requestID: requestID, body: body)
                     switch response.disposition {
                     case .retryWithNewProviderToken where token != nil && retries[index]?.refreshedToken != true:

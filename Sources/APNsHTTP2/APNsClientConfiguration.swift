@@ -25,6 +25,9 @@ public struct APNsClientConfiguration: Sendable {
         case token(ProviderTokenSource)
         /// A client certificate as the TLS identity.
         case certificate(APNsCertificateIdentity)
+        /// None of its own: the caller puts its authorization in each request's headers (FCM's
+        /// OAuth2 bearer token, which this engine carries too).
+        case none
     }
 
     /// The app this client sends for, as its metrics name it.

@@ -8,7 +8,7 @@ import Synchronization
 /// the fewest streams, as much of it as that connection has room for; when none has room, it
 /// waits its turn. A batch is not spread over the connections: its sender waits for all of its
 /// answers, so one slow or dead connection holds only the batches on it.
-final class APNsConnectionPool: Sendable {
+package final class APNsConnectionPool: Sendable {
     private struct Slot {
         var inFlight = 0
         var warm = false
@@ -25,11 +25,11 @@ final class APNsConnectionPool: Sendable {
         var closed = false
     }
 
-    let connections: [any APNsConnection]
+    package let connections: [any APNsConnection]
     private let maxStreams: Int
     private let state: Mutex<State>
 
-    init(configuration: APNsClientConfiguration) {
+    package init(configuration: APNsClientConfiguration) {
         let count = max(1, configuration.connections)
         connections = (0..<count).map { _ -> any APNsConnection in
             switch configuration.transport {
@@ -46,7 +46,7 @@ final class APNsConnectionPool: Sendable {
 
     /// Waits for room on a connection and reserves between 1 and `wanted` streams on it; returns
     /// its index and how many.
-    func acquire(upTo wanted: Int) async -> (index: Int, count: Int) {
+    package func acquire(upTo wanted: Int) async -> (index: Int, count: Int) {
         if let reserved = state.withLock({ reserve(&$0, upTo: wanted) }) { return reserved }
         return await withCheckedContinuation { continuation in
             let reserved = state.withLock { state -> (index: Int, count: Int)? in
@@ -91,7 +91,7 @@ final class APNsConnectionPool: Sendable {
         return (best, count)
     }
 
-    func shutdown() {
+    package func shutdown() {
         for connection in connections { connection.shutdown() }
     }
 }

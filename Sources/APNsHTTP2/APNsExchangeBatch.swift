@@ -2,7 +2,7 @@
 /// is one payload and one set of headers for many device tokens, so they are encoded once and
 /// the paths are the only per-notification bytes. A broadcast's path is its own
 /// (`/4/broadcasts/apps/<bundle id>`), appended whole.
-struct APNsExchangeBatch: Sendable {
+package struct APNsExchangeBatch: Sendable {
     /// The paths (`/3/device/<token>`, or a broadcast's), each NUL-terminated, back to back: the nghttp2 engine's
     /// format, written without a Swift string per path.
     private(set) var paths: [UInt8] = []
@@ -10,7 +10,11 @@ struct APNsExchangeBatch: Sendable {
     private(set) var tags: [UInt32] = []
     /// name NUL value NUL … (lowercase names), the same for every path.
     let headerBlock: [UInt8]
-    let body: [UInt8]
+    /// The one body of every request; or, with `bodyEnds`, every request's body back to back.
+    private(set) var body: [UInt8]
+    /// Where each request's own body ends in `body` (FCM's requests, each naming its device);
+    /// nil when the requests share `body` (APNs').
+    private(set) var bodyEnds: [Int]?
 
     init(headers: [(name: String, value: String)], body: [UInt8], capacity: Int) {
         var block: [UInt8] = []
@@ -23,8 +27,18 @@ struct APNsExchangeBatch: Sendable {
         }
         headerBlock = block
         self.body = body
+        bodyEnds = nil
         paths.reserveCapacity(capacity * 76)
         tags.reserveCapacity(capacity)
+    }
+
+    /// A batch whose requests each bring a body of their own (`append(path:body:tag:)`), about
+    /// `bodyBytes` of them in all.
+    package init(headers: [(name: String, value: String)], ownBodies capacity: Int, bodyBytes: Int) {
+        self.init(headers: headers, body: [], capacity: capacity)
+        body.reserveCapacity(bodyBytes)
+        bodyEnds = []
+        bodyEnds?.reserveCapacity(capacity)
     }
 
     /// The fan-out's fast path: the device prefix and the token's bytes, no path string.
@@ -33,6 +47,19 @@ struct APNsExchangeBatch: Sendable {
         paths.append(contentsOf: deviceToken.utf8)
         paths.append(0)
         tags.append(UInt32(tag))
+    }
+
+    /// A request with a body of its own (the batch made with `ownBodies`), on `path`.
+    package mutating func append(path: String, body: [UInt8], tag: Int) {
+        append(path: path, tag: tag)
+        self.body.append(contentsOf: body)
+        bodyEnds?.append(self.body.count)
+    }
+
+    /// Request `index`'s body.
+    func body(at index: Int) -> [UInt8] {
+        guard let ends = bodyEnds else { return body }
+        return Array(body[(index == 0 ? 0 : ends[index - 1])..<ends[index]])
     }
 
     /// Any other request (a broadcast): its whole path.

@@ -6,7 +6,7 @@ import Synchronization
 /// rather than a continuation and a resumed task per notification (which cost more CPU than
 /// the HTTP/2 engine itself). Each answer also frees its stream in the pool and is timed.
 /// Slots are the batch's request indices; a slot sent again (a retry) is assigned again.
-final class APNsExchangeRound: Sendable {
+package final class APNsExchangeRound: Sendable {
     private struct State {
         /// Answers not yet taken, in arrival order.
         var ready: [(Int, APNsExchangeOutcome)] = []
@@ -28,7 +28,7 @@ final class APNsExchangeRound: Sendable {
     /// Where the requests go, for the transports' error messages.
     let baseURL: String
 
-    init(count: Int, pool: APNsConnectionPool, latency: CoreMetrics.Timer, baseURL: String) {
+    package init(count: Int, pool: APNsConnectionPool, latency: CoreMetrics.Timer, baseURL: String) {
         let now = ContinuousClock.now
         state = Mutex(State(connections: Array(repeating: 0, count: count), startedAt: Array(repeating: now, count: count)))
         self.pool = pool
@@ -37,7 +37,7 @@ final class APNsExchangeRound: Sendable {
     }
 
     /// Records which connection the slots go out on, just before they are handed to it.
-    func assign(_ slots: some Collection<Int>, to connection: Int) {
+    package func assign(_ slots: some Collection<Int>, to connection: Int) {
         let now = ContinuousClock.now
         state.withLock { state in
             state.inFlight += slots.count
@@ -61,7 +61,7 @@ final class APNsExchangeRound: Sendable {
         latency.record(duration: now - startedAt)
         // APNs raises a connection's stream limit once it has accepted the credentials; a 403
         // (or no answer at all) leaves the connection at one stream.
-        if case .response(let status, _, _, _, _) = outcome, status != 403 {
+        if case .response(let status, _, _, _, _, _) = outcome, status != 403 {
             pool.release(connection, answered: true)
         } else {
             pool.release(connection, answered: false)
@@ -70,7 +70,7 @@ final class APNsExchangeRound: Sendable {
     }
 
     /// The answers that came since the last wave, once a wave is due. Only one task waits.
-    func nextWave() async -> [(Int, APNsExchangeOutcome)] {
+    package func nextWave() async -> [(Int, APNsExchangeOutcome)] {
         await withUnsafeContinuation { (waiter: UnsafeContinuation<Void, Never>) in
             let due = state.withLock { state in
                 if state.waveDue { return true }

@@ -54,8 +54,9 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
     /// nothing here.
     func start(_ batch: APNsExchangeBatch, round: APNsExchangeRound) {
         let headers = batch.headers
-        for (path, tag) in zip(batch.pathStrings, batch.tags) {
-            Task { round.complete(Int(tag), await exchange(path: path, headers: headers, body: batch.body)) }
+        for (index, (path, tag)) in zip(batch.pathStrings, batch.tags).enumerated() {
+            let body = batch.body(at: index)
+            Task { round.complete(Int(tag), await exchange(path: path, headers: headers, body: body)) }
         }
     }
 
@@ -68,11 +69,11 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
             }
         }
         switch outcome {
-        case .response(let status, let version, let apnsID, let uniqueID, let requestID, let body):
+        case .response(let status, let version, let apnsID, let uniqueID, let requestID, let retryAfter, let body):
             guard version == Int(CURL_HTTP_VERSION_2_0) else {
                 return .failure(.transport("\(configuration.baseURL) did not negotiate HTTP/2 (ALPN h2)"), retry: false)
             }
-            return .response(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, requestID: requestID, body: body)
+            return .response(status: status, apnsID: apnsID, apnsUniqueID: uniqueID, requestID: requestID, retryAfter: retryAfter, body: body)
         case .failure(let code, let message):
             let error = Self.classify(code: code, message: message, url: configuration.baseURL)
             if case .transport = error { return .failure(error, retry: true) }
@@ -190,7 +191,7 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
                 _ = pw_curl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
                 transfer.finish(.response(
                     status: status, httpVersion: version, apnsID: transfer.apnsID, apnsUniqueID: transfer.apnsUniqueID,
-                    requestID: transfer.requestID, body: transfer.responseBody))
+                    requestID: transfer.requestID, retryAfter: transfer.retryAfter, body: transfer.responseBody))
             } else {
                 let detail = transfer.errorMessage
                 let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail

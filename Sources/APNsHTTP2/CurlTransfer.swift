@@ -3,7 +3,7 @@ import Foundation
 
 /// What came back for one transfer.
 enum CurlOutcome: Sendable {
-    case response(status: Int, httpVersion: Int, apnsID: String?, apnsUniqueID: String?, requestID: String?, body: [UInt8])
+    case response(status: Int, httpVersion: Int, apnsID: String?, apnsUniqueID: String?, requestID: String?, retryAfter: String?, body: [UInt8])
     case failure(code: UInt32, message: String)
 }
 
@@ -27,6 +27,8 @@ final class CurlTransfer: @unchecked Sendable {
     var requestID: String?
     /// `apns-channel-id`: the channel management API's answer to a create.
     var channelID: String?
+    /// `retry-after`: FCM's 429 and 503.
+    var retryAfter: String?
     var responseBody: [UInt8] = []
 
     init(url: String, headers: [String], body: [UInt8], continuation: CheckedContinuation<CurlOutcome, Never>?) {
@@ -75,6 +77,8 @@ final class CurlTransfer: @unchecked Sendable {
             requestID = value()
         } else if Self.equalsIgnoringCase(name, "apns-channel-id") {
             channelID = value()
+        } else if Self.equalsIgnoringCase(name, "retry-after") {
+            retryAfter = value()
         }
     }
 

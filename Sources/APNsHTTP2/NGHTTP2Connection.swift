@@ -49,9 +49,17 @@ final class NGHTTP2Connection: APNsConnection, @unchecked Sendable {
                 batch.headerBlock.withUnsafeBufferPointer { headers in
                     batch.body.withUnsafeBufferPointer { body in
                         paths.withMemoryRebound(to: CChar.self) { paths in
-                            pw_h2_submit(
-                                handle, tags.count, paths.baseAddress, tags.baseAddress, headers.baseAddress, headers.count,
-                                body.baseAddress, body.count, context)
+                            if let ends = batch.bodyEnds {
+                                ends.withUnsafeBufferPointer { ends in
+                                    pw_h2_submit_each(
+                                        handle, tags.count, paths.baseAddress, tags.baseAddress, headers.baseAddress, headers.count,
+                                        body.baseAddress, ends.baseAddress, context)
+                                }
+                            } else {
+                                pw_h2_submit(
+                                    handle, tags.count, paths.baseAddress, tags.baseAddress, headers.baseAddress, headers.count,
+                                    body.baseAddress, body.count, context)
+                            }
                         }
                     }
                 }
@@ -85,7 +93,7 @@ extension APNsExchangeOutcome {
             self = .response(
                 status: Int(result.status), apnsID: result.apns_id.map { String(cString: $0) },
                 apnsUniqueID: result.apns_unique_id.map { String(cString: $0) },
-                requestID: result.apns_request_id.map { String(cString: $0) }, body: body)
+                requestID: result.apns_request_id.map { String(cString: $0) }, retryAfter: result.retry_after.map { String(cString: $0) }, body: body)
             return
         }
         let message = String(cString: result.message)

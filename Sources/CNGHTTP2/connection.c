@@ -37,8 +37,8 @@ enum {
   SPARE_REQUESTS = 1024,
 };
 
-/// One submitted batch: what its requests share (headers parsed once, the body, the paths and
-/// tags), in one allocation made by the submitting thread. Once queued, only the I/O thread
+/// One submitted batch: what its requests share (headers parsed once, the body or the bodies,
+/// the paths and tags), in one allocation made by the submitting thread. Once queued, only the I/O thread
 /// touches it; it is freed when its last request is.
 typedef struct batch {
   struct batch *next_queued;
@@ -49,8 +49,11 @@ typedef struct batch {
   size_t nv_count;
   nghttp2_nv nv[MAX_REQUEST_HEADERS + 1];
   char content_length[24];
+  /// One body for every request; or, with `body_ends`, request i's body is `body` from
+  /// `body_ends[i - 1]` (0 for the first) to `body_ends[i]`.
   const unsigned char *body;
   size_t body_length;
+  size_t *body_ends;
   const char *paths;
   uint32_t *tags;
   _Alignas(8) unsigned char storage[];
@@ -77,12 +80,19 @@ struct request {
   char apns_id[64];
   char apns_unique_id[64];
   char apns_request_id[64];
+  char retry_after[32];
   unsigned char *response;
   size_t response_length, response_capacity;
   /// Its path, in the batch.
   const char *path;
   size_t path_length;
+  /// Its body, in the batch (the batch's one body, or its own).
+  const unsigned char *body;
+  size_t body_length;
   size_t body_sent;
+  /// Its own content-length, when the batch's requests have bodies of their own.
+  char content_length[24];
+  size_t content_length_length;
   batch *batch;
 };
 
@@ -178,6 +188,7 @@ static void complete(pw_h2_conn *c, request *r, int status, pw_h2_error error, i
       .apns_id = r->apns_id[0] ? r->apns_id : NULL,
       .apns_unique_id = r->apns_unique_id[0] ? r->apns_unique_id : NULL,
       .apns_request_id = r->apns_request_id[0] ? r->apns_request_id : NULL,
+      .retry_after = r->retry_after[0] ? r->retry_after : NULL,
       .body = r->response,
       .body_length = r->response_length,
   };
@@ -216,6 +227,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     target = r->apns_unique_id;
   } else if (name_length == 15 && memcmp(name, "apns-request-id", 15) == 0) {
     target = r->apns_request_id;
+  } else if (name_length == 11 && memcmp(name, "retry-after", 11) == 0) {
+    size_t n = value_length < sizeof r->retry_after - 1 ? value_length : sizeof r->retry_after - 1;
+    memcpy(r->retry_after, value, n);
+    r->retry_after[n] = 0;
   }
   if (target) {
     size_t n = value_length < 63 ? value_length : 63;
@@ -300,11 +315,11 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
   (void)stream_id;
   (void)user_data;
   request *r = source->ptr;
-  size_t n = r->batch->body_length - r->body_sent;
+  size_t n = r->body_length - r->body_sent;
   if (n > length) n = length;
-  memcpy(buffer, r->batch->body + r->body_sent, n);
+  memcpy(buffer, r->body + r->body_sent, n);
   r->body_sent += n;
-  if (r->body_sent == r->batch->body_length) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (r->body_sent == r->body_length) *flags |= NGHTTP2_DATA_FLAG_EOF;
   return (ssize_t)n;
 }
 
@@ -755,6 +770,16 @@ static void take_submissions(pw_h2_conn *c) {
       r->deadline = b->deadline;
       r->path = path;
       r->path_length = path_length;
+      if (b->body_ends) {
+        size_t start = i == 0 ? 0 : b->body_ends[i - 1];
+        r->body = b->body + start;
+        r->body_length = b->body_ends[i] - start;
+        int n = snprintf(r->content_length, sizeof r->content_length, "%zu", r->body_length);
+        r->content_length_length = (size_t)n;
+      } else {
+        r->body = b->body;
+        r->body_length = b->body_length;
+      }
       list_append(&c->tracked, r);
       if (c->pending_tail) c->pending_tail->next_queued = r; else c->pending_head = r;
       c->pending_tail = r;
@@ -798,6 +823,10 @@ static void submit_pending(pw_h2_conn *c) {
     // The batch's own headers, parsed once at submit (content-length last).
     memcpy(headers + count, r->batch->nv, r->batch->nv_count * sizeof *headers);
     count += r->batch->nv_count;
+    if (r->content_length_length) {
+      headers[count - 1].value = (uint8_t *)r->content_length;
+      headers[count - 1].valuelen = r->content_length_length;
+    }
     nghttp2_data_provider body = {.source.ptr = r, .read_callback = read_body};
     int32_t stream_id = nghttp2_submit_request(c->session, NULL, headers, count, &body, r);
     if (stream_id < 0) {
@@ -977,18 +1006,25 @@ failed:
   return NULL;
 }
 
-int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
-                 size_t headers_length, const unsigned char *body, size_t body_length, void *context) {
+static int submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
+                  size_t headers_length, const unsigned char *body, size_t body_length, const size_t *body_ends, void *context) {
   if (count == 0) return 0;
   size_t paths_length = 0;
   for (size_t i = 0; i < count; i++) paths_length += strlen(paths + paths_length) + 1;
-  batch *b = malloc(sizeof *b + count * sizeof(uint32_t) + headers_length + body_length + paths_length);
+  size_t ends_length = body_ends ? count * sizeof(size_t) : 0;
+  batch *b = malloc(sizeof *b + ends_length + count * sizeof(uint32_t) + headers_length + body_length + paths_length);
   if (!b) return -1;
   memset(b, 0, sizeof *b);
   b->refs = (int)count;
   b->count = count;
   b->context = context;
   unsigned char *cursor = b->storage;
+  if (body_ends) {
+    // First in the storage, which is 8-aligned: the ends are size_t.
+    b->body_ends = (size_t *)cursor;
+    memcpy(b->body_ends, body_ends, ends_length);
+    cursor += ends_length;
+  }
   b->tags = (uint32_t *)cursor;
   memcpy(b->tags, tags, count * sizeof(uint32_t));
   cursor += count * sizeof(uint32_t);
@@ -1037,6 +1073,20 @@ int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t 
     (void)ignored;
   }
   return 0;
+}
+
+int pw_h2_submit(pw_h2_conn *c, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
+                 size_t headers_length, const unsigned char *body, size_t body_length, void *context) {
+  return submit(c, count, paths, tags, headers, headers_length, body, body_length, NULL, context);
+}
+
+int pw_h2_submit_each(pw_h2_conn *c, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
+                      size_t headers_length, const unsigned char *bodies, const size_t *body_ends, void *context) {
+  if (count == 0) return 0;
+  for (size_t i = 1; i < count; i++) {
+    if (body_ends[i] < body_ends[i - 1]) return -1;
+  }
+  return submit(c, count, paths, tags, headers, headers_length, bodies, body_ends[count - 1], body_ends, context);
 }
 
 void pw_openssl_thread_stop(void) { OPENSSL_thread_stop(); }

@@ -115,6 +115,9 @@ public struct FCMMessage: Sendable, Equatable {
         let prefix: [UInt8]
         let suffix: [UInt8]
 
+        /// A body's bytes without its token.
+        public var size: Int { prefix.count + suffix.count }
+
         /// One device's request body.
         public func body(token: String) -> [UInt8] {
             var body = prefix

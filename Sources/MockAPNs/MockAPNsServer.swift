@@ -177,6 +177,8 @@ public final class MockAPNsServer: Sendable {
     public var fcmMessages: [RecordedFCMMessage] { shared.state.fcmMessages }
     /// Access tokens the FCM token endpoint issued, and grants it refused.
     public var fcmGrants: (issued: Int, refused: Int) { shared.state.fcmGrants }
+    /// Every access token issued so far is refused from now on (401), as after a key's revocation.
+    public func revokeFCMTokens() { shared.state.revokeFCMTokens() }
     /// From now on, this Android token answers 404 UNREGISTERED (the app was uninstalled).
     public func unregisterFCM(_ token: String) { shared.state.markFCMUnregistered(token) }
 

@@ -20,6 +20,7 @@ final class MockAPNsState: Sendable {
         /// Distinct provider tokens accepted, in first-use order.
         var providerTokens: [String] = []
         var fcmTokens: [String: (project: String, expiresAt: Date)] = [:]
+        var fcmGrantsIssued = 0
         var fcmGrantRefusals = 0
         var fcmUnregistered: Set<String>
         var fcmFailures: [String: MockFCMFailure]
@@ -38,7 +39,10 @@ final class MockAPNsState: Sendable {
     // MARK: FCM
 
     func fcmTokenIssued(_ token: String, project: String, expiresAt: Date) {
-        state.withLock { $0.fcmTokens[token] = (project, expiresAt) }
+        state.withLock { state in
+            state.fcmTokens[token] = (project, expiresAt)
+            state.fcmGrantsIssued += 1
+        }
     }
 
     func fcmToken(_ token: String) -> (project: String, expiresAt: Date)? {
@@ -50,7 +54,11 @@ final class MockAPNsState: Sendable {
     }
 
     /// Access tokens issued, and grants refused.
-    var fcmGrants: (issued: Int, refused: Int) { state.withLock { ($0.fcmTokens.count, $0.fcmGrantRefusals) } }
+    var fcmGrants: (issued: Int, refused: Int) { state.withLock { ($0.fcmGrantsIssued, $0.fcmGrantRefusals) } }
+
+    func revokeFCMTokens() {
+        state.withLock { $0.fcmTokens.removeAll() }
+    }
 
     func fcmUnregistered(_ token: String) -> Bool {
         state.withLock { $0.fcmUnregistered.contains(token) }

@@ -1,3 +1,4 @@
+import APNs
 import APNsHTTP2
 import CCurl
 import FCM
@@ -117,5 +118,89 @@ struct FCMEndpointTests {
         #expect(try await post(message.encoded().body(token: Self.token), project: "someone-else").status == 403)
         #expect(try await post(message.encoded().body(token: Self.token), bearer: nil).status == 401)
         #expect(mock.server.fcmMessages.count == 2)
+    }
+}
+
+@Suite("FCM client over the HTTP/2 engine, against the mock")
+struct FCMClientTests {
+    static func device(_ number: Int) -> String {
+        "dev\(String(format: "%05d", number))abcdefghijklm:APA91bH" + String(repeating: "k7-_Qw", count: 20)
+    }
+
+    @Test("a message to many devices: each body its own token, one access token, every answer in its place, on both transports", arguments: [APNsTransport.nghttp2, .curl])
+    func fanOut(transport: APNsTransport) async throws {
+        let gone = Self.device(7)
+        let (mock, account) = try await FCMEndpointTests.start { configuration in
+            configuration.fcmUnregisteredTokens = [gone]
+            configuration.fcmFailures = [Self.device(9): MockFCMFailure(status: 503, code: "UNAVAILABLE", retryAfter: 12)]
+            configuration.maxConcurrentStreams = 100
+        }
+        defer { Task { try? await mock.server.shutdown() } }
+        var configuration = FCMClient.Configuration()
+        configuration.baseURL = mock.server.url
+        configuration.caFile = MockAPNsFixture.path("ca.pem")
+        configuration.transport = transport
+        configuration.connections = 3
+        let client = FCMClient(configuration: configuration, tokens: FCMAccessTokenSource(account: account, caFile: MockAPNsFixture.path("ca.pem")))
+        defer { client.shutdown() }
+        let message = FCMMessage(notification: .init(title: "Sale", body: "Today only"), data: ["sale": "1"], priority: .normal, ttl: 600)
+        let devices = (0..<500).map(Self.device) + ["not-a-token"]
+        let answers = await client.send(message.encoded(), to: devices)
+        #expect(answers.count == devices.count)
+        #expect(answers[7] == .failed(.unregistered))
+        #expect(answers[9] == .failed(.unavailable(retryAfter: 12)))
+        guard case .failed(.invalidToken) = answers[500] else { Issue.record("a malformed token was not refused: \(answers[500])"); return }
+        let accepted = answers.enumerated().filter { if case .accepted = $0.element { true } else { false } }
+        #expect(accepted.count == 498)
+        // Each device got its own message, named by FCM, and the mock saw each body's token once.
+        let recorded = mock.server.fcmMessages
+        #expect(Set(recorded.map(\.token)) == Set(devices[0..<500]).subtracting([gone, Self.device(9)]) && recorded.count == 498)
+        for (index, answer) in accepted {
+            guard case .accepted(let name) = answer else { continue }
+            #expect(recorded.first { $0.name == name }?.token == devices[index])
+        }
+        let first = try #require(recorded.first)
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(first.message)) as? [String: Any])
+        #expect((body["message"] as? [String: Any])?["data"] as? [String: String] == ["sale": "1"])
+        #expect(mock.server.fcmGrants.issued == 1)
+        #expect(Set(recorded.map(\.connection)).count > 1)
+    }
+
+    @Test("an access token FCM stops taking is replaced once and the devices sent again; a grant refused answers every device without a send")
+    func renewsRefusedToken() async throws {
+        let (mock, account) = try await FCMEndpointTests.start()
+        defer { Task { try? await mock.server.shutdown() } }
+        var configuration = FCMClient.Configuration()
+        configuration.baseURL = mock.server.url
+        configuration.caFile = MockAPNsFixture.path("ca.pem")
+        let tokens = FCMAccessTokenSource(account: account, caFile: MockAPNsFixture.path("ca.pem"))
+        let client = FCMClient(configuration: configuration, tokens: tokens)
+        defer { client.shutdown() }
+        let message = FCMMessage(data: ["k": "v"]).encoded()
+        #expect(await client.send(message, to: [Self.device(1)]).allSatisfy { if case .accepted = $0 { true } else { false } })
+        #expect(await client.send(message, to: [Self.device(2)]).allSatisfy { if case .accepted = $0 { true } else { false } })
+        #expect(mock.server.fcmGrants.issued == 1)
+        // The token the client holds is refused (401): a new one is asked for once, and the
+        // devices refused for it are sent again with it.
+        mock.server.revokeFCMTokens()
+        let again = await client.send(message, to: [Self.device(3), Self.device(4)])
+        #expect(again.allSatisfy { if case .accepted = $0 { true } else { false } })
+        #expect(mock.server.fcmGrants.issued == 2)
+        #expect(Set(mock.server.fcmMessages.map(\.token)) == Set((1...4).map(Self.device)))
+
+        var fields = TestServiceAccount.fields(tokenURI: "\(mock.server.url)/token")
+        fields["private_key"] = try TestKeys.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+        let stranger = FCMClient(
+            configuration: configuration,
+            tokens: FCMAccessTokenSource(account: try FCMServiceAccount(json: TestServiceAccount.json(fields), source: "sa.json"), caFile: MockAPNsFixture.path("ca.pem")))
+        defer { stranger.shutdown() }
+        let before = mock.server.fcmMessages.count
+        let refused = await stranger.send(message, to: [Self.device(5), Self.device(6)])
+        #expect(refused.count == 2)
+        for answer in refused {
+            guard case .unanswered(let why) = answer else { Issue.record("sent without a token: \(answer)"); continue }
+            #expect(why.contains("invalid_grant"))
+        }
+        #expect(mock.server.fcmMessages.count == before)
     }
 }

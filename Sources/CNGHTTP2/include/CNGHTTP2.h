@@ -54,6 +54,8 @@ typedef struct {
   const char *apns_unique_id;
   /// The response's apns-request-id (broadcasts), NUL-terminated; NULL when absent.
   const char *apns_request_id;
+  /// The response's retry-after (FCM's 429 and 503), NUL-terminated; NULL when absent.
+  const char *retry_after;
   const unsigned char *body;
   size_t body_length;
 } pw_h2_result;
@@ -105,6 +107,12 @@ pw_h2_conn *pw_h2_start(const pw_h2_config *config, char *error, size_t error_le
 /// the batch is then queued, and no completion is called). Any thread.
 int pw_h2_submit(pw_h2_conn *conn, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
                  size_t headers_length, const unsigned char *body, size_t body_length, void *context);
+
+/// As pw_h2_submit, but each request has a body of its own (FCM's, which names its device):
+/// request i's body is `bodies` from `body_ends[i - 1]` (0 for the first) to `body_ends[i]`,
+/// and its content-length is its own. Returns -1 also when the ends go backwards.
+int pw_h2_submit_each(pw_h2_conn *conn, size_t count, const char *paths, const uint32_t *tags, const unsigned char *headers,
+                      size_t headers_length, const unsigned char *bodies, const size_t *body_ends, void *context);
 
 /// Refuses new requests; the thread finishes those in flight, closes the connection and exits.
 void pw_h2_shutdown(pw_h2_conn *conn);

@@ -1,0 +1,156 @@
+import APNs
+import APNsHTTP2
+import FCM
+import Foundation
+import Logging
+import Metrics
+
+/// Sends FCM HTTP v1 messages (`POST /v1/projects/<project>/messages:send`, one per device)
+/// over the same HTTP/2 engine and connection pool as APNs: FCM serves about 100 streams a
+/// connection, so a client opens several. A job's message is encoded once; each device's body is
+/// its token spliced in, and the devices that go to one connection go over in one hand-over.
+/// The access token comes from `FCMAccessTokenSource`, one grant per token's life; a 401 with
+/// a token drops it, and the requests refused for it are sent once more with a new one.
+/// GOAWAY, refused streams and dropped connections are retried on a fresh connection, as for APNs.
+public final class FCMClient: Sendable {
+    public struct Configuration: Sendable {
+        /// What its metrics name it by (the app's name).
+        public var name = "fcm"
+        /// `https://fcm.googleapis.com`, or a mock's or a gateway's base URL.
+        public var baseURL = "https://fcm.googleapis.com"
+        /// Extra PEM roots to trust (a mock's); nil uses the system's.
+        public var caFile: String?
+        public var transport: APNsTransport = .nghttp2
+        /// FCM serves about 100 streams a connection: more connections, not more streams.
+        public var connections = 4
+        public var maxConcurrentStreams = 100
+        public var requestTimeout: Duration = .seconds(15)
+        public var connectTimeout: Duration = .seconds(10)
+        public var transportRetries = 3
+
+        public init() {}
+    }
+
+    /// What FCM made of one device's message.
+    public enum Answer: Sendable, Equatable {
+        /// Accepted: `projects/<project>/messages/<id>`.
+        case accepted(name: String)
+        /// Answered with one of FCM's error codes.
+        case failed(FCMFailure)
+        /// No answer (connection trouble past the retries, a timeout), or no access token.
+        case unanswered(String)
+    }
+
+    public let configuration: Configuration
+    public let tokens: FCMAccessTokenSource
+    private let pool: APNsConnectionPool
+    private let path: String
+    private let latency: CoreMetrics.Timer
+    private let logger: Logger
+
+    public init(configuration: Configuration, tokens: FCMAccessTokenSource, logger: Logger = Logger(label: "pushworker.fcm")) {
+        self.configuration = configuration
+        self.tokens = tokens
+        self.logger = logger
+        path = "/v1/projects/\(tokens.account.projectID)/messages:send"
+        var engine = APNsClientConfiguration(baseURL: configuration.baseURL, authentication: .none)
+        engine.name = configuration.name
+        engine.caFile = configuration.caFile
+        engine.transport = configuration.transport
+        engine.connections = configuration.connections
+        engine.maxConcurrentStreams = configuration.maxConcurrentStreams
+        engine.requestTimeout = configuration.requestTimeout
+        engine.connectTimeout = configuration.connectTimeout
+        engine.transportRetries = configuration.transportRetries
+        pool = APNsConnectionPool(configuration: engine)
+        latency = CoreMetrics.Timer(label: "pushworker_fcm_request_duration_seconds", dimensions: [("app", configuration.name)])
+    }
+
+    deinit {
+        pool.shutdown()
+    }
+
+    /// Finishes the requests in flight, then closes the connections.
+    public func shutdown() {
+        pool.shutdown()
+    }
+
+    /// Connections with a socket open now.
+    public var openConnections: Int { pool.connections.count { $0.isOpen } }
+
+    /// Sends `message` to each of `devices`; one answer per device, in their order.
+    public func send(_ message: FCMMessage.Encoded, to devices: [String]) async -> [Answer] {
+        var answers = [Answer?](repeating: nil, count: devices.count)
+        let round = APNsExchangeRound(count: devices.count, pool: pool, latency: latency, baseURL: configuration.baseURL)
+        var toSend = Array(devices.indices)
+        var transportRetries: [Int: Int] = [:]
+        var renewed = Set<Int>()
+        var outstanding = 0
+        var bearer = ""
+        while true {
+            if !toSend.isEmpty {
+                do {
+                    bearer = try await tokens.token().value
+                } catch {
+                    for index in toSend { answers[index] = .unanswered("no FCM access token: \(error)") }
+                    toSend = []
+                    if outstanding == 0 { break }
+                    continue
+                }
+                await start(toSend, of: devices, message: message, bearer: bearer, round: round)
+                outstanding += toSend.count
+                toSend = []
+            }
+            guard outstanding > 0 else { break }
+            let wave = await round.nextWave()
+            outstanding -= wave.count
+            var refusedBearer = false
+            for (index, outcome) in wave {
+                switch outcome {
+                case .response(200, _, _, _, _, let body):
+                    let name = (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?["name"] as? String
+                    answers[index] = .accepted(name: name ?? "")
+                case .response(let status, _, _, _, let retryAfter, let body):
+                    let failure = FCMFailure(status: status, retryAfter: retryAfter, body: body)
+                    if status == 401, case .credentials(code: "UNAUTHENTICATED", _) = failure, !renewed.contains(index) {
+                        // The access token was refused (revoked, or lapsed on the way): once more with a new one.
+                        renewed.insert(index)
+                        refusedBearer = true
+                        toSend.append(index)
+                    } else {
+                        answers[index] = .failed(failure)
+                    }
+                case .failure(let error, let retry):
+                    let attempts = transportRetries[index, default: 0]
+                    if retry, attempts < configuration.transportRetries {
+                        transportRetries[index] = attempts + 1
+                        toSend.append(index)
+                    } else {
+                        answers[index] = .unanswered(error.description)
+                    }
+                }
+            }
+            if refusedBearer {
+                await tokens.invalidate(bearer)
+                logger.notice("FCM refused the access token; asking for a new one", metadata: ["project": "\(tokens.account.projectID)"])
+            }
+        }
+        return answers.map { $0 ?? .unanswered("no answer") }
+    }
+
+    /// Hands the devices at `indices` to the connections the pool picks, each connection's share
+    /// as one batch of requests with bodies of their own.
+    private func start(_ indices: [Int], of devices: [String], message: FCMMessage.Encoded, bearer: String, round: APNsExchangeRound) async {
+        let headers = [("content-type", "application/json; charset=UTF-8"), ("authorization", "Bearer \(bearer)")]
+        var start = 0
+        while start < indices.count {
+            let (connection, count) = await pool.acquire(upTo: indices.count - start)
+            let slots = indices[start..<(start + count)]
+            start += count
+            round.assign(slots, to: connection)
+            var batch = APNsExchangeBatch(headers: headers, ownBodies: count, bodyBytes: count * (message.size + 200))
+            for index in slots { batch.append(path: path, body: message.body(token: devices[index]), tag: index) }
+            pool.connections[connection].start(batch, round: round)
+        }
+    }
+}
