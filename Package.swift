@@ -186,6 +186,8 @@ let package = Package(
         .target(
             name: "PushWorker",
             dependencies: [
+                "FCM",
+                "FCMHTTP2",
                 "AMQP",
                 "APNs",
                 "APNsHTTP2",
@@ -215,6 +217,8 @@ let package = Package(
         .executableTarget(
             name: "PushWorkerCLI",
             dependencies: [
+                "FCM",
+                "FCMHTTP2",
                 "AMQP",
                 "APNs",
                 "APNsHTTP2",

@@ -90,6 +90,18 @@ public enum FCMFailure: Sendable, Equatable {
         }
     }
 
+    /// FCM's own words, or what the code means when it gave none.
+    public var detail: String {
+        switch self {
+        case .unregistered: "the app was uninstalled or the token lapsed: the device is gone"
+        case .invalidToken(let message), .credentials(_, let message), .other(_, _, let message): message
+        case .invalidMessage(let field, let message): field.map { "\($0): \(message)" } ?? message
+        case .senderIDMismatch: "the token belongs to another Firebase project"
+        case .quotaExceeded(let pause): "over FCM's quota; not before \(Int(pause)) s"
+        case .unavailable(let pause): pause.map { "FCM is unavailable; not before \(Int($0)) s" } ?? "FCM is unavailable"
+        }
+    }
+
     /// Whether sending the same message again later may succeed.
     public var isRetryable: Bool {
         switch self {

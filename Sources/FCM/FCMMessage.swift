@@ -141,3 +141,69 @@ public struct FCMMessageError: Error, Sendable, Equatable, CustomStringConvertib
 
     public var description: String { "\(field) \(message)" }
 }
+
+extension FCMMessage {
+    /// Reads a job's cross-platform `notification` (`title`, `body`, `image`) and its `fcm`
+    /// object (`data`, `android`: `priority`, `ttl` in seconds, `collapse_key`,
+    /// `notification.channel_id`, `direct_boot_ok`), as parsed JSON; the first field that is
+    /// wrong is named. The rules of ``validate()`` are checked after.
+    public init(notification: Any?, fcm: Any?) throws(FCMMessageError) {
+        self.init()
+        if let notification {
+            guard let fields = notification as? [String: Any] else { throw FCMMessageError(field: "notification", "is not an object") }
+            try Self.only(["title", "body", "image"], in: fields, of: "notification")
+            func text(_ key: String) throws(FCMMessageError) -> String? {
+                guard let value = fields[key] else { return nil }
+                guard let text = value as? String else { throw FCMMessageError(field: "notification.\(key)", "is not a string") }
+                return text
+            }
+            self.notification = Notification(title: try text("title"), body: try text("body"), image: try text("image"))
+        }
+        guard let fcm else { return }
+        guard let fields = fcm as? [String: Any] else { throw FCMMessageError(field: "fcm", "is not an object") }
+        try Self.only(["data", "android"], in: fields, of: "fcm")
+        if let data = fields["data"] {
+            guard let data = data as? [String: Any] else { throw FCMMessageError(field: "fcm.data", "is not an object") }
+            for (key, value) in data {
+                // FCM refuses a number or a boolean in `data` (400 TYPE_STRING): say so before sending.
+                guard let text = value as? String else { throw FCMMessageError(field: "fcm.data.\(key)", "is not a string (FCM's data values are strings)") }
+                self.data[key] = text
+            }
+        }
+        guard let android = fields["android"] else { return }
+        guard let options = android as? [String: Any] else { throw FCMMessageError(field: "fcm.android", "is not an object") }
+        try Self.only(["priority", "ttl", "collapse_key", "notification", "direct_boot_ok"], in: options, of: "fcm.android")
+        if let value = options["priority"] {
+            guard let text = value as? String, let priority = Priority(rawValue: text) else { throw FCMMessageError(field: "fcm.android.priority", "is not high or normal") }
+            self.priority = priority
+        }
+        if let value = options["ttl"] {
+            guard let number = value as? NSNumber, String(cString: number.objCType) != "c", let seconds = Int(exactly: number.doubleValue) else {
+                throw FCMMessageError(field: "fcm.android.ttl", "is not a whole number of seconds")
+            }
+            ttl = seconds
+        }
+        if let value = options["collapse_key"] {
+            guard let text = value as? String, !text.isEmpty else { throw FCMMessageError(field: "fcm.android.collapse_key", "is not a non-empty string") }
+            collapseKey = text
+        }
+        if let value = options["direct_boot_ok"] {
+            guard let flag = value as? Bool else { throw FCMMessageError(field: "fcm.android.direct_boot_ok", "is not true or false") }
+            directBootOK = flag
+        }
+        if let value = options["notification"] {
+            guard let fields = value as? [String: Any] else { throw FCMMessageError(field: "fcm.android.notification", "is not an object") }
+            try Self.only(["channel_id"], in: fields, of: "fcm.android.notification")
+            guard let channel = fields["channel_id"] as? String, !channel.isEmpty else {
+                throw FCMMessageError(field: "fcm.android.notification.channel_id", "is not a non-empty string")
+            }
+            channelID = channel
+        }
+    }
+
+    private static func only(_ known: Set<String>, in fields: [String: Any], of object: String) throws(FCMMessageError) {
+        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
+            throw FCMMessageError(field: "\(object).\(unknown)", "is not a field pushworker knows (\(known.sorted().joined(separator: ", ")))")
+        }
+    }
+}

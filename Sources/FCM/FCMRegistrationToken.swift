@@ -9,6 +9,9 @@ public enum FCMRegistrationToken {
     /// Nil when `token` has the form; else why not.
     public static func problem(_ token: String) -> String? {
         let bytes = token.utf8
+        if bytes.count == 64, bytes.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) || (65...70).contains($0) }) {
+            return "is 64 hex digits: an APNs device token, not an FCM registration token"
+        }
         guard (minimumLength...maximumLength).contains(bytes.count) else {
             return "is \(bytes.count) characters; an FCM registration token has \(minimumLength) to \(maximumLength)"
         }

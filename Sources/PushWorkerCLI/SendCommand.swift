@@ -2,6 +2,8 @@ import APNs
 import APNsHTTP2
 import ArgumentParser
 import CommandLineSupport
+import FCM
+import FCMHTTP2
 import Foundation
 import PushWorker
 
@@ -10,12 +12,18 @@ import PushWorker
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send one notification and print APNs' answer.",
-        discussion: "Exits 0 when APNs answers 200, 1 otherwise (the answer is printed either way).")
+        abstract: "Send one notification and print APNs' (or FCM's) answer.",
+        discussion: """
+            Exits 0 when the service accepts it, 1 otherwise (the answer is printed either way).
+            With --platform fcm the token is an Android registration token, sent through the app's fcm \
+            side, and the payload holds a job's `notification` and `fcm` objects: \
+            {"notification": {"title": "Hi", "body": "There"}, "fcm": {"data": {"k": "v"}}}.
+            """)
 
     @Option(help: "The worker's configuration file (YAML).") var config: String
     @Option(help: "App name from the configuration; optional when it has one app.") var app: String?
-    @Option(help: "Device token: hex, or as apps log it (`<3F1C 0E5D …>`).") var token: String
+    @Option(help: "apns (default) or fcm: the service the token is of.") var platform = "apns"
+    @Option(help: "Device token: hex, or as apps log it (`<3F1C 0E5D …>`); with --platform fcm, an Android registration token.") var token: String
     @Option(help: "The APNs payload as JSON text.") var payload: String?
     @Option(help: "Read the payload from this file.") var file: String?
     @Option(name: .customLong("push-type"), help: "alert, background, voip, …") var pushType = "alert"
@@ -27,6 +35,7 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (payload == nil) != (file == nil) else { throw ValidationError("give the payload with --payload or --file, not both or neither") }
+        guard ["apns", "fcm"].contains(platform) else { throw ValidationError("--platform '\(platform)' is not apns or fcm") }
     }
 
     func run() async throws {
@@ -41,6 +50,7 @@ struct SendCommand: AsyncParsableCommand {
             body = Data((payload ?? "").utf8)
         }
         do { try JSONSyntaxError.check(body) } catch { throw CommandFailure("the payload is \(error)") }
+        if platform == "fcm" { return try await sendToFCM(body, app: appPlan) }
 
         var request = APNsRequest(
             deviceToken: APNsDeviceToken.normalized(token), topic: topic ?? appPlan.topic, pushType: try APNsPushType(validating: pushType),
@@ -63,6 +73,42 @@ struct SendCommand: AsyncParsableCommand {
         if let timestamp = response.timestamp { lines.append("timestamp: \(ISO8601DateFormatter().string(from: timestamp))") }
         print(lines.joined(separator: "\n"))
         if response.status != 200 { throw ExitCode.failure }
+    }
+
+    /// The payload as a job's `notification` and `fcm`, the job's `priority`, `expiration` and
+    /// `collapse_id` as FCM's `android.priority`, `ttl` and `collapse_key`.
+    private func sendToFCM(_ body: Data, app: WorkerPlan.App) async throws {
+        guard let fcm = app.fcm else { throw CommandFailure("app \(app.name) has no fcm side in the configuration (apps[\(app.index)].fcm)") }
+        if let problem = FCMRegistrationToken.problem(token) { throw CommandFailure("--token \(problem)") }
+        guard let fields = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
+            throw CommandFailure("the payload is not a JSON object with notification and/or fcm")
+        }
+        if let unknown = fields.keys.sorted().first(where: { $0 != "notification" && $0 != "fcm" }) {
+            throw CommandFailure("the payload's \(unknown) is not notification or fcm")
+        }
+        var message: FCMMessage
+        do { message = try FCMMessage(notification: fields["notification"], fcm: fields["fcm"]) } catch { throw CommandFailure("the payload's \(error)") }
+        if let priority { message.priority = message.priority ?? (priority == 10 ? .high : .normal) }
+        if let expiration, message.ttl == nil {
+            switch try Self.parseExpiration(expiration) {
+            case .immediately: message.ttl = 0
+            case .at(let date): message.ttl = max(0, Int(date.timeIntervalSinceNow.rounded(.up)))
+            case .after(let duration, let since): message.ttl = max(0, Int(since.addingTimeInterval(Double(duration.components.seconds)).timeIntervalSinceNow.rounded(.up)))
+            }
+        }
+        if message.collapseKey == nil { message.collapseKey = collapseID }
+        do { try message.validate() } catch { throw CommandFailure("the payload's \(error)") }
+        let client = FCMClient(configuration: fcm.client, tokens: FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile))
+        defer { client.shutdown() }
+        switch await client.send(message.encoded(), to: [token])[0] {
+        case .accepted(let name):
+            print("status: 200\nname: \(name)")
+        case .failed(let failure):
+            print("reason: \(failure.reason)\ndetail: \(failure.detail)")
+            throw ExitCode.failure
+        case .unanswered(let why):
+            throw CommandFailure("no answer from FCM: \(why)")
+        }
     }
 
     static func parseExpiration(_ text: String) throws -> APNsExpiration {

@@ -52,7 +52,8 @@ struct FCMMessageTests {
     func tokens() {
         #expect(FCMRegistrationToken.problem(Self.token) == nil)
         #expect(FCMRegistrationToken.problem("APA91b" + String(repeating: "Ab1-_", count: 30)) == nil)
-        #expect(FCMRegistrationToken.problem(String(repeating: "ab12", count: 16))?.contains("characters") == true)
+        #expect(FCMRegistrationToken.problem(String(repeating: "ab12", count: 16))?.contains("an APNs device token") == true)
+        #expect(FCMRegistrationToken.problem(String(repeating: "ab1-", count: 16))?.contains("64 characters") == true)
         #expect(FCMRegistrationToken.problem(String(repeating: "ab12", count: 40))?.contains("colon") == true)
         #expect(FCMRegistrationToken.problem(String(Self.token.prefix(60)))?.contains("60 characters") == true)
         #expect(FCMRegistrationToken.problem(Self.token + " ")?.contains("base64url") == true)
@@ -86,5 +87,42 @@ struct FCMMessageTests {
         #expect(failure(418, "") == .other(status: 418, code: nil, "HTTP 418"))
         #expect(failure(429, "").isRetryable && !failure(404, "").isRetryable)
         #expect(failure(403, fcm("SENDER_ID_MISMATCH", "PERMISSION_DENIED", 403)).reason == "SENDER_ID_MISMATCH")
+    }
+}
+
+@Suite("FCM message fields of a job")
+struct FCMMessageFieldsTests {
+    static func read(_ json: String) throws(FCMMessageError) -> FCMMessage {
+        let object = try! JSONSerialization.jsonObject(with: Data(json.utf8)) as! [String: Any]
+        return try FCMMessage(notification: object["notification"], fcm: object["fcm"])
+    }
+
+    @Test("a job's notification and fcm object become the message; every wrong field is named")
+    func reads() throws {
+        let message = try Self.read(#"""
+            {"notification": {"title": "T", "body": "B", "image": "https://example.com/i.png"},
+             "fcm": {"data": {"a": "1"}, "android": {"priority": "high", "ttl": 60, "collapse_key": "c", "direct_boot_ok": true,
+                     "notification": {"channel_id": "news"}}}}
+            """#)
+        #expect(message == FCMMessage(
+            notification: .init(title: "T", body: "B", image: "https://example.com/i.png"), data: ["a": "1"], priority: .high, ttl: 60,
+            collapseKey: "c", channelID: "news", directBootOK: true))
+        func field(_ json: String) -> String? {
+            do {
+                _ = try Self.read(json)
+                return nil
+            } catch {
+                return error.field
+            }
+        }
+        #expect(field(#"{"fcm": {"data": {"count": 7}}}"#) == "fcm.data.count")
+        #expect(field(#"{"fcm": {"data": {"ok": true}}}"#) == "fcm.data.ok")
+        #expect(field(#"{"fcm": {"android": {"priority": "urgent"}}}"#) == "fcm.android.priority")
+        #expect(field(#"{"fcm": {"android": {"ttl": "60s"}}}"#) == "fcm.android.ttl")
+        #expect(field(#"{"fcm": {"android": {"ttl": true}}}"#) == "fcm.android.ttl")
+        #expect(field(#"{"fcm": {"android": {"notification": {"sound": "x"}}}}"#) == "fcm.android.notification.sound")
+        #expect(field(#"{"fcm": {"apns": {}}}"#) == "fcm.apns")
+        #expect(field(#"{"notification": {"title": 1}}"#) == "notification.title")
+        #expect(field(#"{"notification": "hi"}"#) == "notification")
     }
 }

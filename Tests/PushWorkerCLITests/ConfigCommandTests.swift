@@ -87,4 +87,51 @@ struct ConfigCommandTests {
         let unreadable = try Program.run(["queues", "check", "--config", config.path], environment: ["PUSHWORKER_AMQP_URL_FILE": "/nonexistent/amqp-url"])
         #expect(unreadable.status == 1 && unreadable.standardError.contains("PUSHWORKER_AMQP_URL_FILE: cannot read '/nonexistent/amqp-url'"), "\(unreadable.standardError)")
     }
+
+    @Test("an app's fcm side: the service account file proved and shown without its key; a file that cannot serve names the key and the field")
+    func fcm() throws {
+        let key = try write(try TestKeys.newP8())
+        let account = try TestServiceAccount.file(tokenURI: "https://oauth2.googleapis.com/token")
+        func app(_ fcm: String) -> String {
+            """
+            apps:
+              - name: news
+                topic: com.example.news
+                environment: sandbox
+                token: {key_file: \(key.path), key_id: ABC123DEFG, team_id: DEF123GHIJ}
+                fcm: \(fcm)
+            """
+        }
+        let good = try Program.run(["config", "check", "--config", try write(app("{service_account: \(account.path), connections: 6}")).path])
+        #expect(good.status == 0, "\(good.standardError)")
+        #expect(!good.standardOutput.contains("PRIVATE KEY"))
+        let document = try #require(try Yams.load(yaml: good.standardOutput) as? [String: Any])
+        let fcm = try #require((document["apps"] as? [[String: Any]])?.first?["fcm"] as? [String: Any])
+        #expect(fcm["project_id"] as? String == TestServiceAccount.projectID && fcm["client_email"] as? String == TestServiceAccount.clientEmail)
+        #expect(fcm["url"] as? String == "https://fcm.googleapis.com" && fcm["connections"] as? Int == 6)
+        #expect(fcm["token_uri"] as? String == "https://oauth2.googleapis.com/token")
+
+        // From a variable, as a secret would come.
+        let fromEnv = try Program.run(
+            ["config", "check", "--config", try write(app("{service_account_env: FCM_SA}")).path],
+            environment: ["FCM_SA": String(decoding: try Data(contentsOf: account), as: UTF8.self)])
+        #expect(fromEnv.status == 0, "\(fromEnv.standardError)")
+        #expect(!fromEnv.standardOutput.contains("PRIVATE KEY") && fromEnv.standardOutput.contains("service_account_env: FCM_SA"))
+
+        var fields = TestServiceAccount.fields()
+        fields["private_key"] = nil
+        let noKey = try write(String(decoding: TestServiceAccount.json(fields), as: UTF8.self))
+        let missing = try Program.run(["config", "check", "--config", try write(app("{service_account: \(noKey.path)}")).path])
+        #expect(missing.status == 1)
+        #expect(missing.standardError.contains("apps[0].fcm.service_account: \(noKey.path) has no private_key"), "\(missing.standardError)")
+        let googleServices = try write(#"{"project_info": {"project_id": "x"}, "client": []}"#)
+        let wrongFile = try Program.run(["config", "check", "--config", try write(app("{service_account: \(googleServices.path)}")).path])
+        #expect(wrongFile.status == 1 && wrongFile.standardError.contains("google-services.json, which holds no key"), "\(wrongFile.standardError)")
+        let unset = try Program.run(["config", "check", "--config", try write(app("{service_account_env: FCM_SA}")).path], environment: [:])
+        #expect(unset.status == 1 && unset.standardError.contains("apps[0].fcm.service_account_env: environment variable FCM_SA is not set"), "\(unset.standardError)")
+        let neither = try Program.run(["config", "check", "--config", try write(app("{url: https://fcm.example.com}")).path])
+        #expect(neither.status == 1 && neither.standardError.contains("apps[0].fcm: names no service account"), "\(neither.standardError)")
+        let typo = try Program.run(["config", "check", "--config", try write(app("{service_acount: \(account.path)}")).path])
+        #expect(typo.status == 1 && typo.standardError.contains("service_acount: unknown key"), "\(typo.standardError)")
+    }
 }

@@ -82,3 +82,21 @@ public struct MockAPNsFixture: Sendable {
         return file
     }
 }
+
+extension MockAPNsFixture {
+    /// The mock's FCM side knows `TestServiceAccount`.
+    public static var fcmAccount: MockFCMAccount {
+        MockFCMAccount(
+            clientEmail: TestServiceAccount.clientEmail, projectID: TestServiceAccount.projectID, keyID: TestServiceAccount.keyID,
+            publicKeyPEM: TestServiceAccount.publicKeyPEM)
+    }
+
+    /// An app's `fcm:` lines (for `appYAML(extra:)`, which indents them) sending to this mock with a key file of
+    /// `TestServiceAccount` whose token endpoint is the mock's.
+    public func fcmYAML() throws -> [String] {
+        let file = try TestServiceAccount.file(tokenURI: "\(server.url)/token")
+        return [
+            "fcm:", "  service_account: \(file.path)", "  url: \(server.url)", "  ca_file: \(Self.path("ca.pem"))",
+        ] + (Self.transport.map { ["  transport: \($0)"] } ?? [])
+    }
+}

@@ -15,6 +15,15 @@ public enum TestServiceAccount {
         }
     }()
 
+    /// The public half, as the mock's token endpoint checks the grant with it.
+    public static let publicKeyPEM: String = {
+        do {
+            return try TestKeys.openssl(["pkey", "-pubout"], input: Data(privateKeyPEM.utf8))
+        } catch {
+            fatalError("cannot derive the test RSA key's public half: \(error)")
+        }
+    }()
+
     /// The key file's fields; `tokenURI` nil leaves `token_uri` out (Google's is then meant).
     public static func fields(tokenURI: String? = "https://oauth2.googleapis.com/token") -> [String: Any] {
         var fields: [String: Any] = [

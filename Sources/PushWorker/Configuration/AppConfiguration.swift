@@ -50,6 +50,8 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
     public var quietHours: PushJob.QuietHoursMode?
     /// Frequency caps per user and notification type.
     public var caps: [FrequencyCap] = []
+    /// The app's Android side: its Firebase project's service account; nil for APNs only.
+    public var fcm: FCMSettings?
 
     public static let defaultMaxInFlight = 256
 
@@ -67,7 +69,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
         case defaultResults = "default_results"
         case timeZone = "time_zone"
         case quietHours = "quiet_hours"
-        case caps
+        case caps, fcm
     }
 
     public init(from decoder: Decoder) throws {
@@ -112,6 +114,7 @@ public struct AppConfiguration: Sendable, Decodable, Equatable {
             quietHours = mode
         }
         caps = try container.decodeIfPresent([FrequencyCap].self, forKey: .caps) ?? []
+        fcm = try container.decodeIfPresent(FCMSettings.self, forKey: .fcm)
     }
 
     public struct TokenCredentials: Sendable, Decodable, Equatable {

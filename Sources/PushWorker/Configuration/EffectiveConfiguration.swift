@@ -17,7 +17,7 @@ public enum EffectiveConfiguration {
         let plan = try WorkerPlan(configuration, file: file, environment: environment)
         let settings = plan.settings
         let amqp = plan.broker.amqp
-        let apps = plan.apps.map { Self.app($0.configuration, $0.client) }
+        let apps = plan.apps.map { Self.app($0.configuration, $0.client, fcm: $0.fcm) }
         // The nodes as listed (`amqp` has them in this process's shuffled order).
         let brokers = settings.brokerURLs(environment: environment)
         let listed = ((try? AMQPConfiguration(urls: brokers.urls))?.addresses ?? amqp.addresses).map(\.redactedURL)
@@ -119,7 +119,7 @@ public enum EffectiveConfiguration {
         return (address ?? "null") + source
     }
 
-    private static func app(_ app: AppConfiguration, _ client: APNsClientConfiguration) -> Node {
+    private static func app(_ app: AppConfiguration, _ client: APNsClientConfiguration, fcm: FCMPlan?) -> Node {
         var fields: [(String, Node)] = [
             ("name", scalar(app.name)),
             ("topic", scalar(app.topic)),
@@ -150,6 +150,20 @@ public enum EffectiveConfiguration {
             if let keyFile = certificate.keyFile { credentials.append(("key_file", scalar(keyFile))) }
             if let passwordEnv = certificate.passwordEnv { credentials.append(("password_env", scalar(passwordEnv))) }
             fields.append(("certificate", mapping(credentials)))
+        }
+        if let fcm, let settings = app.fcm {
+            // What the key file says, proved; never the key.
+            var side: [(String, Node)] = []
+            if let variable = settings.serviceAccountEnv { side.append(("service_account_env", scalar(variable))) } else if let path = settings.serviceAccount {
+                side.append(("service_account", scalar(path)))
+            }
+            side += [
+                ("project_id", scalar(fcm.account.projectID)), ("client_email", scalar(fcm.account.clientEmail)),
+                ("token_uri", scalar(fcm.account.tokenURI)), ("url", scalar(fcm.client.baseURL)), ("transport", scalar(fcm.client.transport.rawValue)),
+                ("connections", scalar(fcm.client.connections)), ("request_timeout_ms", scalar(Int(fcm.client.requestTimeout / .milliseconds(1)))),
+            ]
+            if let caFile = fcm.client.caFile { side.append(("ca_file", scalar(caFile))) }
+            fields.append(("fcm", mapping(side)))
         }
         return mapping(fields)
     }

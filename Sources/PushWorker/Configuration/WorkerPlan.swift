@@ -23,6 +23,8 @@ public struct WorkerPlan: Sendable {
         /// The app's bulk queue and how many of its chunks a worker holds at once (prefetch × weight).
         public let bulkQueue: String
         public let bulkPrefetch: UInt16
+        /// Its FCM side, the service account read and proved; nil for an app on APNs only.
+        public let fcm: FCMPlan?
 
         public var name: String { configuration.name }
         public var topic: String { configuration.topic }
@@ -72,7 +74,8 @@ public struct WorkerPlan: Sendable {
                 configuration: app, index: index, client: client, maxInFlight: app.effectiveMaxInFlight,
                 nowReserve: settings.lanes.nowReserve(ofMaxInFlight: app.effectiveMaxInFlight),
                 bulkQueue: settings.queues.bulkJobs(app: app.name),
-                bulkPrefetch: UInt16(min(settings.amqp.prefetch * (app.weight ?? 1), Int(UInt16.max)))))
+                bulkPrefetch: UInt16(min(settings.amqp.prefetch * (app.weight ?? 1), Int(UInt16.max))),
+                fcm: try app.fcm?.plan(file: file, prefix: "apps[\(index)]", app: app.name, environment: environment)))
         }
         self.apps = apps
         endpoint = try settings.metricsEndpoint(file: file, environment: environment).map { Endpoint(host: $0.host, port: $0.port, key: $0.key) }
