@@ -237,6 +237,8 @@ let package = Package(
         .executableTarget(
             name: "pushworker-bench",
             dependencies: [
+                "FCM",
+                "FCMHTTP2",
                 "AMQP",
                 "APNs",
                 "APNsHTTP2",

@@ -56,6 +56,13 @@ package struct APNsExchangeBatch: Sendable {
         bodyEnds?.append(self.body.count)
     }
 
+    /// A request with a body of its own, written into the batch by `write` (no array of its own).
+    package mutating func append(path: String, tag: Int, writingBody write: (inout [UInt8]) -> Void) {
+        append(path: path, tag: tag)
+        write(&body)
+        bodyEnds?.append(body.count)
+    }
+
     /// Request `index`'s body.
     func body(at index: Int) -> [UInt8] {
         guard let ends = bodyEnds else { return body }

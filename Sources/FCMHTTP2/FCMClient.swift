@@ -108,8 +108,7 @@ public final class FCMClient: Sendable {
             for (index, outcome) in wave {
                 switch outcome {
                 case .response(200, _, _, _, _, let body):
-                    let name = (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?["name"] as? String
-                    answers[index] = .accepted(name: name ?? "")
+                    answers[index] = .accepted(name: FCMMessage.name(inAnswer: body) ?? "")
                 case .response(let status, _, _, _, let retryAfter, let body):
                     let failure = FCMFailure(status: status, retryAfter: retryAfter, body: body)
                     if status == 401, case .credentials(code: "UNAUTHENTICATED", _) = failure, !renewed.contains(index) {
@@ -149,7 +148,7 @@ public final class FCMClient: Sendable {
             start += count
             round.assign(slots, to: connection)
             var batch = APNsExchangeBatch(headers: headers, ownBodies: count, bodyBytes: count * (message.size + 200))
-            for index in slots { batch.append(path: path, body: message.body(token: devices[index]), tag: index) }
+            for index in slots { batch.append(path: path, tag: index) { message.append(token: devices[index], to: &$0) } }
             pool.connections[connection].start(batch, round: round)
         }
     }

@@ -126,3 +126,15 @@ struct FCMMessageFieldsTests {
         #expect(field(#"{"notification": "hi"}"#) == "notification")
     }
 }
+
+@Suite("FCM answers")
+struct FCMAnswerTests {
+    @Test("the message name is read from FCM's answer, spaced or not; an answer that is not FCM's gives none")
+    func name() {
+        #expect(FCMMessage.name(inAnswer: Array(#"{"name":"projects/p/messages/0:1%2"}"#.utf8)) == "projects/p/messages/0:1%2")
+        #expect(FCMMessage.name(inAnswer: Array("{\n  \"name\": \"projects/p/messages/9\"\n}\n".utf8)) == "projects/p/messages/9")
+        #expect(FCMMessage.name(inAnswer: Array(#"{"other":"x"}"#.utf8)) == nil)
+        #expect(FCMMessage.name(inAnswer: []) == nil)
+        #expect(FCMMessage.name(inAnswer: Array(#"{"name":"unterminated"#.utf8)) == nil)
+    }
+}

@@ -37,6 +37,11 @@
 #   deploy/local/bench.sh localtime [COUNT]   a registry group of COUNT members (default 1000000) sent
 #                                   with a local_time a minute or two ahead: the time to hold it by
 #                                   zone, the worker's peak memory, and the rate once released
+#   deploy/local/bench.sh fcm [COUNT] [CONNECTIONS] [STREAMS]   the FCM client and the APNs client
+#                                   alone, in turns, against the same Go server (default 4
+#                                   connections of 100 streams, as FCM serves): messages/s and
+#                                   client CPU per message of each, and their ratio (FCM's target:
+#                                   no more CPU per device than APNs'); ROUNDS (2) rounds
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -56,7 +61,11 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime) ;; *) echo "usage: $0 apns|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|fcm|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime) ;; *) echo "usage: $0 apns|fcm|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+if [ "$mode" = fcm ]; then
+  connections="${3:-4}"
+  streams="${4:-100}"
+fi
 
 deploy/local/install-deps.sh
 if [ "$mode" = resolve ]; then
@@ -148,6 +157,44 @@ share = cpu / wall / usable
 verdict = 'the server was the bottleneck' if share > 0.9 else 'the server was not the bottleneck'
 print(f'   $server_name: {cpu:.1f} CPU-s in {wall:.1f} s = {cpu / wall * 100:.0f}% of one core, {share * 100:.0f}% of the {usable} it can use: {verdict}')"
 }
+
+if [ "$mode" = fcm ]; then
+  [ "$server" = go ] || { echo "bench.sh fcm runs against the Go server only (SERVER=go): it also answers the token endpoint" >&2; exit 2; }
+  # A service account whose token endpoint is the Go server's /token (the grant is not checked there).
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$work/sa.key" 2>/dev/null
+  python3 - "$work/sa.key" "$url/token" > "$work/service-account.json" <<'PY'
+import json, sys
+print(json.dumps({"type": "service_account", "project_id": "bench", "private_key_id": "bench", "private_key": open(sys.argv[1]).read(),
+                  "client_email": "bench@bench.iam.gserviceaccount.com", "token_uri": sys.argv[2]}))
+PY
+  rounds="${ROUNDS:-2}"
+  batch="${BATCH:-100}"
+  for round in $(seq "$rounds"); do
+    for client in apns fcm; do
+      echo "== round $round: pushworker-bench $client --transport $transport --count $count --connections $connections --streams $streams --batch $batch"
+      server_cpu=$(cpu_of $mock_pid); wall=$(now)
+      if [ "$client" = apns ]; then
+        "$bin/pushworker-bench" apns --transport "$transport" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" \
+          --streams "$streams" --batch "$batch" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 | tee "$work/$client-$round.txt"
+      else
+        "$bin/pushworker-bench" fcm --transport "$transport" --url "$url" --ca-file "$work/ca.pem" --count "$count" --connections "$connections" \
+          --streams "$streams" --batch "$batch" --service-account "$work/service-account.json" | tee "$work/$client-$round.txt"
+      fi
+      mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
+    done
+  done
+  python3 - "$work" "$rounds" <<'PY'
+import re, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def figures(client, pattern):
+    return [float(re.search(pattern, open(f"{work}/{client}-{r}.txt").read()).group(1)) for r in range(1, rounds + 1)]
+rate = {c: sum(figures(c, r"= (\d+) (?:notifications|messages)/s")) / rounds for c in ("apns", "fcm")}
+cpu = {c: sum(figures(c, r"= ([0-9.]+) µs per (?:notification|message)")) / rounds for c in ("apns", "fcm")}
+print(f"== mean of {rounds} round(s): APNs {rate['apns']:.0f}/s at {cpu['apns']:.1f} µs CPU each; FCM {rate['fcm']:.0f}/s at {cpu['fcm']:.1f} µs CPU each")
+print(f"== client CPU per message, FCM/APNs: {cpu['fcm'] / cpu['apns']:.2f} (target <= 1.0); rate FCM/APNs: {rate['fcm'] / rate['apns']:.2f}")
+PY
+  exit 0
+fi
 
 # The single node, started when it is not running. A run's queues are named
 # pushworker.bench.<id>.*, a new id each run, and the worker declares a dozen: a policy makes them

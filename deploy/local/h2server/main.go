@@ -1,5 +1,7 @@
 // A neutral HTTP/2 server for the benchmarks: answers every request with 200 and an apns-id, on
-// all cores (a goroutine per stream), with room for 1000 streams per connection. It is not the
+// all cores (a goroutine per stream), with room for 1000 streams per connection. For FCM's
+// benchmark it also answers /token with an access token (the grant is not checked: the tests
+// check it against the project's mock) and FCM's messages:send with a message name. It is not the
 // project's mock, whose SwiftNIO event loop serves a connection on one thread and saturates
 // first: a client measured against it would be measured against the mock's limit.
 //
@@ -14,6 +16,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strings"
 
 	"golang.org/x/net/http2"
 )
@@ -33,8 +36,19 @@ func main() {
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		w.Header().Set("apns-id", "3b9f1c1e-0000-4000-8000-000000000000")
-		w.WriteHeader(http.StatusOK)
+		switch {
+		case r.URL.Path == "/token":
+			w.Header().Set("content-type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, `{"access_token":"bench-token","expires_in":3599,"token_type":"Bearer"}`)
+		case strings.HasPrefix(r.URL.Path, "/v1/projects/"):
+			w.Header().Set("content-type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, `{"name":"projects/bench/messages/0:1700000000000000%0000000000000000"}`)
+		default:
+			w.Header().Set("apns-id", "3b9f1c1e-0000-4000-8000-000000000000")
+			w.WriteHeader(http.StatusOK)
+		}
 	})
 	server := &http.Server{Handler: handler, TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}}, ErrorLog: log.New(io.Discard, "", 0)}
 	if err := http2.ConfigureServer(server, &http2.Server{MaxConcurrentStreams: 1000}); err != nil {
