@@ -74,6 +74,18 @@ struct JobDecoderTests {
         }
     }
 
+    @Test("an Android registration token in audience.tokens is refused as one, naming the field and saying what serves it")
+    func androidToken() {
+        let android = "cXyZ0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+        do {
+            _ = try Self.decoder.decode(Array(#"{"audience": {"tokens": ["\#(Self.token)", "\#(android)"]}, "payload": {"aps": {}}}"#.utf8))
+            Issue.record("an FCM token was taken for an APNs one")
+        } catch {
+            #expect(error.code == .invalidToken && error.field == "audience.tokens[1]")
+            #expect(error.message.contains("FCM registration token") && error.message.contains("send --platform fcm"), "\(error)")
+        }
+    }
+
     @Test("with no push_type, a payload asking only for content-available is background (priority 5 on the wire), anything else alert; voip and complication payloads are free")
     func inferredPushType() throws {
         func decoded(_ rest: String) throws -> PushJob {

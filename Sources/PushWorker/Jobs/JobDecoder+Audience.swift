@@ -1,4 +1,5 @@
 import APNs
+import FCM
 import Foundation
 import Stores
 
@@ -78,6 +79,10 @@ extension JobDecoder {
         }
         let tokens = (try fields.strings("tokens") ?? []).map(APNsDeviceToken.normalized)
         for (index, token) in tokens.enumerated() {
+            if FCMRegistrationToken.problem(token) == nil {
+                throw JobError(.invalidToken, field: "audience.tokens[\(index)]",
+                    "audience.tokens[\(index)] is an FCM registration token (an Android device): jobs reach APNs devices only in this version; pushworker send --platform fcm sends to one")
+            }
             do { try APNsDeviceToken.validate(token, field: "audience.tokens[\(index)]") } catch {
                 throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
             }
