@@ -43,6 +43,7 @@ package struct APNsExchangeBatch: Sendable {
 
     /// The fan-out's fast path: the device prefix and the token's bytes, no path string.
     mutating func append(deviceToken: String, tag: Int) {
+        precondition(bodyEnds == nil, "a batch of requests with bodies of their own takes a body with each")
         paths.append(contentsOf: "/3/device/".utf8)
         paths.append(contentsOf: deviceToken.utf8)
         paths.append(0)
@@ -51,14 +52,16 @@ package struct APNsExchangeBatch: Sendable {
 
     /// A request with a body of its own (the batch made with `ownBodies`), on `path`.
     package mutating func append(path: String, body: [UInt8], tag: Int) {
-        append(path: path, tag: tag)
+        precondition(bodyEnds != nil, "a batch that shares one body takes none with a request")
+        appendPath(path, tag: tag)
         self.body.append(contentsOf: body)
         bodyEnds?.append(self.body.count)
     }
 
     /// A request with a body of its own, written into the batch by `write` (no array of its own).
     package mutating func append(path: String, tag: Int, writingBody write: (inout [UInt8]) -> Void) {
-        append(path: path, tag: tag)
+        precondition(bodyEnds != nil, "a batch that shares one body takes none with a request")
+        appendPath(path, tag: tag)
         write(&body)
         bodyEnds?.append(body.count)
     }
@@ -71,6 +74,11 @@ package struct APNsExchangeBatch: Sendable {
 
     /// Any other request (a broadcast): its whole path.
     mutating func append(path: String, tag: Int) {
+        precondition(bodyEnds == nil, "a batch of requests with bodies of their own takes a body with each")
+        appendPath(path, tag: tag)
+    }
+
+    private mutating func appendPath(_ path: String, tag: Int) {
         paths.append(contentsOf: path.utf8)
         paths.append(0)
         tags.append(UInt32(tag))

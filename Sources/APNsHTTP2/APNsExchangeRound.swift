@@ -27,8 +27,12 @@ package final class APNsExchangeRound: Sendable {
     private let latency: CoreMetrics.Timer
     /// Where the requests go, for the transports' error messages.
     let baseURL: String
+    /// APNs' rule: a 403 (the credentials refused) leaves a connection at one stream. FCM's 403
+    /// is about one token (SENDER_ID_MISMATCH), and leaves the connection as it is.
+    private let coldOn403: Bool
 
-    package init(count: Int, pool: APNsConnectionPool, latency: CoreMetrics.Timer, baseURL: String) {
+    package init(count: Int, pool: APNsConnectionPool, latency: CoreMetrics.Timer, baseURL: String, coldOn403: Bool = true) {
+        self.coldOn403 = coldOn403
         let now = ContinuousClock.now
         state = Mutex(State(connections: Array(repeating: 0, count: count), startedAt: Array(repeating: now, count: count)))
         self.pool = pool
@@ -61,7 +65,7 @@ package final class APNsExchangeRound: Sendable {
         latency.record(duration: now - startedAt)
         // APNs raises a connection's stream limit once it has accepted the credentials; a 403
         // (or no answer at all) leaves the connection at one stream.
-        if case .response(let status, _, _, _, _, _) = outcome, status != 403 {
+        if case .response(let status, _, _, _, _, _) = outcome, status != 403 || !coldOn403 {
             pool.release(connection, answered: true)
         } else {
             pool.release(connection, answered: false)

@@ -37,20 +37,26 @@ public enum FCMFailure: Sendable, Equatable {
         let violations = details.filter { ($0["@type"] as? String)?.hasSuffix("google.rpc.BadRequest") == true }
             .flatMap { $0["fieldViolations"] as? [[String: Any]] ?? [] }
         let code = fcmCode ?? Self.code(ofStatus: error?["status"] as? String, http: status)
-        let pause = retryAfter.flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) }
+        let pause = Self.seconds(retryAfter)
         switch code {
-        case "UNREGISTERED":
+        // A device is called gone, or another project's, only on FCM's own word (its `FcmError`
+        // detail): a bare 404 is a gateway's wrong path, a bare 403 a wrong project_id or a
+        // missing role, and either would otherwise condemn every device of the app.
+        case "UNREGISTERED" where fcmCode != nil:
             self = .unregistered
-        case "INVALID_ARGUMENT":
-            if let violation = violations.first, let field = violation["field"] as? String, field != "message.token" {
-                self = .invalidMessage(field: field, violation["description"] as? String ?? message)
-            } else if fcmCode == nil, violations.isEmpty {
-                self = .invalidMessage(field: nil, message)
-            } else {
-                self = .invalidToken(message)
-            }
-        case "SENDER_ID_MISMATCH":
+        case "SENDER_ID_MISMATCH" where fcmCode != nil:
             self = .senderIDMismatch
+        case "PERMISSION_DENIED", "SENDER_ID_MISMATCH":
+            self = .credentials(code: "PERMISSION_DENIED", message)
+        case "INVALID_ARGUMENT":
+            let fields = violations.compactMap { $0["field"] as? String }
+            if fields.contains("message.token") || (fields.isEmpty && message.lowercased().contains("registration token")) {
+                self = .invalidToken(message)
+            } else if let violation = violations.first(where: { ($0["field"] as? String) != nil }), let field = violation["field"] as? String {
+                self = .invalidMessage(field: field, violation["description"] as? String ?? message)
+            } else {
+                self = .invalidMessage(field: nil, message)
+            }
         case "QUOTA_EXCEEDED":
             self = .quotaExceeded(retryAfter: max(pause ?? 0, Self.quotaPause))
         case "UNAVAILABLE", "INTERNAL":
@@ -62,12 +68,20 @@ public enum FCMFailure: Sendable, Equatable {
         }
     }
 
+    /// `Retry-After` in seconds: a whole number of 0 to a day (a date, or anything else, is none).
+    static func seconds(_ header: String?) -> TimeInterval? {
+        guard let text = header?.trimmingCharacters(in: .whitespaces), !text.isEmpty, text.utf8.count <= 9,
+            text.utf8.allSatisfy({ (48...57).contains($0) }), let value = Int(text)
+        else { return nil }
+        return TimeInterval(min(value, 86_400))
+    }
+
     /// FCM's code for an answer without an `FcmError` detail, from its google.rpc status.
     private static func code(ofStatus status: String?, http: Int) -> String? {
         switch (status, http) {
-        case ("NOT_FOUND", _), (nil, 404): "UNREGISTERED"
+        case ("NOT_FOUND", _), (nil, 404): "NOT_FOUND"
         case ("INVALID_ARGUMENT", _), (nil, 400): "INVALID_ARGUMENT"
-        case ("PERMISSION_DENIED", _), (nil, 403): "SENDER_ID_MISMATCH"
+        case ("PERMISSION_DENIED", _), (nil, 403): "PERMISSION_DENIED"
         case ("RESOURCE_EXHAUSTED", _), (nil, 429): "QUOTA_EXCEEDED"
         case ("UNAVAILABLE", _), (nil, 503): "UNAVAILABLE"
         case ("INTERNAL", _), (nil, 500): "INTERNAL"
@@ -99,6 +113,19 @@ public enum FCMFailure: Sendable, Equatable {
         case .senderIDMismatch: "the token belongs to another Firebase project"
         case .quotaExceeded(let pause): "over FCM's quota; not before \(Int(pause)) s"
         case .unavailable(let pause): pause.map { "FCM is unavailable; not before \(Int($0)) s" } ?? "FCM is unavailable"
+        }
+    }
+
+    /// The HTTP status FCM answered with.
+    public var status: Int {
+        switch self {
+        case .unregistered: 404
+        case .invalidToken, .invalidMessage: 400
+        case .senderIDMismatch: 403
+        case .quotaExceeded: 429
+        case .unavailable: 503
+        case .credentials: 401
+        case .other(let status, _, _): status
         }
     }
 

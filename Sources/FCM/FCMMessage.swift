@@ -4,8 +4,8 @@ import Foundation
 /// job's `notification`, `fcm`, `expiration`, `priority` and `collapse_id` become. Checked as it is
 /// made against FCM's rules, so a job FCM would refuse for every device is refused before any
 /// device is sent, naming the field.
-public struct FCMMessage: Sendable, Equatable {
-    public struct Notification: Sendable, Equatable {
+public struct FCMMessage: Sendable, Hashable {
+    public struct Notification: Sendable, Hashable {
         public var title: String?
         public var body: String?
         public var image: String?
@@ -17,7 +17,7 @@ public struct FCMMessage: Sendable, Equatable {
         }
     }
 
-    public enum Priority: String, Sendable, Equatable {
+    public enum Priority: String, Sendable, Hashable {
         case high, normal
     }
 
@@ -114,21 +114,30 @@ public struct FCMMessage: Sendable, Equatable {
     /// by a scan of the bytes, as one answer per device comes back and a JSON parse of each was
     /// a visible share of the client's CPU; anything else is parsed as JSON.
     public static func name(inAnswer body: [UInt8]) -> String? {
-        let key = Array(#""name":""#.utf8)
-        return body.withUnsafeBufferPointer { bytes -> String? in
+        let key = Array(#""name""#.utf8)
+        func isSpace(_ byte: UInt8) -> Bool { byte == 32 || byte == 9 || byte == 10 || byte == 13 }
+        if let found = body.withUnsafeBufferPointer({ bytes -> String? in
             var index = 0
             while index + key.count <= bytes.count {
-                if bytes[index] == key[0], Array(bytes[index..<(index + key.count)]) == key {
-                    let start = index + key.count
-                    var end = start
-                    while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
-                    guard end < bytes.count, bytes[end] == UInt8(ascii: "\"") else { break }
-                    return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-                }
-                index += 1
+                defer { index += 1 }
+                guard bytes[index] == key[0], bytes[index..<(index + key.count)].elementsEqual(key) else { continue }
+                var cursor = index + key.count
+                while cursor < bytes.count, isSpace(bytes[cursor]) { cursor += 1 }
+                guard cursor < bytes.count, bytes[cursor] == UInt8(ascii: ":") else { continue }
+                cursor += 1
+                while cursor < bytes.count, isSpace(bytes[cursor]) { cursor += 1 }
+                guard cursor < bytes.count, bytes[cursor] == UInt8(ascii: "\"") else { return nil }
+                let start = cursor + 1
+                var end = start
+                while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
+                guard end < bytes.count, bytes[end] == UInt8(ascii: "\"") else { return nil }
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
             }
-            return ((try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any])?["name"] as? String
+            return nil
+        }) {
+            return found
         }
+        return ((try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any])?["name"] as? String
     }
 
     /// A message encoded once, for many devices.

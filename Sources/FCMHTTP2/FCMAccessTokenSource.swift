@@ -6,10 +6,11 @@ import Logging
 
 /// Trades a service account's grant for access tokens at its token endpoint and keeps the
 /// current one, renewed before it lapses: one grant per period, never one per message (rpush
-/// asked for a token per notification). Callers that ask while a grant is on its way wait for
-/// that one. A refusal is the app's credentials failing, said once in the log with Google's
-/// words and kept until `retryAfterRefusal` has passed, so a wrong key is an alarm and not a
-/// storm of grants.
+/// asked for a token per notification). Callers that need a token while a grant is on its way
+/// wait for that one; while the current token is still good, they get it and the renewal runs
+/// behind them, so a token endpoint that is slow or briefly away holds up no message. A refusal
+/// is the app's credentials failing: said once in the log with Google's words and held for
+/// `retryAfterRefusal`, so a wrong key is an alarm and not a storm of grants.
 public actor FCMAccessTokenSource {
     public let account: FCMServiceAccount
     private let caFile: String?
@@ -17,12 +18,18 @@ public actor FCMAccessTokenSource {
     private let logger: Logger
     private var current: FCMAccessToken?
     private var pending: Task<Result<FCMAccessToken, FCMAuthError>, Never>?
-    private var refused: (error: FCMAuthError, at: Date)?
+    /// The last grant's failure, and when: a refusal is held `retryAfterRefusal`, an endpoint
+    /// that could not be reached `retryAfterUnreachable`.
+    private var failed: (error: FCMAuthError, at: Date)?
     /// Grants asked for since the start (for the gauges and the tests).
     public private(set) var grants = 0
 
     /// How long a refused grant is not asked again.
     public static let retryAfterRefusal: TimeInterval = 30
+    /// How long after a token endpoint could not be reached it is not asked again.
+    public static let retryAfterUnreachable: TimeInterval = 5
+    /// A token with less than this left is not handed out: a message would reach FCM after it lapsed.
+    public static let lastUse: TimeInterval = 30
 
     /// - Parameter caFile: PEM roots to trust for the token endpoint instead of the system's (a mock's).
     public init(account: FCMServiceAccount, caFile: String? = nil, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "pushworker.fcm")) {
@@ -32,40 +39,60 @@ public actor FCMAccessTokenSource {
         self.logger = logger
     }
 
-    /// A token good for at least five more minutes.
+    /// A token good for at least `lastUse` more seconds; renewed five minutes before its end.
     public func token(now: Date = Date()) async throws(FCMAuthError) -> FCMAccessToken {
         if let current, !current.needsRenewal(at: now) { return current }
-        if let refused, now.timeIntervalSince(refused.at) < Self.retryAfterRefusal { throw refused.error }
-        let task: Task<Result<FCMAccessToken, FCMAuthError>, Never>
-        if let pending {
-            task = pending
-        } else {
-            let (account, caFile, timeout) = (account, caFile, timeout)
-            grants += 1
-            task = Task { await Self.grant(account, caFile: caFile, timeout: timeout) }
-            pending = task
+        let usable = current.flatMap { $0.expiresAt.timeIntervalSince(now) > Self.lastUse ? $0 : nil }
+        if let failed {
+            let hold = if case .refused = failed.error { Self.retryAfterRefusal } else { Self.retryAfterUnreachable }
+            if now.timeIntervalSince(failed.at) < hold {
+                if let usable { return usable }
+                throw failed.error
+            }
         }
+        let task = pending ?? startGrant()
+        if let usable { return usable }
+        return try await outcome(of: task)
+    }
+
+    /// Forgets `token` (FCM answered 401 with it): the next call asks for a new one.
+    public func invalidate(_ token: String) {
+        if current?.value == token { current = nil }
+    }
+
+    /// Starts a grant; its outcome is kept whether or not anyone waits for it.
+    private func startGrant() -> Task<Result<FCMAccessToken, FCMAuthError>, Never> {
+        let (account, caFile, timeout) = (account, caFile, timeout)
+        grants += 1
+        let task = Task { await Self.grant(account, caFile: caFile, timeout: timeout) }
+        pending = task
+        Task { _ = try? await self.outcome(of: task) }
+        return task
+    }
+
+    private func outcome(of task: Task<Result<FCMAccessToken, FCMAuthError>, Never>) async throws(FCMAuthError) -> FCMAccessToken {
         let result = await task.value
         if pending == task {
             pending = nil
             switch result {
             case .success(let token):
                 current = token
-                refused = nil
+                failed = nil
                 logger.debug("FCM access token renewed", metadata: ["project": "\(account.projectID)", "expires_at": "\(token.expiresAt)"])
             case .failure(let error):
-                refused = (error, Date())
-                logger.error("FCM refused the service account's grant; no message is sent until it is fixed", metadata: [
-                    "project": "\(account.projectID)", "client_email": "\(account.clientEmail)", "error": "\(error)",
-                ])
+                failed = (error, Date())
+                if case .refused = error {
+                    logger.error("FCM refused the service account's grant; no message is sent until it is fixed", metadata: [
+                        "project": "\(account.projectID)", "client_email": "\(account.clientEmail)", "error": "\(error)",
+                    ])
+                } else {
+                    logger.warning("the FCM token endpoint could not be reached; asked again shortly", metadata: [
+                        "project": "\(account.projectID)", "error": "\(error)",
+                    ])
+                }
             }
         }
         return try result.get()
-    }
-
-    /// Forgets `token` (FCM answered 401 with it): the next call asks for a new one.
-    public func invalidate(_ token: String) {
-        if current?.value == token { current = nil }
     }
 
     private static func grant(_ account: FCMServiceAccount, caFile: String?, timeout: Duration) async -> Result<FCMAccessToken, FCMAuthError> {

@@ -31,15 +31,7 @@ public final class FCMClient: Sendable {
         public init() {}
     }
 
-    /// What FCM made of one device's message.
-    public enum Answer: Sendable, Equatable {
-        /// Accepted: `projects/<project>/messages/<id>`.
-        case accepted(name: String)
-        /// Answered with one of FCM's error codes.
-        case failed(FCMFailure)
-        /// No answer (connection trouble past the retries, a timeout), or no access token.
-        case unanswered(String)
-    }
+    public typealias Answer = FCMAnswer
 
     public let configuration: Configuration
     public let tokens: FCMAccessTokenSource
@@ -78,17 +70,29 @@ public final class FCMClient: Sendable {
     /// Connections with a socket open now.
     public var openConnections: Int { pool.connections.count { $0.isOpen } }
 
-    /// Sends `message` to each of `devices`; one answer per device, in their order.
+    /// Sends `message` to each of `devices`; one answer per device, in their order. A token
+    /// that is not base64url and colons is answered `INVALID_ARGUMENT` here, unsent: it is
+    /// spliced into the request's JSON, where a quote would add members of its own.
     public func send(_ message: FCMMessage.Encoded, to devices: [String]) async -> [Answer] {
         var answers = [Answer?](repeating: nil, count: devices.count)
-        let round = APNsExchangeRound(count: devices.count, pool: pool, latency: latency, baseURL: configuration.baseURL)
-        var toSend = Array(devices.indices)
+        let round = APNsExchangeRound(count: devices.count, pool: pool, latency: latency, baseURL: configuration.baseURL, coldOn403: false)
+        var toSend: [Int] = []
+        toSend.reserveCapacity(devices.count)
+        for index in devices.indices {
+            if Self.isSafe(devices[index]) {
+                toSend.append(index)
+            } else {
+                answers[index] = .failed(.invalidToken("not an FCM registration token (base64url and colons only)"))
+            }
+        }
         var transportRetries: [Int: Int] = [:]
         var renewed = Set<Int>()
+        /// The access token each request went with: a late 401 drops only the token it refused.
+        var sentWith = [String](repeating: "", count: devices.count)
         var outstanding = 0
-        var bearer = ""
         while true {
             if !toSend.isEmpty {
+                let bearer: String
                 do {
                     bearer = try await tokens.token().value
                 } catch {
@@ -97,6 +101,7 @@ public final class FCMClient: Sendable {
                     if outstanding == 0 { break }
                     continue
                 }
+                for index in toSend { sentWith[index] = bearer }
                 await start(toSend, of: devices, message: message, bearer: bearer, round: round)
                 outstanding += toSend.count
                 toSend = []
@@ -104,7 +109,7 @@ public final class FCMClient: Sendable {
             guard outstanding > 0 else { break }
             let wave = await round.nextWave()
             outstanding -= wave.count
-            var refusedBearer = false
+            var refused = Set<String>()
             for (index, outcome) in wave {
                 switch outcome {
                 case .response(200, _, _, _, _, let body):
@@ -114,7 +119,7 @@ public final class FCMClient: Sendable {
                     if status == 401, case .credentials(code: "UNAUTHENTICATED", _) = failure, !renewed.contains(index) {
                         // The access token was refused (revoked, or lapsed on the way): once more with a new one.
                         renewed.insert(index)
-                        refusedBearer = true
+                        refused.insert(sentWith[index])
                         toSend.append(index)
                     } else {
                         answers[index] = .failed(failure)
@@ -129,12 +134,19 @@ public final class FCMClient: Sendable {
                     }
                 }
             }
-            if refusedBearer {
+            for bearer in refused {
                 await tokens.invalidate(bearer)
                 logger.notice("FCM refused the access token; asking for a new one", metadata: ["project": "\(tokens.account.projectID)"])
             }
         }
         return answers.map { $0 ?? .unanswered("no answer") }
+    }
+
+    /// Whether `token` can be spliced into JSON as it is: base64url and colons, as registration tokens are.
+    static func isSafe(_ token: String) -> Bool {
+        !token.isEmpty && token.utf8.allSatisfy { byte in
+            (65...90).contains(byte) || (97...122).contains(byte) || (48...57).contains(byte) || byte == 45 || byte == 95 || byte == 58
+        }
     }
 
     /// Hands the devices at `indices` to the connections the pool picks, each connection's share

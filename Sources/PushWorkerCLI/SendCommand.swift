@@ -88,7 +88,10 @@ struct SendCommand: AsyncParsableCommand {
         }
         var message: FCMMessage
         do { message = try FCMMessage(notification: fields["notification"], fcm: fields["fcm"]) } catch { throw CommandFailure("the payload's \(error)") }
-        if let priority { message.priority = message.priority ?? (priority == 10 ? .high : .normal) }
+        if let priority {
+            let chosen = try APNsPriority(validating: priority)
+            message.priority = message.priority ?? (chosen == .immediate ? .high : .normal)
+        }
         if let expiration, message.ttl == nil {
             switch try Self.parseExpiration(expiration) {
             case .immediately: message.ttl = 0

@@ -38,10 +38,36 @@ struct FCMEndpointTests {
         }
         #expect(tokens.count == 1 && tokens.first?.hasPrefix("mock-fcm-") == true)
         #expect(await source.grants == 1 && mock.server.fcmGrants.issued == 1)
-        // Five minutes before its end (600 s), the next call asks for a new one.
-        let later = try await source.token(now: Date().addingTimeInterval(400))
+        // Within five minutes of its end (600 s) a call starts the renewal, and is handed the
+        // token still good meanwhile.
+        let during = try await source.token(now: Date().addingTimeInterval(400))
+        #expect(tokens.contains(during.value))
+        var later = during
+        for _ in 0..<200 where tokens.contains(later.value) {
+            try await Task.sleep(for: .milliseconds(50))
+            later = try await source.token()
+        }
         #expect(!tokens.contains(later.value))
         #expect(await source.grants == 2 && mock.server.fcmGrants.issued == 2)
+    }
+
+    @Test("a token still good is handed out while its renewal fails: a token endpoint away holds up no message")
+    func renewalFails() async throws {
+        let (mock, account) = try await Self.start { $0.fcmTokenLifetime = 200 }
+        let source = FCMAccessTokenSource(account: account, caFile: MockAPNsFixture.path("ca.pem"), timeout: .seconds(5))
+        // 200 s is inside the five-minute renewal margin: every call after this one wants a new token.
+        let first = try await source.token()
+        try await mock.server.shutdown()
+        for _ in 0..<3 {
+            #expect(try await source.token().value == first.value)
+        }
+        // Past its last use, with the endpoint still away, the caller hears why.
+        do {
+            _ = try await source.token(now: Date().addingTimeInterval(190))
+            Issue.record("a token with 10 s left was handed out")
+        } catch {
+            guard case .unreachable = error else { Issue.record("not unreachable: \(error)"); return }
+        }
     }
 
     @Test("a key the endpoint does not know is refused with Google's words, and not asked again at once")

@@ -68,7 +68,7 @@ struct FCMMessageTests {
             #"{"error":{"code":\#(http),"message":"m","status":"\#(status)","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#(code)"}]}}"#
         }
         #expect(failure(404, fcm("UNREGISTERED", "NOT_FOUND", 404)) == .unregistered)
-        #expect(failure(400, fcm("INVALID_ARGUMENT", "INVALID_ARGUMENT", 400)) == .invalidToken("m"))
+        #expect(failure(400, fcm("INVALID_ARGUMENT", "INVALID_ARGUMENT", 400)) == .invalidMessage(field: nil, "m"))
         let badToken = #"{"error":{"code":400,"message":"The registration token is not a valid FCM registration token","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token","description":"Invalid registration token"}]}]}}"#
         #expect(failure(400, badToken) == .invalidToken("The registration token is not a valid FCM registration token"))
         let badData = #"{"error":{"code":400,"message":"Invalid value at 'message.data[0].value' (TYPE_STRING), 7","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.data[0].value","description":"Invalid value at 'message.data[0].value' (TYPE_STRING), 7"}]}]}}"#
@@ -83,7 +83,22 @@ struct FCMMessageTests {
             == .credentials(code: "UNAUTHENTICATED", "Request had invalid authentication credentials."))
         // A proxy's page, not FCM's JSON: its status decides.
         #expect(failure(503, "<html>busy</html>") == .unavailable(retryAfter: nil))
-        #expect(failure(404, "") == .unregistered)
+        // Only FCM's own word condemns a device: a bare 404 (a gateway's wrong path) or 403 (a wrong
+        // project_id, a missing role) is the app's trouble, not its devices'.
+        #expect(failure(404, "") == .other(status: 404, code: "NOT_FOUND", "HTTP 404"))
+        #expect(failure(404, #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND"}}"#)
+            == .other(status: 404, code: "NOT_FOUND", "Requested entity was not found."))
+        #expect(failure(403, #"{"error":{"code":403,"message":"Permission denied","status":"PERMISSION_DENIED"}}"#)
+            == .credentials(code: "PERMISSION_DENIED", "Permission denied"))
+        // An INVALID_ARGUMENT about the message, with an FcmError detail, is not the token's fault.
+        #expect(failure(400, #"{"error":{"code":400,"message":"Android message is too big","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"}]}}"#)
+            == .invalidMessage(field: nil, "Android message is too big"))
+        // Retry-After: whole seconds only, at most a day; anything else is none, and never a crash.
+        for garbage in ["inf", "nan", "1e400", "-5", "Wed, 21 Oct 2015 07:28:00 GMT", "99999999999999999999"] {
+            #expect(failure(503, fcm("UNAVAILABLE", "UNAVAILABLE", 503), retryAfter: garbage) == .unavailable(retryAfter: nil), "\(garbage)")
+            _ = failure(429, fcm("QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED", 429), retryAfter: garbage).detail
+        }
+        #expect(failure(503, fcm("UNAVAILABLE", "UNAVAILABLE", 503), retryAfter: "999999") == .unavailable(retryAfter: 86_400))
         #expect(failure(418, "") == .other(status: 418, code: nil, "HTTP 418"))
         #expect(failure(429, "").isRetryable && !failure(404, "").isRetryable)
         #expect(failure(403, fcm("SENDER_ID_MISMATCH", "PERMISSION_DENIED", 403)).reason == "SENDER_ID_MISMATCH")

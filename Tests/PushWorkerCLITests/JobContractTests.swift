@@ -22,7 +22,11 @@ struct JobContractTests {
         var mock: MockAPNsServer { setup.mock }
 
         static func start(faults: [MockAPNsFault] = [], extra: String = "", appExtra: [String] = []) async throws -> Running {
-            let setup = try await WorkerProcessTests.setUp(faults: faults, extra: extra, appExtra: appExtra)
+            try await start(setup: try await WorkerProcessTests.setUp(faults: faults, extra: extra, appExtra: appExtra))
+        }
+
+        /// A worker on `setup`'s mock and configuration.
+        static func start(setup: WorkerProcessTests.Setup) async throws -> Running {
             let worker = try RunningProgram.worker(config: setup.config)
             try await worker.waitForLog("worker started")
             let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results"), .durable("\(setup.prefix).dead", quorum: true)])

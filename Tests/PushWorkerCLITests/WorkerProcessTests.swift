@@ -19,12 +19,17 @@ struct WorkerProcessTests {
 
     static func setUp(
         faults: [MockAPNsFault], unregistered: [String: Date] = [:], maxAttempts: Int = 3, extra: String = "", appExtra: [String] = [],
-        amqp: String? = nil, prefix: String? = nil, quorumQueues: Bool = false
+        amqp: String? = nil, prefix: String? = nil, quorumQueues: Bool = false, fcm: ((inout MockAPNsConfiguration) -> Void)? = nil
     ) async throws -> Setup {
         let fixture = try await MockAPNsFixture.start {
             $0.faults = faults
             $0.unregisteredTokens = unregistered
+            if let fcm {
+                $0.fcmAccounts = [MockAPNsFixture.fcmAccount]
+                fcm(&$0)
+            }
         }
+        let appExtra = appExtra + (fcm == nil ? [] : try fixture.fcmYAML())
         let prefix = prefix ?? TestBroker.uniqueName("e2e")
         let config = try MockAPNsFixture.writeConfiguration("""
             \(amqp ?? "amqp:\n  url: \(TestBroker.url)\n  prefetch: 4")

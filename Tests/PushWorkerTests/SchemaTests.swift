@@ -53,6 +53,8 @@ struct SchemaTests {
             #"{"audience": {"activity": "match-42"}, "priority": 10, "live_activity": {"event": "update", "content_state": {"score": "1-0"}, "stale_date": "2026-11-25T22:00:00Z", "timestamp": 1790000000}}"#,
             #"{"audience": {"activity": "match-42", "tokens": ["\#(token)"]}, "live_activity": {"event": "end", "dismissal_date": 1790003600}}"#,
             #"{"audience": {"channel": "dHN0LXNyY2gtY2hubA=="}, "push_type": "liveactivity", "expiration": "immediate", "live_activity": {"event": "update", "content_state": {"score": "1-1"}}}"#,
+            #"{"audience": {"tokens": ["\#(token)"], "fcm_tokens": ["\#(FCMJobTests.android)"]}, "notification": {"title": "Goal", "body": "2-1", "image": "https://example.com/g.png"}, "fcm": {"data": {"match": "7"}, "android": {"priority": "high", "ttl": 600, "collapse_key": "score", "direct_boot_ok": false, "notification": {"channel_id": "scores"}}}, "priority": 10}"#,
+            #"{"audience": {"fcm_tokens": ["\#(FCMJobTests.android)"]}, "fcm": {"data": {"sync": "1"}}}"#,
         ]
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -131,7 +133,15 @@ struct SchemaTests {
         let broadcastObject = try #require(try JSONSerialization.jsonObject(with: Data(broadcast.json)) as? [String: Any])
         #expect(broadcastObject["token"] is NSNull && broadcastObject["request_id"] as? String == broadcast.requestID)
         #expect(try JSONDecoder().decode(PushResult.self, from: Data(broadcast.json)) == broadcast)
-        #expect(try Self.validate("result.schema.json", results + [broadcastFile]) == ["valid", "valid", "valid", "valid"])
+        var android = PushResult(jobID: "j", token: FCMJobTests.android, app: "demo", outcome: .delivered, status: 200, attempts: 1)
+        android.platform = .fcm
+        android.fcmName = "projects/demo/messages/1"
+        let androidFile = directory.appendingPathComponent("r5.json")
+        try Data(android.json).write(to: androidFile)
+        let androidObject = try #require(try JSONSerialization.jsonObject(with: Data(android.json)) as? [String: Any])
+        #expect(androidObject["platform"] as? String == "fcm" && androidObject["fcm_name"] as? String == "projects/demo/messages/1")
+        #expect(try JSONDecoder().decode(PushResult.self, from: Data(android.json)) == android)
+        #expect(try Self.validate("result.schema.json", results + [broadcastFile, androidFile]) == ["valid", "valid", "valid", "valid", "valid"])
         // A batched job's message, as ResultBatch writes it; and one with a result missing a key.
         let batch = ResultBatch(jobID: "j", app: "demo", chunk: "1/2")
         for index in 0..<3 {

@@ -10,6 +10,8 @@ public struct AppParts: Sendable {
     public let sender: any OwnedNotificationSender
     public let admission: DeviceAdmission
     public let channels: any ChannelManaging
+    /// Its FCM side (`apps[].fcm`): one client, one access-token source; nil for APNs only.
+    public let fcm: (any FCMSending)?
 
     /// What a lane's pipeline knows of the app.
     var pipelineApp: JobPipeline.App {
@@ -17,6 +19,6 @@ public struct AppParts: Sendable {
             name: plan.name, topic: plan.topic, sender: sender, admission: admission,
             defaultExpiration: plan.configuration.defaultExpiration, defaultResults: plan.configuration.defaultResults,
             timeZone: plan.configuration.timeZone.flatMap(TimeZone.init(identifier:)) ?? .gmt, quietHours: plan.configuration.quietHours ?? .defer,
-            caps: plan.configuration.caps)
+            caps: plan.configuration.caps, fcm: fcm)
     }
 }

@@ -1,4 +1,5 @@
 import APNs
+import FCMHTTP2
 import CoreMetrics
 import Logging
 import Stores
@@ -64,7 +65,10 @@ public struct WorkerAssembly: Sendable {
             sources.share(&client)
             return AppParts(
                 plan: app, sender: apns.sender(client, logger), admission: DeviceAdmission(maxInFlight: app.maxInFlight, nowReserve: app.nowReserve),
-                channels: apns.channels(client))
+                channels: apns.channels(client),
+                fcm: app.fcm.map { fcm in
+                    FCMClient(configuration: fcm.client, tokens: FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, logger: logger), logger: logger)
+                })
         }
         self.apps = apps
         tokenSources = sources
@@ -171,6 +175,7 @@ public struct WorkerAssembly: Sendable {
         for app in apps {
             app.sender.shutdown()
             app.channels.shutdown()
+            app.fcm?.shutdown()
         }
     }
 }

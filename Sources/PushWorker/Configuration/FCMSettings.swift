@@ -74,6 +74,10 @@ public struct FCMSettings: Sendable, Decodable, Equatable {
         client.name = app
         if let url {
             guard let parsed = URL(string: url), parsed.scheme == "https", parsed.host != nil else { throw fail("url", "\(url) is not an https URL") }
+            // The HTTP/2 engine keeps a base URL's host and port only: a path would be dropped.
+            guard parsed.path.isEmpty || parsed.path == "/", parsed.query == nil else {
+                throw fail("url", "\(url) has a path; name the host (and port) only, as https://fcm.googleapis.com")
+            }
             client.baseURL = url.hasSuffix("/") ? String(url.dropLast()) : url
         }
         if let caFile {

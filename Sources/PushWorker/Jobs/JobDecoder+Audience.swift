@@ -54,12 +54,12 @@ extension JobDecoder {
 
     func decodeAudience(_ object: [String: Any]?, chunk: Bool) throws(JobError) -> PushJob.Audience {
         guard let object else { throw JobError(.missingField, field: "audience", "audience is missing") }
-        let known = ["tokens", "users", "groups", "channel", "activity"] + (chunk ? ["devices", "filtered"] : [])
+        let known = ["tokens", "users", "groups", "channel", "activity", "fcm_tokens"] + (chunk ? ["devices", "filtered"] : [])
         if let unknown = object.keys.filter({ !known.contains($0) }).sorted().first {
             if unknown == "devices" || unknown == "filtered" {
                 throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is written by pushworker into chunk jobs only; name tokens, users or groups")
             }
-            throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is not an audience field; expected tokens, users, groups, activity or channel")
+            throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is not an audience field; expected tokens, fcm_tokens, users, groups, activity or channel")
         }
         guard !object.isEmpty else {
             throw JobError(.emptyAudience, field: "audience", "audience names no tokens, users or groups")
@@ -87,17 +87,30 @@ extension JobDecoder {
                 throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
             }
         }
+        let fcmTokens = try fields.strings("fcm_tokens") ?? []
+        for (index, token) in fcmTokens.enumerated() {
+            if let problem = FCMRegistrationToken.problem(token) {
+                throw JobError(.invalidToken, field: "audience.fcm_tokens[\(index)]", "audience.fcm_tokens[\(index)] \(problem)")
+            }
+        }
         let users = try fields.strings("users") ?? [], groups = try fields.strings("groups") ?? []
+        if !fcmTokens.isEmpty, let other = users.isEmpty ? (groups.isEmpty ? (activity == nil ? nil : "activity") : "groups") : "users" {
+            throw JobError(.invalidField, field: "audience.\(other)",
+                "audience.\(other) cannot go with audience.fcm_tokens in this version: registered devices are reached on APNs only; send Android devices by their tokens in a job of their own")
+        }
         for (field, names) in [("audience.users", users), ("audience.groups", groups)] {
             // No registry name has one, and PostgreSQL cannot even compare it.
             if let index = names.firstIndex(where: { $0.utf8.contains(0) }) {
                 throw JobError(.invalidField, field: "\(field)[\(index)]", "\(field)[\(index)] contains a NUL character")
             }
         }
-        return PushJob.Audience(
+        var audience = PushJob.Audience(
             tokens: tokens.map { $0.lowercased() }, users: users, groups: groups,
             devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"),
             activity: activity)
+        // Case matters in a registration token: kept as sent.
+        audience.fcmTokens = fcmTokens
+        return audience
     }
 
     /// A chunk job's `[["<token>", "<user>" | null], …]`.

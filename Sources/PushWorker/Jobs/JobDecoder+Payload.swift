@@ -26,7 +26,13 @@ extension JobDecoder {
             }
             payloadDictionary["aps"] = liveActivity.aps
         } else {
-            guard let payloadObject = object["payload"] else { throw JobError(.missingField, field: "payload", "payload is missing") }
+            // A job without a payload: APNs' alert is made from its `notification`; one for Android
+            // devices alone needs none (APNs is not asked).
+            let onlyAndroid = !audience.fcmTokens.isEmpty && audience.tokens.isEmpty && audience.users.isEmpty && audience.groups.isEmpty
+                && audience.activity == nil && audience.channel == nil
+            guard let payloadObject = object["payload"] ?? Self.alertPayload(from: object["notification"]) ?? (onlyAndroid ? ["aps": [:]] as [String: Any] : nil) else {
+                throw JobError(.missingField, field: "payload", "payload is missing")
+            }
             guard let dictionary = payloadObject as? [String: Any] else {
                 throw JobError(.invalidField, field: "payload", "payload must be a JSON object, such as {\"aps\": {\"alert\": \"…\"}}")
             }

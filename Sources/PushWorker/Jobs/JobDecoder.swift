@@ -24,6 +24,7 @@ public struct JobDecoder: Sendable {
     static let fields: Set<String> = [
         "id", "app", "audience", "type", "subtype", "payload", "push_type", "priority", "expiration",
         "collapse_id", "topic", "results", "reply_to", "live_activity", "idempotency_key", "send_at", "quiet_hours", "local_time",
+        "notification", "fcm",
     ]
     /// Written by pushworker into chunk and retry jobs only: where their tokens live in the registry.
     static let chunkFields: Set<String> = ["token_namespace"]
@@ -83,6 +84,7 @@ public struct JobDecoder: Sendable {
         job.tokenNamespace = tokenNamespace
         job.idempotencyKey = idempotencyKey
         try decodeTiming(&fields, object, into: &job)
+        job.fcm = try Self.decodeFCM(object, audience: audience, job: job)
         return job
     }
 

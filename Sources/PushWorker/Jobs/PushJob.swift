@@ -1,4 +1,5 @@
 import APNs
+import FCM
 import Foundation
 import Stores
 
@@ -50,6 +51,8 @@ public struct PushJob: Sendable, Hashable {
             public var filtered: [Recipient] = []
             /// A Live Activity (`audience.activity`): every token registered for it.
             public var activity: String?
+            /// Android devices named by their FCM registration tokens (`audience.fcm_tokens`).
+            public var fcmTokens: [String] = []
         }
 
         public private(set) var kind: Kind
@@ -90,6 +93,14 @@ public struct PushJob: Sendable, Hashable {
         public var devices: [Recipient] { fields.devices }
         public var filtered: [Recipient] { fields.filtered }
         public var activity: String? { fields.activity }
+        public var fcmTokens: [String] {
+            get { fields.fcmTokens }
+            set {
+                guard case .devices(var devices) = kind else { preconditionFailure("a broadcast's audience has no tokens") }
+                devices.fcmTokens = newValue
+                kind = .devices(devices)
+            }
+        }
 
         /// Resolved already: a chunk or retry job carrying `(token, user)` pairs.
         public var isResolved: Bool { !devices.isEmpty || !filtered.isEmpty }
@@ -129,6 +140,10 @@ public struct PushJob: Sendable, Hashable {
     public var localTime: LocalTime?
     /// `quiet_hours`; nil: the app's default (`apps[].quiet_hours`, else `defer`).
     public var quietHours: QuietHoursMode?
+    /// What Android devices are sent (`notification` and `fcm`, checked against FCM's rules);
+    /// nil when the job names neither. The job's priority, expiration and collapse id fill what
+    /// `fcm.android` leaves out, as the message goes (`fcmMessage()`).
+    public var fcm: FCMMessage?
 
     /// The registry's key for the job's tokens.
     public var registryApp: String { tokenNamespace.registryApp(app) }

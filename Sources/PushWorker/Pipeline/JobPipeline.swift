@@ -31,13 +31,16 @@ public struct JobPipeline: Sendable {
         public var quietHours: PushJob.QuietHoursMode
         /// Frequency caps per user and type.
         public var caps: [FrequencyCap]
+        /// Its FCM side, for Android devices; nil for an app on APNs only.
+        public var fcm: (any FCMSending)?
 
         public init(
             name: String, topic: String, sender: any NotificationSending,
             admission: DeviceAdmission = DeviceAdmission(maxInFlight: AppConfiguration.defaultMaxInFlight),
             defaultExpiration: DefaultExpiration? = nil, defaultResults: PushJob.ResultsMode? = nil, timeZone: TimeZone = .gmt,
-            quietHours: PushJob.QuietHoursMode = .defer, caps: [FrequencyCap] = []
+            quietHours: PushJob.QuietHoursMode = .defer, caps: [FrequencyCap] = [], fcm: (any FCMSending)? = nil
         ) {
+            self.fcm = fcm
             self.caps = caps
             self.timeZone = timeZone
             self.quietHours = quietHours
@@ -94,9 +97,13 @@ public struct JobPipeline: Sendable {
             defaultResults: Dictionary(apps.compactMap { app in app.defaultResults.map { (app.name, $0) } }, uniquingKeysWith: { first, _ in first }))
         self.processors = Dictionary(
             apps.map { app in
-                (app.name, JobProcessor(
-                    client: app.sender, admission: app.admission, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
-                    lane: lane, feedback: feedback, badges: badges, ledger: ledger, metrics: metrics, logger: logger))
+                (app.name, {
+                    var processor = JobProcessor(
+                        client: app.sender, admission: app.admission, topic: app.topic, appName: app.name, results: results, retry: settings.retryPolicy,
+                        lane: lane, feedback: feedback, badges: badges, ledger: ledger, metrics: metrics, logger: logger)
+                    processor.fcm = app.fcm
+                    return processor
+                }())
             },
             uniquingKeysWith: { first, _ in first })
         self.results = results
@@ -150,6 +157,17 @@ public struct JobPipeline: Sendable {
                 // The decoder only accepts configured apps; this keeps a job from hanging if that ever changes.
                 return await refusal.refuse(delivery, JobError(.unknownApp, field: "app", "app '\(job.app)' is not configured"))
             }
+            if !job.audience.fcmTokens.isEmpty {
+                guard processor.fcm != nil else {
+                    return await refusal.refuse(delivery, JobError(.invalidField, field: "audience.fcm_tokens",
+                        "app '\(job.app)' has no fcm side (apps[].fcm, its Firebase service account): its Android devices cannot be reached"))
+                }
+                // Such a job is never split into chunk jobs, which carry APNs devices only in this version.
+                guard job.audience.tokens.count + job.audience.fcmTokens.count <= settings.chunkSize else {
+                    return await refusal.refuse(delivery, JobError(.invalidField, field: "audience.fcm_tokens",
+                        "a job with audience.fcm_tokens names at most chunk_size (\(settings.chunkSize)) tokens and fcm_tokens together in this version; send more as several jobs"))
+                }
+            }
             // Read before the job's tokens are handed to the stages: a retry job of an older
             // worker names tokens, and its header's counts go by them.
             let attempts = RetryHandOff.previousAttempts(of: job, delivery)
@@ -178,6 +196,10 @@ public struct JobPipeline: Sendable {
                 audience = whole
             }
             var recipients = audience.recipients
+            if !job.audience.isResolved {
+                // Android devices, named by their tokens: sent as they are, beside the APNs ones.
+                recipients += job.audience.fcmTokens.map { Recipient(token: $0, platform: .fcm) }
+            }
             if !attempts.isEmpty {
                 for index in recipients.indices { recipients[index].previousAttempts = attempts[recipients[index].token] ?? 0 }
             }

@@ -29,6 +29,8 @@ public struct JobProcessor: Sendable {
     public var ledger: (any PipelineLedger)?
     public var metrics: WorkerMetrics
     public var logger: Logger
+    /// The app's FCM side, for its Android devices; nil for an app on APNs only.
+    public var fcm: (any FCMSending)?
 
     public init(
         client: any NotificationSending, admission: DeviceAdmission, topic: String, appName: String, results: ResultPublisher, retry: RetryPolicy = RetryPolicy(),
@@ -263,6 +265,21 @@ public struct JobProcessor: Sendable {
     /// and each device goes on alone (its result, its retries, giving its slot back) from its
     /// first answer, as the answers come.
     private func deliver(
+        _ job: PushJob, to batch: ArraySlice<Recipient>, slots: DeviceAdmission.Slots, badges: [String: Int], replyTo: String, ends: DeviceEnds
+    ) async throws {
+        guard batch.contains(where: { $0.platform == .fcm }) else {
+            return try await deliverAPNs(job, to: batch, slots: slots, badges: badges, replyTo: replyTo, ends: ends)
+        }
+        let apple = ArraySlice(batch.filter { $0.platform == .apns })
+        let android = batch.filter { $0.platform == .fcm }
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await self.deliverFCM(job, to: android, slots: slots, replyTo: replyTo, ends: ends) }
+            if !apple.isEmpty { try await self.deliverAPNs(job, to: apple, slots: slots, badges: badges, replyTo: replyTo, ends: ends) }
+        }
+    }
+
+    /// A batch's APNs devices.
+    private func deliverAPNs(
         _ job: PushJob, to batch: ArraySlice<Recipient>, slots: DeviceAdmission.Slots, badges: [String: Int], replyTo: String, ends: DeviceEnds
     ) async throws {
         let requests = batch.map { request(job, to: $0, badge: badges[$0.token]) }

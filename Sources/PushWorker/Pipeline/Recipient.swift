@@ -1,3 +1,5 @@
+import Stores
+
 /// A device a job reaches, and the user it was reached through (nil for explicit tokens).
 public struct Recipient: Sendable, Hashable {
     public var token: String
@@ -7,9 +9,12 @@ public struct Recipient: Sendable, Hashable {
     /// The badge count an earlier round of a counting job gave this device: sent again as it is,
     /// not counted again.
     public var badge: Int?
+    /// The service it is reached through.
+    public var platform: DevicePlatform
 
-    public init(token: String, user: String? = nil, previousAttempts: Int = 0, badge: Int? = nil) {
+    public init(token: String, user: String? = nil, previousAttempts: Int = 0, badge: Int? = nil, platform: DevicePlatform = .apns) {
         self.token = token
+        self.platform = platform
         self.user = user
         self.previousAttempts = previousAttempts
         self.badge = badge

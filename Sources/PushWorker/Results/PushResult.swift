@@ -1,10 +1,13 @@
 import APNs
+import FCM
 import Foundation
+import Stores
 
 /// One device's result, published to the reply queue with `type` = `result` and
 /// `correlation_id` = the job id. Every key is always present (null when unknown), so consumers in
 /// any language can rely on the shape. A broadcast's one result also has `channel` and
-/// `request_id`, and its `token` is null: APNs alone knows the devices behind a channel.
+/// `request_id`, and its `token` is null: APNs alone knows the devices behind a channel. An
+/// Android device's result also has `platform` (`fcm`) and `fcm_name`, FCM's message name.
 public struct PushResult: Sendable, Hashable, Decodable {
     public var jobID: String
     /// Empty for a broadcast (null in the message).
@@ -23,6 +26,10 @@ public struct PushResult: Sendable, Hashable, Decodable {
     /// For 410: when APNs last saw the token valid, milliseconds since 1970, as APNs gives it.
     public var timestamp: Int64?
     public var attempts: Int
+    /// `fcm` for an Android device's result; nil (no key) for APNs'.
+    public var platform: DevicePlatform?
+    /// FCM's name of the accepted message, `projects/<project>/messages/<id>`.
+    public var fcmName: String?
 
     public init(
         jobID: String, token: String, user: String? = nil, app: String, outcome: Outcome, status: Int? = nil,
@@ -68,6 +75,8 @@ public struct PushResult: Sendable, Hashable, Decodable {
         case apnsID = "apns_id", apnsUniqueID = "apns_unique_id"
         case reason, timestamp, attempts, channel
         case requestID = "request_id"
+        case platform
+        case fcmName = "fcm_name"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -85,6 +94,8 @@ public struct PushResult: Sendable, Hashable, Decodable {
         reason = try container.decodeIfPresent(String.self, forKey: .reason)
         timestamp = try container.decodeIfPresent(Int64.self, forKey: .timestamp)
         attempts = try container.decode(Int.self, forKey: .attempts)
+        platform = try container.decodeIfPresent(DevicePlatform.self, forKey: .platform)
+        fcmName = try container.decodeIfPresent(String.self, forKey: .fcmName)
     }
 
     /// The message body: every key, sorted, null when unknown. Spliced as bytes, like chunk
@@ -111,10 +122,18 @@ public struct PushResult: Sendable, Hashable, Decodable {
             bytes += #","channel":"#.utf8
             string(channel)
         }
+        if platform == .fcm {
+            bytes += #","fcm_name":"#.utf8
+            string(fcmName)
+        }
         bytes += #","job_id":"#.utf8
         string(jobID)
         bytes += #","outcome":"#.utf8
         string(outcome.rawValue)
+        if let platform, platform != .apns {
+            bytes += #","platform":"#.utf8
+            string(platform.rawValue)
+        }
         bytes += #","reason":"#.utf8
         string(reason)
         if channel != nil {
@@ -131,5 +150,27 @@ public struct PushResult: Sendable, Hashable, Decodable {
         string(user)
         bytes.append(UInt8(ascii: "}"))
         return bytes
+    }
+}
+
+extension PushResult {
+    /// Takes in FCM's answer to an attempt, and returns the label metrics count it under (FCM's
+    /// code, or `transport`).
+    mutating func record(_ answer: FCMAnswer) -> String? {
+        switch answer {
+        case .accepted(let name):
+            status = 200
+            fcmName = name.isEmpty ? nil : name
+            reason = nil
+            return nil
+        case .failed(let failure):
+            status = failure.status
+            reason = failure.reason
+            return failure.reason
+        case .unanswered(let why):
+            status = nil
+            reason = why
+            return "transport"
+        }
     }
 }

@@ -1,0 +1,12 @@
+import FCM
+import FCMHTTP2
+
+/// What the pipeline asks of an app's FCM side: one message to many devices, one answer each.
+/// `FCMClient` in the worker; a test may stand in.
+public protocol FCMSending: Sendable {
+    func send(_ message: FCMMessage.Encoded, to devices: [String]) async -> [FCMAnswer]
+    /// Finishes the requests in flight, then closes the connections.
+    func shutdown()
+}
+
+extension FCMClient: FCMSending {}

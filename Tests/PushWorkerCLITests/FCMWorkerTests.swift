@@ -1,0 +1,65 @@
+import AMQP
+import Foundation
+import MockAPNs
+import PushWorker
+import TestSupport
+import Testing
+
+/// Android devices through the worker process: one job reaching an iPhone on APNs and Android
+/// devices on FCM (the mock's, over real TLS and HTTP/2), results of one shape for both.
+@Suite("pushworker run: one job for iPhones and Android devices", .usesBroker)
+struct FCMWorkerTests {
+    static func android(_ name: String) -> String { "\(name)0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22) }
+
+    @Test("a job with tokens and fcm_tokens: the notification reaches both, FCM's answers become results with the platform and message name; UNREGISTERED is rejected, UNAVAILABLE retried")
+    func bothPlatforms() async throws {
+        let (good, gone, busy) = (Self.android("good"), Self.android("gone"), Self.android("busy"))
+        let setup = try await WorkerProcessTests.setUp(faults: [], fcm: { configuration in
+            configuration.fcmUnregisteredTokens = [gone]
+            configuration.fcmFailures = [busy: MockFCMFailure(status: 503, code: "UNAVAILABLE", times: 1)]
+        })
+        let running = try await JobContractTests.Running.start(setup: setup)
+        let iphone = WorkerProcessTests.token(0)
+        try await running.publish(#"""
+            {"id": "both-1", "audience": {"tokens": ["\#(iphone)"], "fcm_tokens": ["\#(good)", "\#(gone)", "\#(busy)"]},
+             "notification": {"title": "Goal", "body": "2-1"}, "fcm": {"data": {"match": "7"}}, "priority": 10, "collapse_id": "score"}
+            """#)
+        var results: [String: PushResult] = [:]
+        var summary: JobSummary?
+        while summary == nil {
+            let reply = try await JobContractTests.Running.reply(from: running.results)
+            if let result = reply.result { results[result.token] = result }
+            summary = reply.summary
+        }
+        #expect(summary?.devices == 4 && summary?.outcomes == [.delivered: 3, .rejected: 1], "\(String(describing: summary))")
+        #expect(results[iphone]?.outcome == .delivered && results[iphone]?.platform == nil && results[iphone]?.apnsID != nil)
+        let delivered = try #require(results[good])
+        #expect(delivered.outcome == .delivered && delivered.platform == .fcm && delivered.status == 200)
+        #expect(delivered.fcmName?.hasPrefix("projects/\(TestServiceAccount.projectID)/messages/") == true)
+        #expect(results[gone]?.outcome == .rejected && results[gone]?.reason == "UNREGISTERED" && results[gone]?.status == 404)
+        #expect(results[busy]?.outcome == .delivered && results[busy]?.attempts == 2)
+
+        // What each service got: APNs the alert made from the notification; FCM the message with the job's options.
+        let apns = try #require(running.mock.recorded.first { $0.token == iphone })
+        let aps = (try JSONSerialization.jsonObject(with: Data(apns.payload)) as? [String: Any])?["aps"] as? [String: Any]
+        #expect(aps?["alert"] as? [String: String] == ["title": "Goal", "body": "2-1"])
+        let messages = running.mock.fcmMessages
+        #expect(Set(messages.map(\.token)) == [good, busy] && messages.count == 2)
+        let first = try #require(messages.first)
+        let message = try #require((try JSONSerialization.jsonObject(with: Data(first.message)) as? [String: Any])?["message"] as? [String: Any])
+        #expect(message["notification"] as? [String: String] == ["title": "Goal", "body": "2-1"] && message["data"] as? [String: String] == ["match": "7"])
+        let options = try #require(message["android"] as? [String: Any])
+        #expect(options["priority"] as? String == "high" && options["collapse_key"] as? String == "score")
+        #expect(running.mock.fcmGrants.issued == 1)
+
+        // An Android token where an APNs one goes, and a job FCM would refuse: dead-lettered, naming the field.
+        try await running.publish(#"{"id": "wrong-1", "audience": {"tokens": ["\#(good)"]}, "payload": {"aps": {}}}"#)
+        let dead = try await JobContractTests.Running.next(from: running.dead)
+        #expect(dead.properties.headers?["x-pushworker-error-field"]?.stringValue == "audience.tokens[0]", "\(dead.properties.headers ?? [:])")
+        try await running.publish(#"{"id": "wrong-2", "audience": {"fcm_tokens": ["\#(good)"]}, "fcm": {"data": {"n": 7}}}"#)
+        let refused = try await JobContractTests.Running.next(from: running.dead)
+        #expect(refused.properties.headers?["x-pushworker-error-field"]?.stringValue == "fcm.data.n", "\(refused.properties.headers ?? [:])")
+        #expect(running.mock.fcmMessages.count == 2)
+        try await running.stop()
+    }
+}

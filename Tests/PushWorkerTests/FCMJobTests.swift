@@ -1,0 +1,71 @@
+import APNs
+import FCM
+import Foundation
+import PushWorker
+import Testing
+
+@Suite("Jobs for Android devices: audience.fcm_tokens, notification and fcm")
+struct FCMJobTests {
+    static let android = "cXyZ0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+    static let decoder = JobDecoder(apps: ["demo": "com.example.app"])
+    static let token = String(repeating: "ab", count: 32)
+
+    static func decode(_ json: String) throws(JobError) -> PushJob {
+        try decoder.decode(Array(json.utf8))
+    }
+
+    @Test("one job for both platforms: the notification is FCM's and, without a payload, APNs' alert; the job's options fill android's")
+    func bothPlatforms() throws {
+        let job = try Self.decode(#"""
+            {"audience": {"tokens": ["\#(Self.token)"], "fcm_tokens": ["\#(Self.android)"]},
+             "notification": {"title": "Goal", "body": "2-1"}, "fcm": {"data": {"match": "7"}},
+             "priority": 10, "collapse_id": "score", "expiration": {"after_seconds": 600}}
+            """#)
+        #expect(job.audience.fcmTokens == [Self.android] && job.audience.tokens == [Self.token])
+        let payload = try #require(try JSONSerialization.jsonObject(with: Data(job.payload)) as? [String: Any])
+        #expect((payload["aps"] as? [String: Any])?["alert"] as? [String: String] == ["title": "Goal", "body": "2-1"])
+        let message = try #require(job.fcm)
+        #expect(message.notification == .init(title: "Goal", body: "2-1") && message.data == ["match": "7"])
+        // The job's options, as the message goes.
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(Self.sent(job))) as? [String: Any])
+        let android = try #require((body["message"] as? [String: Any])?["android"] as? [String: Any])
+        #expect(android["priority"] as? String == "high" && android["collapse_key"] as? String == "score")
+        let ttl = Int((android["ttl"] as? String ?? "").dropLast()) ?? -1
+        #expect((590...600).contains(ttl))
+        // A payload of its own stays APNs'.
+        let own = try Self.decode(#"{"audience": {"tokens": ["\#(Self.token)"], "fcm_tokens": ["\#(Self.android)"]}, "notification": {"title": "T"}, "payload": {"aps": {"alert": "own"}}}"#)
+        #expect(String(decoding: own.payload, as: UTF8.self).contains("own"))
+        // Android alone: no payload needed.
+        let alone = try Self.decode(#"{"audience": {"fcm_tokens": ["\#(Self.android)"]}, "fcm": {"data": {"sync": "1"}}}"#)
+        #expect(alone.fcm?.data == ["sync": "1"] && alone.audience.tokens.isEmpty)
+    }
+
+    @Test("what FCM or this version cannot take is refused naming the field")
+    func refusals() {
+        func refusal(_ json: String) -> JobError? {
+            do {
+                _ = try Self.decode(json)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let tokens = #""audience": {"fcm_tokens": ["\#(Self.android)"]}"#
+        #expect(refusal("{\(tokens), \"payload\": {\"aps\": {}}}")?.field == "notification")
+        #expect(refusal("{\(tokens), \"fcm\": {\"data\": {\"n\": 7}}}")?.field == "fcm.data.n")
+        #expect(refusal("{\(tokens), \"fcm\": {\"data\": {\"google.x\": \"1\"}}}")?.field == "fcm.data.google.x")
+        #expect(refusal("{\(tokens), \"notification\": {\"title\": \"t\", \"image\": \"http://x\"}}")?.field == "notification.image")
+        let bad = refusal(#"{"audience": {"fcm_tokens": ["\#(Self.token)"]}, "notification": {"title": "t"}}"#)
+        #expect(bad?.code == .invalidToken && bad?.field == "audience.fcm_tokens[0]" && bad?.message.contains("APNs device token") == true)
+        #expect(refusal(#"{"audience": {"users": ["u"], "fcm_tokens": ["\#(Self.android)"]}, "notification": {"title": "t"}}"#)?.field == "audience.users")
+        #expect(refusal(#"{"audience": {"fcm_tokens": ["\#(Self.android)"]}, "notification": {"title": "t"}, "local_time": "09:00"}"#)?.field == "local_time")
+        #expect(refusal(#"{"audience": {"tokens": ["\#(Self.token)"]}, "notification": {"title": "t"}, "fcm": {"webpush": {}}}"#)?.field == "fcm.webpush")
+        // No Android device: notification and fcm are still checked, and the APNs job goes as before.
+        #expect(refusal(#"{"audience": {"tokens": ["\#(Self.token)"]}, "payload": {"aps": {}}, "fcm": {"data": {"n": 1}}}"#)?.field == "fcm.data.n")
+    }
+
+    /// The body the worker sends a device of `job` now.
+    static func sent(_ job: PushJob) throws -> [UInt8] {
+        try #require(job.fcmMessage()).encoded().body(token: android)
+    }
+}
