@@ -82,7 +82,7 @@ struct JobDecoderTests {
             Issue.record("an FCM token was taken for an APNs one")
         } catch {
             #expect(error.code == .invalidToken && error.field == "audience.tokens[1]")
-            #expect(error.message.contains("FCM registration token") && error.message.contains("send --platform fcm"), "\(error)")
+            #expect(error.message.contains("FCM registration token") && error.message.contains("audience.fcm_tokens"), "\(error)")
         }
     }
 

@@ -81,7 +81,7 @@ extension JobDecoder {
         for (index, token) in tokens.enumerated() {
             if FCMRegistrationToken.problem(token) == nil {
                 throw JobError(.invalidToken, field: "audience.tokens[\(index)]",
-                    "audience.tokens[\(index)] is an FCM registration token (an Android device): jobs reach APNs devices only in this version; pushworker send --platform fcm sends to one")
+                    "audience.tokens[\(index)] is an FCM registration token (an Android device): name it in audience.fcm_tokens")
             }
             do { try APNsDeviceToken.validate(token, field: "audience.tokens[\(index)]") } catch {
                 throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
