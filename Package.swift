@@ -178,6 +178,7 @@ let package = Package(
         .executableTarget(
             name: "mock-apns",
             dependencies: [
+                "FCM",
                 "APNs",
                 "MockAPNs",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

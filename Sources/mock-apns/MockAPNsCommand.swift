@@ -1,5 +1,6 @@
 import APNs
 import ArgumentParser
+import FCM
 import Foundation
 import MockAPNs
 
@@ -31,6 +32,11 @@ struct MockAPNsCommand: AsyncParsableCommand {
         help: "BUNDLE=ID[:POLICY]: a broadcast channel that exists from the start (ID base64; POLICY none or most_recent, default most_recent); repeatable.")
     var channels: [String] = []
     @Flag(help: "Behave like production (no apns-unique-id).") var production = false
+    @Option(
+        name: .customLong("fcm-service-account"),
+        help: "A service account key file whose grants FCM's token endpoint (POST /token) takes, and whose project messages:send serves; repeatable.")
+    var fcmServiceAccounts: [String] = []
+    @Option(name: .customLong("fcm-unregistered"), help: "Android registration token FCM answers UNREGISTERED; repeatable.") var fcmUnregistered: [String] = []
 
     func run() async throws {
         var configuration = MockAPNsConfiguration(certificateFile: cert, privateKeyFile: key)
@@ -69,6 +75,14 @@ struct MockAPNsCommand: AsyncParsableCommand {
             let pem = try String(contentsOfFile: parts[2], encoding: .utf8)
             configuration.providerKeys[parts[0]] = (parts[1], pem)
         }
+        for path in fcmServiceAccounts {
+            do {
+                configuration.fcmAccounts.append(MockFCMAccount(try FCMServiceAccount(path: path)))
+            } catch {
+                throw ValidationError("--fcm-service-account \(path): \(error.message)")
+            }
+        }
+        configuration.fcmUnregisteredTokens = Set(fcmUnregistered)
         let server = try await MockAPNsServer.start(configuration)
         // Written unbuffered: scripts wait for this line to learn the port.
         let line = "mock-apns listening on \(server.url)" + (server.reportPort.map { ", report endpoint http://\(host):\($0)/counts" } ?? "")

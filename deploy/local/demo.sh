@@ -44,14 +44,30 @@ work="$(mktemp -d /tmp/pushworker-demo-XXXXXX)"
 echo "== making a throw-away CA, server certificate and APNs signing key in $work"
 deploy/local/make-pki.sh "$work"
 
-echo "== starting the mock APNs (the third device in examples/job.json is 'unregistered')"
+echo "== a throw-away Firebase service account key (what the Firebase console gives), for the app's Android side"
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$work/firebase.key" 2>/dev/null
+# The key file names its token endpoint: the mock's, known once it listens (the mock reads the key only).
+service_account() {
+  python3 - "$work/firebase.key" "$1" <<'PY'
+import json, sys
+print(json.dumps({"type": "service_account", "project_id": "pushworker-demo", "private_key_id": "demo-key-1",
+                  "private_key": open(sys.argv[1]).read(), "client_email": "pushworker@pushworker-demo.iam.gserviceaccount.com",
+                  "token_uri": sys.argv[2]}))
+PY
+}
+service_account https://127.0.0.1/token > "$work/firebase.json"
+android_gone="gOnE0123456789abcdefgh:APA91bH$(printf 'x%.0s' $(seq 120))"
+
+echo "== starting the mock APNs, which serves FCM too (the third device in examples/job.json is 'unregistered', on APNs; one Android device is on FCM)"
 "$bin/mock-apns" --port 0 --cert "$work/server.pem" --key "$work/server.key" \
   --provider-key "DEMOKEY001:DEMOTEAM01:$work/key.pub" --topic com.example.demo --topic com.example.demo.push-type.liveactivity \
-  --unregistered deaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddead > "$work/mock.log" 2>&1 &
+  --unregistered deaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddead \
+  --fcm-service-account "$work/firebase.json" --fcm-unregistered "$android_gone" > "$work/mock.log" 2>&1 &
 mock_pid=$!
 for _ in $(seq 100); do grep -q listening "$work/mock.log" && break; sleep 0.1; done
 apns_url=$(grep -o 'https://[0-9.:]*' "$work/mock.log" | head -1)
 echo "   $apns_url"
+service_account "$apns_url/token" > "$work/firebase.json"
 
 cat > "$work/pushworker.yaml" <<YAML
 metrics_address: 127.0.0.1:0   # any free port: the worker logs the one it took
@@ -65,6 +81,7 @@ apps:
     url: $apns_url
     ca_file: $work/ca.pem
     token: {key_file: $work/key.p8, key_id: DEMOKEY001, team_id: DEMOTEAM01}
+    fcm: {service_account: $work/firebase.json, url: $apns_url, ca_file: $work/ca.pem}
 YAML
 
 echo "== starting the worker: pushworker run --config pushworker.yaml"
@@ -83,6 +100,12 @@ registry_command() {
 echo "== publishing examples/job.json to exchange 'push' with routing key 'jobs'"
 "$bin/pushworker" enqueue --amqp "$url" --exchange push --routing-key jobs --file examples/job.json
 echo "== results from push.results (one per device, then the summary):"
+results 4
+
+echo "== one job for an iPhone and two Android phones (audience.tokens and audience.fcm_tokens): the notification"
+echo "   is the iPhone's alert and FCM's notification; results say the platform; FCM calls one Android device UNREGISTERED"
+android="cXyZ0123456789abcdefgh:APA91bH$(printf 'k7-_Qw%.0s' $(seq 20))"
+publish jobs '{"id": "goal-1", "app": "demo", "audience": {"tokens": ["3f1c0e5d8a9b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d"], "fcm_tokens": ["'"$android"'", "'"$android_gone"'"]}, "notification": {"title": "Goal!", "body": "Lions 2-1"}, "fcm": {"data": {"match": "42"}}, "priority": 10}'
 results 4
 
 echo "== publishing an invalid job (priority 7); it is dead-lettered with its reason:"
