@@ -89,7 +89,7 @@ let package = Package(
         // protocols, their records and their errors. No database, no broker, no transport.
         .target(
             name: "Stores",
-            dependencies: ["APNs"]
+            dependencies: ["APNs", "FCM"]
         ),
         // The three stores in one SQLite file (or two): the embedded default.
         .target(

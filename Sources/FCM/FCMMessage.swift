@@ -244,3 +244,28 @@ extension FCMMessage {
         }
     }
 }
+
+extension FCMMessage {
+    /// The message as a job's `notification` and `fcm` objects (nil when absent): what
+    /// `init(notification:fcm:)` reads back, for a job the worker writes again (a chunk, a retry).
+    public var jobFields: (notification: [String: Any]?, fcm: [String: Any]?) {
+        var notificationFields: [String: Any]?
+        if let notification {
+            var fields: [String: Any] = [:]
+            if let title = notification.title { fields["title"] = title }
+            if let body = notification.body { fields["body"] = body }
+            if let image = notification.image { fields["image"] = image }
+            notificationFields = fields
+        }
+        var fcm: [String: Any] = [:]
+        if !data.isEmpty { fcm["data"] = data }
+        var android: [String: Any] = [:]
+        if let priority { android["priority"] = priority.rawValue }
+        if let ttl { android["ttl"] = ttl }
+        if let collapseKey { android["collapse_key"] = collapseKey }
+        if let directBootOK { android["direct_boot_ok"] = directBootOK }
+        if let channelID { android["notification"] = ["channel_id": channelID] }
+        if !android.isEmpty { fcm["android"] = android }
+        return (notificationFields, fcm.isEmpty ? nil : fcm)
+    }
+}

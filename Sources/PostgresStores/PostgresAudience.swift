@@ -67,8 +67,10 @@ struct PostgresAudience: RegistryAudience {
         var devices: [String: RegisteredDevice] = [:]
         var decoder = PreferencesDecoder()
         let rows = try await connection.query(PostgresRegistryStore.devicesOfTokens(app: app, tokens: tokens), logger: logger)
-        for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
-            devices[token] = RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist))
+        for try await (token, user, whitelist, blacklist, platform) in rows.decode((String, String?, String?, String?, String).self) {
+            devices[token] = RegisteredDevice(
+                token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist),
+                platform: DevicePlatform(rawValue: platform) ?? .apns)
         }
         return devices
     }
@@ -79,14 +81,14 @@ struct PostgresAudience: RegistryAudience {
         switch source {
         case .oneGroup(let group):
             query = """
-                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist), COALESCE(p.blacklist, u.blacklist)
+                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist), COALESCE(p.blacklist, u.blacklist), d.platform
                 FROM memberships m JOIN devices d ON d.user_id = m.user_id AND d.app = \(app) AND NOT d.invalid
                 JOIN users u ON u.id = m.user_id LEFT JOIN app_preferences p ON p.user_id = m.user_id AND p.app = \(preferencesApp)
                 WHERE m.group_name = \(group)
                 """
         case .union(let users, let groups):
             query = """
-                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist), COALESCE(p.blacklist, u.blacklist)
+                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist), COALESCE(p.blacklist, u.blacklist), d.platform
                 FROM devices d JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = \(preferencesApp)
                 WHERE d.app = \(app) AND NOT d.invalid AND d.user_id IN (
                   SELECT unnest(\(users)::text[]) UNION SELECT user_id FROM memberships WHERE group_name = ANY(\(groups)))
@@ -94,7 +96,7 @@ struct PostgresAudience: RegistryAudience {
         case .everyDevice:
             // A device with no user: its own preferences, as `devicesOfTokens` gives them.
             query = """
-                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)
+                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist), d.platform
                 FROM devices d LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = \(preferencesApp)
                 WHERE d.app = \(app) AND NOT d.invalid
                 """
@@ -103,8 +105,10 @@ struct PostgresAudience: RegistryAudience {
         var decoder = PreferencesDecoder()
         var batch: [RegisteredDevice] = []
         batch.reserveCapacity(size)
-        for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
-            batch.append(RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist)))
+        for try await (token, user, whitelist, blacklist, platform) in rows.decode((String, String?, String?, String?, String).self) {
+            batch.append(RegisteredDevice(
+                token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist),
+                platform: DevicePlatform(rawValue: platform) ?? .apns))
             if batch.count >= size {
                 try await page(batch)
                 batch.removeAll(keepingCapacity: true)

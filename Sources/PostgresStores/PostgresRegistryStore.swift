@@ -10,7 +10,7 @@ import Synchronization
 /// extended protocol), none is built from them.
 public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
     /// The schema this build writes; older databases are migrated up to it on open.
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
 
     let database: PostgresDatabase
     /// The delivery ledger and the schedule in the same database, over the same connections.
@@ -171,6 +171,11 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
               quiet_hours TEXT NOT NULL, PRIMARY KEY (user_id, app))
             """,
         ],
+        // 5: the service a device is reached through; every device registered before is an APNs
+        // one (a constant default: no table rewrite).
+        [
+            "ALTER TABLE devices ADD COLUMN platform TEXT NOT NULL DEFAULT 'apns'",
+        ],
     ]
 
     // MARK: Commands
@@ -186,19 +191,20 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
         func run(_ query: PostgresQuery) async throws { try await connection.query(query, logger: logger) }
         func ensureUser(_ user: String) async throws { try await run("INSERT INTO users(id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING") }
         switch command {
-        case .registerDevice(let app, let token, let user):
+        case .registerDevice(let app, let token, let user, let platform):
             if let user { try await ensureUser(user) }
             try await run("""
-                INSERT INTO devices(app, token, user_id, registered_at, invalid) VALUES (\(app), \(token), \(user), \(now), false)
+                INSERT INTO devices(app, token, user_id, registered_at, invalid, platform) VALUES (\(app), \(token), \(user), \(now), false, \(platform.rawValue))
                 ON CONFLICT (app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = false,
-                  user_id = COALESCE(excluded.user_id, devices.user_id)
+                  user_id = COALESCE(excluded.user_id, devices.user_id), platform = excluded.platform
                 """)
         case .unregisterDevice(let app, let token):
             try await run("DELETE FROM devices WHERE app = \(app) AND token = \(token)")
         case .connect(let app, let token, let user):
             try await ensureUser(user)
             try await run("""
-                INSERT INTO devices(app, token, user_id, registered_at, invalid) VALUES (\(app), \(token), \(user), \(now), false)
+                INSERT INTO devices(app, token, user_id, registered_at, invalid, platform)
+                VALUES (\(app), \(token), \(user), \(now), false, \(DevicePlatform(ofToken: token).rawValue))
                 ON CONFLICT (app, token) DO UPDATE SET user_id = excluded.user_id
                 """)
         case .disconnect(let app, let token, let user):
@@ -231,8 +237,8 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
             // The new token takes the old one's user and preferences (what the new one already has
             // stays where the old had none).
             try await run("""
-                INSERT INTO devices(app, token, user_id, registered_at, invalid, whitelist, blacklist)
-                  SELECT \(app), \(new), o.user_id, \(now), false, o.whitelist, o.blacklist
+                INSERT INTO devices(app, token, user_id, registered_at, invalid, whitelist, blacklist, platform)
+                  SELECT \(app), \(new), o.user_id, \(now), false, o.whitelist, o.blacklist, \(DevicePlatform(ofToken: new).rawValue)
                   FROM (SELECT 1) one LEFT JOIN devices o ON o.app = \(app) AND o.token = \(old)
                 ON CONFLICT (app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = false,
                   user_id = COALESCE(excluded.user_id, devices.user_id),
@@ -254,7 +260,7 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
                 try await run("UPDATE devices SET badge = 0 WHERE user_id = \(user)")
             }
         case .registerLiveActivityToken(let app, let namespace, let token, let user):
-            try await apply(.registerDevice(app: namespace.registryApp(app), token: token, user: user), on: connection, now: now)
+            try await apply(.registerDevice(app: namespace.registryApp(app), token: token, user: user, platform: .apns), on: connection, now: now)
         case .unregisterLiveActivityToken(let app, let namespace, let token):
             try await run("DELETE FROM devices WHERE app = \(namespace.registryApp(app)) AND token = \(token)")
         case .endActivity(let app, let activity):
@@ -462,8 +468,9 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
             var devices: [String: RegisteredDevice] = [:]
             var decoder = PreferencesDecoder()
             let rows = try await connection.query(Self.devicesOfTokens(app: app, tokens: tokens), logger: self.logger)
-            for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
-                devices[token] = RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist))
+            for try await (token, user, whitelist, blacklist, platform) in rows.decode((String, String?, String?, String?, String).self) {
+                devices[token] = RegisteredDevice(
+                    token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist), platform: DevicePlatform(rawValue: platform) ?? .apns)
             }
             return devices
         }
@@ -473,7 +480,7 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
     /// of their own; users' per-app preferences are those of its base app (`TokenNamespace.preferencesApp`).
     static func devicesOfTokens(app: String, tokens: [String]) -> PostgresQuery {
         """
-        SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)
+        SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist), d.platform
         FROM devices d LEFT JOIN users u ON u.id = d.user_id
         LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = \(TokenNamespace.preferencesApp(app))
         WHERE d.app = \(app) AND NOT d.invalid AND d.token = ANY(\(tokens)) AND (d.user_id IS NOT NULL OR d.whitelist IS NOT NULL)
@@ -505,13 +512,14 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
             var found: RegisteredDevice?
             var decoder = PreferencesDecoder()
             let rows = try await connection.query("""
-                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist)
+                SELECT d.token, d.user_id, COALESCE(p.whitelist, u.whitelist, d.whitelist), COALESCE(p.blacklist, u.blacklist, d.blacklist), d.platform
                 FROM devices d LEFT JOIN users u ON u.id = d.user_id
                 LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = \(TokenNamespace.preferencesApp(app))
                 WHERE d.app = \(app) AND d.token = \(token) AND NOT d.invalid
                 """, logger: self.logger)
-            for try await (token, user, whitelist, blacklist) in rows.decode((String, String?, String?, String?).self) {
-                found = RegisteredDevice(token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist))
+            for try await (token, user, whitelist, blacklist, platform) in rows.decode((String, String?, String?, String?, String).self) {
+                found = RegisteredDevice(
+                    token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist), platform: DevicePlatform(rawValue: platform) ?? .apns)
             }
             return found
         }

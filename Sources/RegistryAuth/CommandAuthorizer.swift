@@ -135,7 +135,7 @@ public struct CommandAuthorizer: Sendable {
         switch request {
         case .command(let command):
             switch command {
-            case .registerDevice(let app, let token, let user): return (user.map { [$0] } ?? [], [(app, token)])
+            case .registerDevice(let app, let token, let user, _): return (user.map { [$0] } ?? [], [(app, token)])
             case .unregisterDevice(let app, let token): return ([], [(app, token)])
             case .connect(let app, let token, let user), .disconnect(let app, let token, let user): return ([user], [(app, token)])
             case .addToGroup(let user, _, _), .removeFromGroup(let user, _), .deleteUser(let user): return ([user], [])

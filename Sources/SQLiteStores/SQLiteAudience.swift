@@ -39,7 +39,7 @@ struct SQLiteAudience: RegistryAudience {
             groupCount = try database.prepare("SELECT COUNT(*) \(Self.members)")
             groupCountAmong = try database.prepare("SELECT COUNT(*) \(Self.members) AND d.token IN (SELECT value FROM json_each(?3))")
             groupStream = try database.prepare("""
-                SELECT d.token, d.user_id, \(Self.userPreferences) FROM memberships m
+                SELECT d.token, d.user_id, \(Self.userPreferences), d.platform FROM memberships m
                 CROSS JOIN devices d ON d.user_id = m.user_id AND d.app = ?1 AND d.invalid = 0
                 CROSS JOIN users u ON u.id = m.user_id LEFT JOIN app_preferences p ON p.user_id = m.user_id AND p.app = ?3
                 WHERE m.group_name = ?2
@@ -47,14 +47,14 @@ struct SQLiteAudience: RegistryAudience {
             count = try database.prepare("SELECT COUNT(*) \(Self.union)")
             countAmong = try database.prepare("SELECT COUNT(*) \(Self.union) WHERE d.token IN (SELECT value FROM json_each(?4))")
             stream = try database.prepare("""
-                SELECT d.token, d.user_id, \(Self.userPreferences) \(Self.union) CROSS JOIN users u ON u.id = a.user_id
+                SELECT d.token, d.user_id, \(Self.userPreferences), d.platform \(Self.union) CROSS JOIN users u ON u.id = a.user_id
                 LEFT JOIN app_preferences p ON p.user_id = a.user_id AND p.app = ?4
                 """)
             appCount = try database.prepare("SELECT COUNT(*) FROM devices d WHERE d.app = ?1 AND d.invalid = 0")
             appCountAmong = try database.prepare(
                 "SELECT COUNT(*) FROM devices d WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))")
             appStream = try database.prepare("""
-                SELECT d.token, d.user_id, \(SQLiteRegistryStore.effectivePreferences) FROM devices d
+                SELECT d.token, d.user_id, \(SQLiteRegistryStore.effectivePreferences), d.platform FROM devices d
                 LEFT JOIN users u ON u.id = d.user_id LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = ?2
                 WHERE d.app = ?1 AND d.invalid = 0
                 """)
@@ -129,7 +129,8 @@ struct SQLiteAudience: RegistryAudience {
         var decoder = PreferencesDecoder()
         try reader.devicesOfTokens.run([.text(app), .text(SQLiteRegistryStore.json(tokens)), .text(preferencesApp)]) { row in
             guard let token = row.text(0) else { return }
-            devices[token] = RegisteredDevice(token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
+            devices[token] = RegisteredDevice(
+                token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)), platform: row.platform(4))
         }
         return devices
     }
@@ -148,7 +149,7 @@ struct SQLiteAudience: RegistryAudience {
         batch.reserveCapacity(size)
         while let row = try statement.step() {
             batch.append(RegisteredDevice(
-                token: row.text(0) ?? "", user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3))))
+                token: row.text(0) ?? "", user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)), platform: row.platform(4)))
             if batch.count >= size {
                 try await page(batch)
                 batch.removeAll(keepingCapacity: true)

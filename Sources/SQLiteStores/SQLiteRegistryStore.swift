@@ -8,7 +8,7 @@ import Synchronization
 /// schema is created and migrated on open; every statement is prepared once.
 public final class SQLiteRegistryStore: RegistryStore {
     /// The schema this build writes; older files are migrated up to it on open.
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
 
     private let state: Mutex<Connection>
 
@@ -44,13 +44,13 @@ public final class SQLiteRegistryStore: RegistryStore {
             userAppTiming = try database.prepare("SELECT quiet_hours FROM app_quiet_hours WHERE user_id = ?1 AND app = ?2")
             deviceTiming = try database.prepare("SELECT time_zone FROM devices WHERE app = ?1 AND token = ?2")
             upsertDevice = try database.prepare("""
-                INSERT INTO devices(app, token, user_id, registered_at, invalid) VALUES (?1, ?2, ?3, ?4, 0)
+                INSERT INTO devices(app, token, user_id, registered_at, invalid, platform) VALUES (?1, ?2, ?3, ?4, 0, ?5)
                 ON CONFLICT(app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = 0,
-                  user_id = COALESCE(excluded.user_id, devices.user_id)
+                  user_id = COALESCE(excluded.user_id, devices.user_id), platform = excluded.platform
                 """)
             deleteDevice = try database.prepare("DELETE FROM devices WHERE app = ?1 AND token = ?2")
             connectDevice = try database.prepare("""
-                INSERT INTO devices(app, token, user_id, registered_at, invalid) VALUES (?1, ?2, ?3, ?4, 0)
+                INSERT INTO devices(app, token, user_id, registered_at, invalid, platform) VALUES (?1, ?2, ?3, ?4, 0, ?5)
                 ON CONFLICT(app, token) DO UPDATE SET user_id = excluded.user_id
                 """)
             disconnectDevice = try database.prepare("UPDATE devices SET user_id = NULL WHERE app = ?1 AND token = ?2 AND user_id = ?3")
@@ -65,7 +65,7 @@ public final class SQLiteRegistryStore: RegistryStore {
             removeUnless = try database.prepare("DELETE FROM devices WHERE app = ?1 AND token = ?2 AND registered_at <= ?3")
             markInvalid = try database.prepare("UPDATE devices SET invalid = 1 WHERE app = ?1 AND token = ?2")
             findDevice = try database.prepare("""
-                SELECT d.token, d.user_id, \(SQLiteRegistryStore.effectivePreferences) FROM devices d LEFT JOIN users u ON u.id = d.user_id
+                SELECT d.token, d.user_id, \(SQLiteRegistryStore.effectivePreferences), d.platform FROM devices d LEFT JOIN users u ON u.id = d.user_id
                 LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = ?3
                 WHERE d.app = ?1 AND d.token = ?2 AND d.invalid = 0
                 """)
@@ -112,7 +112,7 @@ public final class SQLiteRegistryStore: RegistryStore {
     /// or have preferences of their own; users' per-app preferences are those for app ?3 (the
     /// base app of a Live Activity namespace, `TokenNamespace.preferencesApp`).
     static let devicesOfTokens = """
-        SELECT d.token, d.user_id, \(effectivePreferences) FROM devices d LEFT JOIN users u ON u.id = d.user_id
+        SELECT d.token, d.user_id, \(effectivePreferences), d.platform FROM devices d LEFT JOIN users u ON u.id = d.user_id
         LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = ?3
         WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))
           AND (d.user_id IS NOT NULL OR d.whitelist IS NOT NULL)
@@ -121,8 +121,8 @@ public final class SQLiteRegistryStore: RegistryStore {
     /// Registers token ?3 of app ?1 now (?4) with the user of token ?2, if it has one; a user the
     /// new token already has stays when the old one had none.
     static let takeOver = """
-        INSERT INTO devices(app, token, user_id, registered_at, invalid, whitelist, blacklist)
-          SELECT ?1, ?3, o.user_id, ?4, 0, o.whitelist, o.blacklist FROM (SELECT 1) LEFT JOIN devices o ON o.app = ?1 AND o.token = ?2
+        INSERT INTO devices(app, token, user_id, registered_at, invalid, whitelist, blacklist, platform)
+          SELECT ?1, ?3, o.user_id, ?4, 0, o.whitelist, o.blacklist, ?5 FROM (SELECT 1) LEFT JOIN devices o ON o.app = ?1 AND o.token = ?2
         WHERE true
         ON CONFLICT(app, token) DO UPDATE SET registered_at = excluded.registered_at, invalid = 0,
           user_id = COALESCE(excluded.user_id, devices.user_id),
@@ -234,6 +234,10 @@ public final class SQLiteRegistryStore: RegistryStore {
               quiet_hours TEXT NOT NULL, PRIMARY KEY (user_id, app)) WITHOUT ROWID
             """,
         ],
+        // 5: the service a device is reached through; every device registered before is an APNs one.
+        [
+            "ALTER TABLE devices ADD COLUMN platform TEXT NOT NULL DEFAULT 'apns'",
+        ],
     ]
 
     public func apply(batch commands: [RegistryCommand]) async throws(StoreError) {
@@ -248,14 +252,14 @@ public final class SQLiteRegistryStore: RegistryStore {
 
     private static func apply(_ command: RegistryCommand, on c: Connection, now: Double) throws(StoreError) {
         switch command {
-        case .registerDevice(let app, let token, let user):
+        case .registerDevice(let app, let token, let user, let platform):
             if let user { try c.ensureUser.run([.text(user)]) }
-            try c.upsertDevice.run([.text(app), .text(token), user.map { .text($0) } ?? .null, .real(now)])
+            try c.upsertDevice.run([.text(app), .text(token), user.map { .text($0) } ?? .null, .real(now), .text(platform.rawValue)])
         case .unregisterDevice(let app, let token):
             try c.deleteDevice.run([.text(app), .text(token)])
         case .connect(let app, let token, let user):
             try c.ensureUser.run([.text(user)])
-            try c.connectDevice.run([.text(app), .text(token), .text(user), .real(now)])
+            try c.connectDevice.run([.text(app), .text(token), .text(user), .real(now), .text(DevicePlatform(ofToken: token).rawValue)])
         case .disconnect(let app, let token, let user):
             try c.disconnectDevice.run([.text(app), .text(token), .text(user)])
         case .addToGroup(let user, let group, let createGroup):
@@ -278,7 +282,7 @@ public final class SQLiteRegistryStore: RegistryStore {
             try c.disconnectUserDevices.run([.text(user)])
             try c.deleteUser.run([.text(user)])
         case .replaceToken(let app, let old, let new):
-            try c.takeOver.run([.text(app), .text(old), .text(new), .real(now)])
+            try c.takeOver.run([.text(app), .text(old), .text(new), .real(now), .text(DevicePlatform(ofToken: new).rawValue)])
             if old != new {
                 try c.moveBadge.run([.text(app), .text(old), .text(new)])
                 try c.deleteDevice.run([.text(app), .text(old)])
@@ -288,7 +292,7 @@ public final class SQLiteRegistryStore: RegistryStore {
         case .resetBadge(.user(let user, let app)):
             try c.resetUserBadges.run([.text(user), app.map { .text($0) } ?? .null])
         case .registerLiveActivityToken(let app, let namespace, let token, let user):
-            try apply(.registerDevice(app: namespace.registryApp(app), token: token, user: user), on: c, now: now)
+            try apply(.registerDevice(app: namespace.registryApp(app), token: token, user: user, platform: .apns), on: c, now: now)
         case .unregisterLiveActivityToken(let app, let namespace, let token):
             try c.deleteDevice.run([.text(namespace.registryApp(app)), .text(token)])
         case .endActivity(let app, let activity):
@@ -445,7 +449,8 @@ public final class SQLiteRegistryStore: RegistryStore {
             var decoder = PreferencesDecoder()
             try connection.devicesOfTokens.run([.text(app), .text(list), .text(TokenNamespace.preferencesApp(app))]) { row in
                 guard let token = row.text(0) else { return }
-                devices[token] = RegisteredDevice(token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
+                devices[token] = RegisteredDevice(
+                    token: token, user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)), platform: row.platform(4))
             }
             return devices
         }
@@ -473,7 +478,8 @@ public final class SQLiteRegistryStore: RegistryStore {
             var found: RegisteredDevice?
             var decoder = PreferencesDecoder()
             try connection.findDevice.run([.text(app), .text(token), .text(TokenNamespace.preferencesApp(app))]) { row in
-                found = RegisteredDevice(token: row.text(0) ?? "", user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)))
+                found = RegisteredDevice(
+                    token: row.text(0) ?? "", user: row.text(1), preferences: decoder.decode(whitelist: row.text(2), blacklist: row.text(3)), platform: row.platform(4))
             }
             return found
         }

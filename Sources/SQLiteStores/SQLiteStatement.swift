@@ -105,5 +105,7 @@ final class SQLiteStatement {
 
         func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
         func real(_ column: Int32) -> Double { sqlite3_column_double(statement, column) }
+        /// A device's platform column: APNs unless it says FCM.
+        func platform(_ column: Int32) -> DevicePlatform { text(column) == DevicePlatform.fcm.rawValue ? .fcm : .apns }
     }
 }

@@ -2,6 +2,8 @@ import AMQP
 import Foundation
 import MockAPNs
 import PushWorker
+import SQLiteStores
+import Stores
 import TestSupport
 import Testing
 
@@ -60,6 +62,43 @@ struct FCMWorkerTests {
         let refused = try await JobContractTests.Running.next(from: running.dead)
         #expect(refused.properties.headers?["x-pushworker-error-field"]?.stringValue == "fcm.data.n", "\(refused.properties.headers ?? [:])")
         #expect(running.mock.fcmMessages.count == 2)
+        try await running.stop()
+    }
+
+    @Test("a group job through the registry: each member's iPhone on APNs and Android phone on FCM, the APNs alert shown on Android; an UNREGISTERED Android phone leaves the registry")
+    func registryGroup() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
+        let store = try SQLiteRegistryStore(path: file)
+        let (pixel, gone) = (Self.android("pixel"), Self.android("gonegone"))
+        let (iphone, other) = (WorkerProcessTests.token(1), WorkerProcessTests.token(2))
+        for command in [
+            RegistryCommand.registerDevice(app: "demo", token: iphone, user: "ada"),
+            .registerDevice(app: "demo", token: pixel, user: "ada", platform: .fcm),
+            .registerDevice(app: "demo", token: other, user: "bob"),
+            .registerDevice(app: "demo", token: gone, user: "bob", platform: .fcm),
+            .addToGroup(user: "ada", group: "class", createGroup: true), .addToGroup(user: "bob", group: "class", createGroup: true),
+        ] {
+            try await store.apply(command)
+        }
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: \(file)}", fcm: { $0.fcmUnregisteredTokens = [gone] })
+        let running = try await JobContractTests.Running.start(setup: setup)
+        try await running.publish(#"{"id": "class-1", "audience": {"groups": ["class"]}, "payload": {"aps": {"alert": {"title": "Class", "body": "Moved to room 4"}}}}"#)
+        var results: [String: PushResult] = [:]
+        var summary: JobSummary?
+        while summary == nil {
+            let reply = try await JobContractTests.Running.reply(from: running.results)
+            if let result = reply.result { results[result.token] = result }
+            summary = reply.summary
+        }
+        #expect(summary?.devices == 4 && summary?.outcomes == [.delivered: 3, .rejected: 1] && summary?.removed == 1, "\(String(describing: summary))")
+        #expect(results[iphone]?.platform == nil && results[other]?.outcome == .delivered)
+        #expect(results[pixel]?.platform == .fcm && results[pixel]?.outcome == .delivered && results[pixel]?.user == "ada")
+        #expect(results[gone]?.reason == "UNREGISTERED" && results[gone]?.user == "bob")
+        let first = try #require(running.mock.fcmMessages.first)
+        let message = try #require((try JSONSerialization.jsonObject(with: Data(first.message)) as? [String: Any])?["message"] as? [String: Any])
+        #expect(first.token == pixel && message["notification"] as? [String: String] == ["title": "Class", "body": "Moved to room 4"])
+        #expect(try await store.device(app: "demo", token: gone) == nil)
+        #expect(try await store.device(app: "demo", token: pixel)?.platform == .fcm)
         try await running.stop()
     }
 }

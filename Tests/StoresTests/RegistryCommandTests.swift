@@ -31,6 +31,32 @@ struct RegistryCommandTests {
             == .replaceToken(app: "news", old: Self.token, new: Self.token))
     }
 
+    @Test("register_device for an Android phone: the platform named or told by the token's form, the token's case kept; a token of the wrong form for its platform is refused naming it")
+    func androidDevices() throws {
+        func read(_ json: String) throws -> RegistryCommand { try RegistryCommand(json: Array(json.utf8)) }
+        let pixel = "AbCd0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+        #expect(try read(#"{"command": "register_device", "app": "news", "token": "\#(pixel)", "user": "u-1"}"#)
+            == .registerDevice(app: "news", token: pixel, user: "u-1", platform: .fcm))
+        #expect(try read(#"{"command": "register_device", "app": "news", "token": "\#(pixel)", "platform": "fcm"}"#)
+            == .registerDevice(app: "news", token: pixel, user: nil, platform: .fcm))
+        #expect(try read(#"{"command": "register_device", "app": "news", "token": "\#(Self.token)", "platform": "apns"}"#)
+            == .registerDevice(app: "news", token: Self.token, user: nil, platform: .apns))
+        #expect(try read(#"{"command": "unregister_device", "app": "news", "token": "\#(pixel)"}"#) == .unregisterDevice(app: "news", token: pixel))
+        func refusal(_ json: String) -> StoreError? {
+            do {
+                _ = try read(json)
+                return nil
+            } catch {
+                return error as? StoreError
+            }
+        }
+        #expect(refusal(#"{"command": "register_device", "app": "news", "token": "\#(Self.token)", "platform": "fcm"}"#)?.field == "token")
+        #expect(refusal(#"{"command": "register_device", "app": "news", "token": "\#(pixel)", "platform": "apns"}"#)?.field == "token")
+        #expect(refusal(#"{"command": "register_device", "app": "news", "token": "\#(pixel)", "platform": "hms"}"#)?.field == "platform")
+        // Live Activity tokens are APNs' only.
+        #expect(refusal(#"{"command": "register_push_to_start_token", "app": "news", "token": "\#(pixel)"}"#)?.field == "token")
+    }
+
     @Test("Live Activity commands read from their JSON into their namespace, keep their names, and are checked against the served apps by their base app")
     func liveActivityCommands() throws {
         func read(_ json: String) throws -> RegistryCommand { try RegistryCommand(json: Array(json.utf8)) }

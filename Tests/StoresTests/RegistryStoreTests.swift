@@ -83,6 +83,37 @@ struct RegistryStoreTests {
             == [Self.token(0): RegisteredDevice(token: Self.token(0), user: "u-1"), Self.token(3): RegisteredDevice(token: Self.token(3), user: "u-3", preferences: preferences)])
     }
 
+    @Test("Android devices: registered with their platform (named, or told by the token's form), resolved with it beside APNs devices, their token's case kept; replace_token and connect keep or tell it", arguments: Kind.allCases)
+    func platforms(_ kind: Kind) async throws {
+        let store = try await kind.makeStore()
+        let pixel = "AbCd0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+        let tablet = "EfGh0123456789abcdefgh:APA91bH" + String(repeating: "z9_-Pq", count: 22)
+        for json in [
+            #"{"command": "register_device", "app": "news", "token": "\#(Self.token(0))", "user": "u-1"}"#,
+            #"{"command": "register_device", "app": "news", "token": "\#(pixel)", "user": "u-1"}"#,
+            #"{"command": "register_device", "app": "news", "token": "\#(tablet)", "user": "u-2", "platform": "fcm"}"#,
+        ] {
+            try await store.apply(try Self.command(json))
+        }
+        try await store.apply(.addToGroup(user: "u-2", group: "g", createGroup: true))
+        let devices = try await Self.all(store, users: ["u-1"], groups: ["g"])
+        #expect(devices.map(\.platform) == [.apns, .fcm, .fcm] && devices.map(\.token) == [Self.token(0), pixel, tablet])
+        #expect(try await store.device(app: "news", token: pixel) == RegisteredDevice(token: pixel, user: "u-1", platform: .fcm))
+        #expect(try await store.devices(app: "news", tokens: [tablet])[tablet]?.platform == .fcm)
+        // A new token for the Android phone stays an Android device, with its user.
+        let renewed = "IjKl0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+        try await store.apply(try Self.command(#"{"command": "replace_token", "app": "news", "old": "\#(pixel)", "new": "\#(renewed)"}"#))
+        #expect(try await store.device(app: "news", token: renewed) == RegisteredDevice(token: renewed, user: "u-1", platform: .fcm))
+        #expect(try await store.device(app: "news", token: pixel) == nil)
+        // connect registers an unknown token with the platform its form tells.
+        let fresh = "MnOp0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+        try await store.apply(try Self.command(#"{"command": "connect", "app": "news", "token": "\#(fresh)", "user": "u-3"}"#))
+        #expect(try await store.device(app: "news", token: fresh)?.platform == .fcm)
+        // FCM's UNREGISTERED removes an Android device as APNs' 410 does.
+        #expect(try await store.deviceRejected(app: "news", token: tablet, reason: .unregistered, at: nil))
+        #expect(try await store.device(app: "news", token: tablet) == nil)
+    }
+
     @Test("an audience is read in one snapshot: commands applied meanwhile change neither its count nor its pages", arguments: Kind.allCases)
     func snapshot(_ kind: Kind) async throws {
         let store = try await kind.makeStore()

@@ -96,7 +96,7 @@ extension JobDecoder {
         let users = try fields.strings("users") ?? [], groups = try fields.strings("groups") ?? []
         if !fcmTokens.isEmpty, let other = users.isEmpty ? (groups.isEmpty ? (activity == nil ? nil : "activity") : "groups") : "users" {
             throw JobError(.invalidField, field: "audience.\(other)",
-                "audience.\(other) cannot go with audience.fcm_tokens in this version: registered devices are reached on APNs only; send Android devices by their tokens in a job of their own")
+                "audience.\(other) cannot go with audience.fcm_tokens: users and groups reach their registered Android devices; fcm_tokens go with tokens only")
         }
         for (field, names) in [("audience.users", users), ("audience.groups", groups)] {
             // No registry name has one, and PostgreSQL cannot even compare it.
@@ -113,7 +113,8 @@ extension JobDecoder {
         return audience
     }
 
-    /// A chunk job's `[["<token>", "<user>" | null], …]`.
+    /// A chunk job's `[["<token>", "<user>" | null], …]`; an Android device's pair has a third
+    /// element, `"fcm"`.
     static func pairs(_ value: Any?, field: String) throws(JobError) -> [Recipient] {
         guard let value, !(value is NSNull) else { return [] }
         guard let array = value as? [Any] else { throw JobError(.invalidField, field: field, "\(field) must be an array of [token, user] pairs") }
@@ -121,8 +122,15 @@ extension JobDecoder {
         recipients.reserveCapacity(array.count)
         for (index, element) in array.enumerated() {
             let name = "\(field)[\(index)]"
-            guard let pair = element as? [Any], pair.count == 2, let token = pair[0] as? String, pair[1] is String || pair[1] is NSNull else {
-                throw JobError(.invalidField, field: name, "\(name) must be a [token, user or null] pair")
+            guard let pair = element as? [Any], pair.count == 2 || (pair.count == 3 && pair[2] as? String == DevicePlatform.fcm.rawValue),
+                let token = pair[0] as? String, pair[1] is String || pair[1] is NSNull
+            else {
+                throw JobError(.invalidField, field: name, "\(name) must be a [token, user or null] pair (with \"fcm\" third for an Android device)")
+            }
+            if pair.count == 3 {
+                if let problem = FCMRegistrationToken.problem(token) { throw JobError(.invalidToken, field: name, "\(name) \(problem)") }
+                recipients.append(Recipient(token: token, user: pair[1] as? String, platform: .fcm))
+                continue
             }
             do { try APNsDeviceToken.validate(token, field: name) } catch {
                 throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")

@@ -6,9 +6,10 @@ import Foundation
 extension JobDecoder {
     static func decodeFCM(_ object: [String: Any], audience: PushJob.Audience, job: PushJob) throws(JobError) -> FCMMessage? {
         guard object["notification"] != nil || object["fcm"] != nil else {
-            if !audience.fcmTokens.isEmpty {
+            // Without either, Android devices are shown the APNs alert's title and body.
+            if !audience.fcmTokens.isEmpty, PushJob.message(fromAPNsPayload: job.payload) == nil {
                 throw JobError(.missingField, field: "notification",
-                    "audience.fcm_tokens needs what Android devices are shown: notification (title, body) and/or fcm.data")
+                    "audience.fcm_tokens needs what Android devices are shown: notification (title, body), fcm.data, or an alert in payload.aps")
             }
             return nil
         }

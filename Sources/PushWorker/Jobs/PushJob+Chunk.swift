@@ -24,6 +24,12 @@ extension PushJob {
         if let expiration {
             object["expiration"] = expiration.deadline.map { Int64($0.timeIntervalSince1970.rounded(.down)) as Any } ?? "immediate"
         }
+        // What its Android devices are sent, as the producer named it.
+        if let fcm {
+            let fields = fcm.jobFields
+            object["notification"] = fields.notification
+            object["fcm"] = fields.fcm
+        }
         guard let rest = JSONDocument.bytes(object), rest.last == UInt8(ascii: "}") else {
             throw JobError(.invalidJSON, field: nil, "the chunk job of '\(id)' could not be written")
         }
@@ -50,6 +56,7 @@ extension PushJob {
             JSONText.appendString(recipient.token, to: &body)
             body.append(UInt8(ascii: ","))
             if let user = recipient.user { JSONText.appendString(user, to: &body) } else { body += "null".utf8 }
+            if recipient.platform == .fcm { body += #","fcm""#.utf8 }
             body.append(UInt8(ascii: "]"))
         }
         body.append(UInt8(ascii: "]"))

@@ -1,3 +1,4 @@
+import APNs
 import FCM
 import Foundation
 import Logging
@@ -6,20 +7,25 @@ import Logging
 /// attempt sent together, then each device on its own (retries, its result, its slot), as for
 /// APNs. FCM's UNREGISTERED is a rejection with FCM's code as its reason.
 extension JobProcessor {
+    /// The reason of an Android device whose app has no `fcm:` side.
     static let fcmNotConfigured = "fcm_not_configured"
+    /// The reason of an Android device of a job with nothing to show it: no `notification`, no
+    /// `fcm`, and no APNs alert to take the title and body from.
+    static let noAndroidMessage = "no_android_message"
 
     func deliverFCM(_ job: PushJob, to devices: [Recipient], slots: DeviceAdmission.Slots, replyTo: String, ends: DeviceEnds) async throws {
-        guard let fcm, let message = job.fcmMessage() else {
-            // The pipeline refuses such a job before it gets here; this keeps a device from hanging.
+        let message = job.fcmMessage()
+        guard let fcm, let message else {
+            let reason = fcm == nil ? Self.fcmNotConfigured : Self.noAndroidMessage
             for device in devices {
                 let slot = SlotRelease(slots)
                 defer { slot.releaseUnlessHandedOver() }
                 var result = PushResult(
-                    jobID: job.id, token: device.token, user: device.user, app: appName, outcome: .failed, reason: Self.fcmNotConfigured,
+                    jobID: job.id, token: device.token, user: device.user, app: appName, outcome: .failed, reason: reason,
                     attempts: device.previousAttempts)
                 result.platform = .fcm
                 try await report(result, of: job, to: replyTo, ends: ends, slot: slot)
-                metrics.notification(app: appName, outcome: .failed, reason: Self.fcmNotConfigured)
+                metrics.notification(app: appName, outcome: .failed, reason: reason)
                 ends.record(.final(.failed))
             }
             return
@@ -76,6 +82,16 @@ extension JobProcessor {
                 ])
                 try await Task.sleep(for: pause)
             }
+        }
+        // A device FCM calls gone leaves the registry, as after APNs' 410; a token FCM calls
+        // malformed is marked invalid, as after BadDeviceToken.
+        let fate: APNsErrorReason? = switch last {
+        case .failed(.unregistered): .unregistered
+        case .failed(.invalidToken): .badDeviceToken
+        default: nil
+        }
+        if let fate, let feedback, await feedback.deviceRejected(app: job.registryApp, token: device.token, reason: fate, at: nil) {
+            ends.removed.add(1, ordering: .relaxed)
         }
         if case .failed(.credentials(let code, let detail)) = last {
             logger.error("FCM refused the app's credentials; its Android devices are not reached until they are fixed", metadata: [

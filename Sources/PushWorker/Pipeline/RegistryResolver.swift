@@ -76,7 +76,7 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback, BadgeCounter {
             var page = AudiencePage()
             page.recipients.reserveCapacity(devices.count)
             for device in devices {
-                let recipient = Recipient(token: device.token, user: device.user)
+                let recipient = Recipient(token: device.token, user: device.user, platform: device.platform)
                 if let preferences = device.preferences, !preferences.allows(type: job.type, subtype: job.subtype) {
                     page.filtered.append(recipient)
                 } else {

@@ -5,7 +5,8 @@ import Foundation
 /// `"command"` field names it. Every command is idempotent: applying it twice leaves the registry
 /// as applying it once.
 public enum RegistryCommand: Sendable, Hashable {
-    case registerDevice(app: String, token: String, user: String?)
+    /// `platform`: the service the token is of (APNs' hex, or FCM's registration token).
+    case registerDevice(app: String, token: String, user: String?, platform: DevicePlatform = .apns)
     /// Removes the device; its user stays.
     case unregisterDevice(app: String, token: String)
     /// A device belongs to at most one user: connecting it to another moves it.
@@ -68,7 +69,7 @@ public enum RegistryCommand: Sendable, Hashable {
     /// Activity token for the app) for an app not among `served`: no job could ever reach that device.
     public func check(servedApps served: Set<String>) throws(StoreError) {
         switch self {
-        case .registerDevice(let app, _, _), .connect(let app, _, _), .replaceToken(let app, _, _),
+        case .registerDevice(let app, _, _, _), .connect(let app, _, _), .replaceToken(let app, _, _),
             .registerLiveActivityToken(let app, _, _, _):
             guard served.contains(app) else {
                 throw StoreError(.unknownApp, field: "app", "app '\(app)' is not one the workers serve (configured: \(served.sorted().joined(separator: ", ")))")
@@ -79,7 +80,7 @@ public enum RegistryCommand: Sendable, Hashable {
     }
 
     static let fields: [String: Set<String>] = [
-        "register_device": ["app", "token", "user"], "unregister_device": ["app", "token"],
+        "register_device": ["app", "token", "user", "platform"], "unregister_device": ["app", "token"],
         "connect": ["app", "token", "user"], "disconnect": ["app", "token", "user"],
         "add_to_group": ["user", "group", "create_group"], "remove_from_group": ["user", "group"],
         "set_preferences": ["user", "app", "token", "whitelist", "blacklist"], "delete_user": ["user"],
@@ -110,7 +111,8 @@ public enum RegistryCommand: Sendable, Hashable {
         try reader.allow(Self.fields[name] ?? [], in: name)
         switch name {
         case "register_device":
-            self = .registerDevice(app: try reader.app(), token: try reader.token(), user: try reader.optionalString("user"))
+            let (token, platform) = try reader.deviceToken()
+            self = .registerDevice(app: try reader.app(), token: token, user: try reader.optionalString("user"), platform: platform)
         case "unregister_device":
             self = .unregisterDevice(app: try reader.app(), token: try reader.token())
         case "connect":
@@ -164,15 +166,15 @@ public enum RegistryCommand: Sendable, Hashable {
             case let window?: self = .setQuietHours(scope, try QuietHours(json: window, field: "quiet_hours"))
             }
         case "register_push_to_start_token":
-            self = .registerLiveActivityToken(app: try reader.app(), namespace: .pushToStart, token: try reader.token(), user: try reader.optionalString("user"))
+            self = .registerLiveActivityToken(app: try reader.app(), namespace: .pushToStart, token: try reader.apnsToken(), user: try reader.optionalString("user"))
         case "unregister_push_to_start_token":
-            self = .unregisterLiveActivityToken(app: try reader.app(), namespace: .pushToStart, token: try reader.token())
+            self = .unregisterLiveActivityToken(app: try reader.app(), namespace: .pushToStart, token: try reader.apnsToken())
         case "register_activity_token":
             let app = try reader.app(), activity = try reader.activity()
-            self = .registerLiveActivityToken(app: app, namespace: .activity(activity), token: try reader.token(), user: try reader.optionalString("user"))
+            self = .registerLiveActivityToken(app: app, namespace: .activity(activity), token: try reader.apnsToken(), user: try reader.optionalString("user"))
         case "unregister_activity_token":
             let app = try reader.app(), activity = try reader.activity()
-            self = .unregisterLiveActivityToken(app: app, namespace: .activity(activity), token: try reader.token())
+            self = .unregisterLiveActivityToken(app: app, namespace: .activity(activity), token: try reader.apnsToken())
         case "end_activity":
             self = .endActivity(app: try reader.app(), activity: try reader.activity())
         default:

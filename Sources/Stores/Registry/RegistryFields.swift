@@ -1,4 +1,5 @@
 import APNs
+import FCM
 import Foundation
 
 /// The typed fields of a registry command or query, with errors that name them.
@@ -64,9 +65,39 @@ struct RegistryFields {
         return id
     }
 
-    /// A device token, normalised and checked as the job decoder does (`<3F1C 0E5D …>` as apps
-    /// log it is the token `3f1c0e5d…`).
+    /// A device's token and its platform: `platform` (`apns`, the default, or `fcm`) when the
+    /// command names it, else told by the token's form (an FCM registration token has a colon
+    /// or letters past f; an APNs token is hex). Each platform's token is checked in its form.
+    func deviceToken(_ key: String = "token") throws(StoreError) -> (token: String, platform: DevicePlatform) {
+        let raw = try string(key)
+        let named = try optionalString("platform")
+        let platform: DevicePlatform
+        if let named {
+            guard let chosen = DevicePlatform(rawValue: named) else {
+                throw StoreError(.invalidField, field: "platform", "platform '\(named)' is not apns or fcm")
+            }
+            platform = chosen
+        } else {
+            platform = FCMRegistrationToken.problem(raw) == nil ? .fcm : .apns
+        }
+        switch platform {
+        case .apns: return (try apnsToken(key), .apns)
+        case .fcm:
+            if let problem = FCMRegistrationToken.problem(raw) { throw StoreError(.invalidField, field: key, "\(key) \(problem)") }
+            return (raw, .fcm)
+        }
+    }
+
+    /// A registered device's token, of either platform: an FCM registration token as it is (case
+    /// matters in it), else an APNs token normalised and checked (`apnsToken`).
     func token(_ key: String = "token") throws(StoreError) -> String {
+        let raw = try string(key)
+        return FCMRegistrationToken.problem(raw) == nil ? raw : try apnsToken(key)
+    }
+
+    /// An APNs device token, normalised and checked as the job decoder does (`<3F1C 0E5D …>` as apps
+    /// log it is the token `3f1c0e5d…`).
+    func apnsToken(_ key: String = "token") throws(StoreError) -> String {
         let token = APNsDeviceToken.normalized(try string(key))
         do { try APNsDeviceToken.validate(token, field: key) } catch {
             throw StoreError(.invalidField, field: key, "\(key): \(error.message)")

@@ -7,11 +7,14 @@ public struct RegisteredDevice: Sendable, Hashable {
     public var token: String
     public var user: String?
     public var preferences: NotificationPreferences?
+    /// The service the device is reached through.
+    public var platform: DevicePlatform
 
-    public init(token: String, user: String?, preferences: NotificationPreferences? = nil) {
+    public init(token: String, user: String?, preferences: NotificationPreferences? = nil, platform: DevicePlatform = .apns) {
         self.token = token
         self.user = user
         self.preferences = preferences
+        self.platform = platform
     }
 }
 
