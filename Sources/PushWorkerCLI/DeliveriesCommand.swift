@@ -22,7 +22,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     @Option(help: "The worker's configuration file (YAML).") var config: String
     @Option(help: "A job's id.") var job: String?
     @Option(help: "A user id.") var user: String?
-    @Option(help: "A device token (hex).") var token: String?
+    @Option(help: "A device token (APNs hex, or an Android device's FCM registration token).") var token: String?
     @Option(help: "A job's idempotency_key: the job that holds it (keys are kept for ledger.idempotency_hours).") var key: String?
     @Option(help: "Only this app's records (a key is per app: the same key in two apps names two jobs).") var app: String?
     @Option(help: "Only records from this time on: RFC 3339 or Unix seconds.") var since: String?
@@ -78,7 +78,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
             throw CommandFailure("\(config) keeps no delivery ledger: it is off (ledger: off), or there is no registry and no ledger.sqlite")
         }
         let subject: DeliveryQuery.Subject =
-            if let job { .job(job) } else if let user { .user(user) } else if let key { .idempotencyKey(key) } else { .token(token?.lowercased() ?? "") }
+            if let job { .job(job) } else if let user { .user(user) } else if let key { .idempotencyKey(key) } else { .token(DevicePlatform.normalized(token: token ?? "")) }
         let page: DeliveryPage
         do {
             page = try await ledger.page(DeliveryQuery(

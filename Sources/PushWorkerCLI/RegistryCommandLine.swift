@@ -94,7 +94,7 @@ struct RegistryCommandLine: AsyncParsableCommand {
         @Flag(help: "Print the answer a `status` query over push.registry gets, as JSON.") var json = false
 
         func run() async throws {
-            let status = try await store.open().status(app: app, token: APNsDeviceToken.normalized(token), type: type, subtype: subtype)
+            let status = try await store.open().status(app: app, token: DevicePlatform.normalized(token: token), type: type, subtype: subtype)
             if json {
                 let data = try JSONSerialization.data(withJSONObject: status.json, options: [.sortedKeys, .withoutEscapingSlashes])
                 print(String(decoding: data, as: UTF8.self))
@@ -135,8 +135,8 @@ struct RegistryCommandLine: AsyncParsableCommand {
             @Argument(help: "The device token (hex).") var token: String
 
             func run() async throws {
-                guard let device = try await store.open().device(app: app, token: APNsDeviceToken.normalized(token)) else {
-                    throw CommandFailure("\(app) \(APNsDeviceToken.normalized(token)): not registered (or marked invalid)")
+                guard let device = try await store.open().device(app: app, token: DevicePlatform.normalized(token: token)) else {
+                    throw CommandFailure("\(app) \(DevicePlatform.normalized(token: token)): not registered (or marked invalid)")
                 }
                 print("device \(app) \(device.token)")
                 print("  user: \(device.user ?? "none")")

@@ -67,7 +67,7 @@ public final class DeliveriesPage: Sendable {
         guard let ledger = ledger.withLock({ $0 }) else { return Self.json(503, ["error": "the ledger is not open yet"]) }
         let subject: DeliveryQuery.Subject = switch field {
         case "user": .user(value)
-        case "token": .token(APNsDeviceToken.normalized(value))
+        case "token": .token(DevicePlatform.normalized(token: value))
         case "key": .idempotencyKey(value)
         default: .job(value)
         }
