@@ -64,7 +64,8 @@ public enum FCMFailure: Sendable, Equatable {
         case "THIRD_PARTY_AUTH_ERROR", "UNAUTHENTICATED":
             self = .credentials(code: code ?? "UNAUTHENTICATED", message)
         default:
-            self = .other(status: status, code: code, message)
+            // A gateway's 502 or 504, say: FCM's own trouble, tried again.
+            self = (500...599).contains(status) ? .unavailable(retryAfter: pause) : .other(status: status, code: code, message)
         }
     }
 

@@ -100,6 +100,7 @@ struct FCMMessageTests {
         }
         #expect(failure(503, fcm("UNAVAILABLE", "UNAVAILABLE", 503), retryAfter: "999999") == .unavailable(retryAfter: 86_400))
         #expect(failure(418, "") == .other(status: 418, code: nil, "HTTP 418"))
+        #expect(failure(502, "<html>bad gateway</html>") == .unavailable(retryAfter: nil))
         #expect(failure(429, "").isRetryable && !failure(404, "").isRetryable)
         #expect(failure(403, fcm("SENDER_ID_MISMATCH", "PERMISSION_DENIED", 403)).reason == "SENDER_ID_MISMATCH")
     }

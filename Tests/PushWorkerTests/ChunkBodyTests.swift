@@ -46,7 +46,7 @@ struct ChunkBodyTests {
         #expect(throws: JobError(.invalidField, field: "audience.devices", "audience.devices is written by pushworker into chunk jobs only; name tokens, users or groups")) {
             try decoder.decode(Array(#"{"audience": {"devices": [["\#(token)", "u"]]}, "payload": {"aps": {}}}"#.utf8))
         }
-        #expect(throws: JobError(.invalidField, field: "audience.devices[1]", "audience.devices[1] must be a [token, user or null] pair")) {
+        #expect(throws: JobError(.invalidField, field: "audience.devices[1]", "audience.devices[1] must be a [token, user or null] pair (with \"fcm\" third for an Android device)")) {
             try decoder.decode(Array(#"{"audience": {"devices": [["\#(token)", null], ["\#(token)"]]}, "payload": {"aps": {}}}"#.utf8), chunk: true)
         }
         do {

@@ -1,7 +1,7 @@
 import APNs
 import FCM
 import Foundation
-import PushWorker
+@testable import PushWorker
 import Testing
 
 @Suite("Jobs for Android devices: audience.fcm_tokens, notification and fcm")
@@ -35,6 +35,12 @@ struct FCMJobTests {
         // A payload of its own stays APNs'.
         let own = try Self.decode(#"{"audience": {"tokens": ["\#(Self.token)"], "fcm_tokens": ["\#(Self.android)"]}, "notification": {"title": "T"}, "payload": {"aps": {"alert": "own"}}}"#)
         #expect(String(decoding: own.payload, as: UTF8.self).contains("own"))
+        // Each Android token once, in order.
+        let twice = try Self.decode(#"{"audience": {"fcm_tokens": ["\#(Self.android)", "\#(Self.android)"]}, "notification": {"title": "T"}}"#)
+        #expect(twice.audience.fcmTokens == [Self.android])
+        // A payload alert alone is what Android devices show.
+        let alerted = try Self.decode(#"{"audience": {"fcm_tokens": ["\#(Self.android)"]}, "payload": {"aps": {"alert": {"title": "A", "body": "B"}}}}"#)
+        #expect(alerted.fcm == nil && alerted.fcmMessage()?.notification == .init(title: "A", body: "B"))
         // Android alone: no payload needed.
         let alone = try Self.decode(#"{"audience": {"fcm_tokens": ["\#(Self.android)"]}, "fcm": {"data": {"sync": "1"}}}"#)
         #expect(alone.fcm?.data == ["sync": "1"] && alone.audience.tokens.isEmpty)
@@ -60,6 +66,11 @@ struct FCMJobTests {
         #expect(refusal(#"{"audience": {"users": ["u"], "fcm_tokens": ["\#(Self.android)"]}, "notification": {"title": "t"}}"#)?.field == "audience.users")
         #expect(refusal(#"{"audience": {"fcm_tokens": ["\#(Self.android)"]}, "notification": {"title": "t"}, "local_time": "09:00"}"#)?.field == "local_time")
         #expect(refusal(#"{"audience": {"tokens": ["\#(Self.token)"]}, "notification": {"title": "t"}, "fcm": {"webpush": {}}}"#)?.field == "fcm.webpush")
+        // Checked whatever else the job names: a payload alert (which Android devices would show) changes nothing.
+        #expect(refusal(#"{"audience": {"fcm_tokens": ["\#(Self.android)"]}, "payload": {"aps": {"alert": "hi"}}, "local_time": "09:00"}"#)?.field == "local_time")
+        #expect(refusal(#"{"audience": {"fcm_tokens": ["\#(Self.android)"], "activity": "a"}, "live_activity": {"event": "end"}}"#)?.field == "audience.activity")
+        // A notification with nothing to show is no alert for an iPhone: the payload is missing.
+        #expect(refusal(#"{"audience": {"tokens": ["\#(Self.token)"]}, "notification": {"image": "https://example.com/i.png"}}"#)?.field == "payload")
         // No Android device: notification and fcm are still checked, and the APNs job goes as before.
         #expect(refusal(#"{"audience": {"tokens": ["\#(Self.token)"]}, "payload": {"aps": {}}, "fcm": {"data": {"n": 1}}}"#)?.field == "fcm.data.n")
     }
@@ -67,5 +78,36 @@ struct FCMJobTests {
     /// The body the worker sends a device of `job` now.
     static func sent(_ job: PushJob) throws -> [UInt8] {
         try #require(job.fcmMessage()).encoded().body(token: android)
+    }
+
+    @Test("FCM's answers, step by step: retried after Retry-After within this worker's share, handed on past it or for a long wait, final otherwise")
+    func steps() {
+        let policy = RetryPolicy(maxAttempts: 4, inProcessAttempts: 2, initialDelay: .milliseconds(100), maximumDelay: .seconds(5))
+        #expect(FCMDeviceStep.after(.accepted(name: "n"), attempts: 1, policy: policy) == .finish(.delivered))
+        #expect(FCMDeviceStep.after(.failed(.unregistered), attempts: 1, policy: policy) == .finish(.rejected))
+        #expect(FCMDeviceStep.after(.failed(.credentials(code: "THIRD_PARTY_AUTH_ERROR", "x")), attempts: 1, policy: policy) == .finish(.failed))
+        #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: 2)), attempts: 1, policy: policy) == .retry(after: .seconds(2)))
+        #expect(FCMDeviceStep.after(.unanswered("reset"), attempts: 1, policy: policy) == .retry(after: nil))
+        // This worker's share spent, or a wait past the longest pause: a retry job continues.
+        #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: nil)), attempts: 2, policy: policy) == .handOn)
+        #expect(FCMDeviceStep.after(.failed(.quotaExceeded(retryAfter: 60)), attempts: 1, policy: policy) == .handOn)
+        // A retry job's own share counts from its first attempt; the last attempt is final.
+        #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: nil)), attempts: 3, previousAttempts: 2, policy: policy) == .retry(after: nil))
+        #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: nil)), attempts: 4, previousAttempts: 2, policy: policy) == .finish(.failed))
+    }
+
+    @Test("chunk and retry jobs carry Android devices, their users, and the job's notification and fcm, read back as they were")
+    func chunkRoundTrip() throws {
+        let job = try Self.decode(#"""
+            {"id": "c-1", "audience": {"tokens": ["\#(Self.token)"], "fcm_tokens": ["\#(Self.android)"]}, "notification": {"title": "T", "body": "B"},
+             "fcm": {"data": {"k": "v"}, "android": {"ttl": 60, "notification": {"channel_id": "news"}}}, "priority": 5}
+            """#)
+        let devices = [Recipient(token: Self.token, user: "u-1"), Recipient(token: Self.android, user: "u-2", platform: .fcm)]
+        let chunk = try Self.decoder.decode(try job.chunkBody(devices: devices), chunk: true)
+        #expect(chunk.audience.devices == devices)
+        #expect(chunk.fcm == job.fcm && chunk.fcmMessage()?.priority == .normal)
+        // A malformed Android pair names itself.
+        let bad = Array(#"{"audience": {"devices": [["\#(Self.token)", null, "fcm"]]}, "payload": {"aps": {}}}"#.utf8)
+        #expect(throws: JobError.self) { try Self.decoder.decode(bad, chunk: true) }
     }
 }

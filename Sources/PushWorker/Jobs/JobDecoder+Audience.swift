@@ -108,8 +108,9 @@ extension JobDecoder {
             tokens: tokens.map { $0.lowercased() }, users: users, groups: groups,
             devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"),
             activity: activity)
-        // Case matters in a registration token: kept as sent.
-        audience.fcmTokens = fcmTokens
+        // Case matters in a registration token: kept as sent; each once, in order.
+        var seen = Set<String>()
+        audience.fcmTokens = fcmTokens.filter { seen.insert($0).inserted }
         return audience
     }
 

@@ -5,6 +5,14 @@ import Foundation
 /// `payload`) and `fcm` (FCM's own fields), checked against FCM's rules when read.
 extension JobDecoder {
     static func decodeFCM(_ object: [String: Any], audience: PushJob.Audience, job: PushJob) throws(JobError) -> FCMMessage? {
+        if !audience.fcmTokens.isEmpty {
+            if job.liveActivity != nil {
+                throw JobError(.invalidField, field: "audience.fcm_tokens", "audience.fcm_tokens cannot go with live_activity: Live Activities are APNs'")
+            }
+            if job.localTime != nil {
+                throw JobError(.invalidField, field: "local_time", "local_time cannot go with audience.fcm_tokens in this version: explicit tokens have no zone of their own")
+            }
+        }
         guard object["notification"] != nil || object["fcm"] != nil else {
             // Without either, Android devices are shown the APNs alert's title and body.
             if !audience.fcmTokens.isEmpty, PushJob.message(fromAPNsPayload: job.payload) == nil {
@@ -23,14 +31,6 @@ extension JobDecoder {
         } catch {
             throw JobError(.invalidField, field: error.field, "\(error.field) \(error.message)")
         }
-        if !audience.fcmTokens.isEmpty {
-            if job.liveActivity != nil {
-                throw JobError(.invalidField, field: "audience.fcm_tokens", "audience.fcm_tokens cannot go with live_activity: Live Activities are APNs'")
-            }
-            if job.localTime != nil {
-                throw JobError(.invalidField, field: "local_time", "local_time cannot go with audience.fcm_tokens in this version: explicit tokens have no zone of their own")
-            }
-        }
         return message
     }
 
@@ -40,6 +40,7 @@ extension JobDecoder {
         var alert: [String: Any] = [:]
         if let title = fields["title"] as? String { alert["title"] = title }
         if let body = fields["body"] as? String { alert["body"] = body }
-        return ["aps": alert.isEmpty ? [:] : ["alert": alert]]
+        // Nothing an iPhone could show: no alert is made, and the job needs a payload of its own.
+        return alert.isEmpty ? nil : ["aps": ["alert": alert]]
     }
 }

@@ -10,6 +10,8 @@ extension JobDecoder {
         var bytes: [UInt8]
         var pushType: APNsPushType
         var badge: BadgeIncrement?
+        /// No payload was named, and the job reaches Android devices alone (`PushJob.androidOnlyPayload`).
+        var androidOnly = false
     }
 
     func decodePayload(
@@ -17,6 +19,7 @@ extension JobDecoder {
         audience: PushJob.Audience
     ) throws(JobError) -> DecodedPayload {
         var payloadDictionary: [String: Any]
+        var androidOnly = false
         if let liveActivity {
             // The app's own keys may ride along; `aps` is the worker's to build.
             payloadDictionary = try fields.object("payload") ?? [:]
@@ -33,6 +36,7 @@ extension JobDecoder {
             guard let payloadObject = object["payload"] ?? Self.alertPayload(from: object["notification"]) ?? (onlyAndroid ? ["aps": [:]] as [String: Any] : nil) else {
                 throw JobError(.missingField, field: "payload", "payload is missing")
             }
+            androidOnly = object["payload"] == nil && Self.alertPayload(from: object["notification"]) == nil
             guard let dictionary = payloadObject as? [String: Any] else {
                 throw JobError(.invalidField, field: "payload", "payload must be a JSON object, such as {\"aps\": {\"alert\": \"…\"}}")
             }
@@ -85,6 +89,6 @@ extension JobDecoder {
             }
             throw JobError(.invalidField, field: error.field, error.message)
         }
-        return DecodedPayload(bytes: payload, pushType: pushType, badge: badge)
+        return DecodedPayload(bytes: payload, pushType: pushType, badge: badge, androidOnly: androidOnly)
     }
 }

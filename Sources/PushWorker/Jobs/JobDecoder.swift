@@ -81,6 +81,7 @@ public struct JobDecoder: Sendable {
             payload: payload.bytes, pushType: payload.pushType, priority: delivery.priority, expiration: delivery.expiration,
             collapseID: delivery.collapseID, topic: delivery.topic, results: delivery.results, replyTo: delivery.replyTo, badge: payload.badge)
         job.liveActivity = liveActivity?.event
+        job.androidOnlyPayload = payload.androidOnly
         job.tokenNamespace = tokenNamespace
         job.idempotencyKey = idempotencyKey
         try decodeTiming(&fields, object, into: &job)

@@ -144,6 +144,9 @@ public struct PushJob: Sendable, Hashable {
     /// nil when the job names neither. The job's priority, expiration and collapse id fill what
     /// `fcm.android` leaves out, as the message goes (`fcmMessage()`).
     public var fcm: FCMMessage?
+    /// The job named no payload and reaches Android devices alone: its APNs payload is a stand-in
+    /// no device is sent (a streamed body's APNs tokens, unknown to the decoder, are checked for it).
+    public var androidOnlyPayload = false
 
     /// The registry's key for the job's tokens.
     public var registryApp: String { tokenNamespace.registryApp(app) }

@@ -20,5 +20,7 @@ extension PushResult {
             attempts: record.attempts)
         channel = record.channel
         requestID = record.requestID
+        // The ledger keeps no platform: an Android device's record is told by its token's form.
+        if DevicePlatform(ofToken: record.token) == .fcm { platform = .fcm }
     }
 }

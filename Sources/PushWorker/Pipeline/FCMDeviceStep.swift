@@ -5,14 +5,18 @@ import Foundation
 /// `DeviceStep`, a pure function of the answer and the attempts made. FCM's retryable answers
 /// (`QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`, no answer) are sent again from this worker,
 /// not before FCM's `Retry-After` (a minute at least after a quota error, as Google asks), until
-/// the policy's attempts are spent; they are not handed on to a retry job in this version.
+/// the policy's attempts are spent. Past this worker's share of the attempts, or asked to wait
+/// longer than the policy's longest pause, the device is handed on to a retry job, as an APNs
+/// device is: its slot is not held through a long wait.
 enum FCMDeviceStep: Equatable {
     /// The device's final outcome.
     case finish(Outcome)
     /// Send again after at least `after` (nil: the policy's pause).
     case retry(after: Duration?)
+    /// A later round continues (a retry job).
+    case handOn
 
-    static func after(_ answer: FCMAnswer, attempts: Int, policy: RetryPolicy) -> FCMDeviceStep {
+    static func after(_ answer: FCMAnswer, attempts: Int, previousAttempts: Int = 0, policy: RetryPolicy) -> FCMDeviceStep {
         var pause: Duration?
         switch answer {
         case .accepted:
@@ -29,6 +33,8 @@ enum FCMDeviceStep: Equatable {
             break
         }
         guard attempts < policy.maxAttempts else { return .finish(.failed) }
+        if attempts - previousAttempts >= policy.inProcessAttempts { return .handOn }
+        if let pause, pause > policy.maximumDelay { return .handOn }
         return .retry(after: pause)
     }
 }

@@ -162,10 +162,17 @@ public struct JobPipeline: Sendable {
                     return await refusal.refuse(delivery, JobError(.invalidField, field: "audience.fcm_tokens",
                         "app '\(job.app)' has no fcm side (apps[].fcm, its Firebase service account): its Android devices cannot be reached"))
                 }
-                // Such a job is never split into chunk jobs, which carry APNs devices only in this version.
-                guard job.audience.tokens.count + job.audience.fcmTokens.count <= settings.chunkSize else {
+                // Such a job is never split into chunk jobs: its Android tokens are added once its
+                // APNs tokens are resolved, which a split would leave behind. A streamed body's
+                // tokens are in `streamed`, its skeleton's list empty.
+                let apnsTokens = job.audience.tokens.count + (streamed?.count ?? 0)
+                let most = min(settings.chunkSize, settings.nowMaxDevices)
+                guard apnsTokens + job.audience.fcmTokens.count <= most else {
                     return await refusal.refuse(delivery, JobError(.invalidField, field: "audience.fcm_tokens",
-                        "a job with audience.fcm_tokens names at most chunk_size (\(settings.chunkSize)) tokens and fcm_tokens together in this version; send more as several jobs"))
+                        "a job with audience.fcm_tokens names at most \(most) tokens and fcm_tokens together (chunk_size, lanes.now_max_devices) in this version; send more as several jobs"))
+                }
+                guard !job.androidOnlyPayload || apnsTokens == 0 else {
+                    return await refusal.refuse(delivery, JobError(.missingField, field: "payload", "payload is missing: audience.tokens reach APNs devices"))
                 }
             }
             // Read before the job's tokens are handed to the stages: a retry job of an older

@@ -20,10 +20,7 @@ extension JobProcessor {
             for device in devices {
                 let slot = SlotRelease(slots)
                 defer { slot.releaseUnlessHandedOver() }
-                var result = PushResult(
-                    jobID: job.id, token: device.token, user: device.user, app: appName, outcome: .failed, reason: reason,
-                    attempts: device.previousAttempts)
-                result.platform = .fcm
+                let result = PushResult(of: device, jobID: job.id, app: appName, outcome: .failed, reason: reason, attempts: device.previousAttempts)
                 try await report(result, of: job, to: replyTo, ends: ends, slot: slot)
                 metrics.notification(app: appName, outcome: .failed, reason: reason)
                 ends.record(.final(.failed))
@@ -31,6 +28,8 @@ extension JobProcessor {
             return
         }
         let encoded = message.encoded()
+        // A device re-registered after this moment is not one FCM's answer can condemn.
+        let sentAt = Date()
         let answers: [FCMAnswer]? = job.expiration?.hasPassed() == true ? nil : await fcm.send(encoded, to: devices.map(\.token))
         try await withThrowingDiscardingTaskGroup { group in
             for (offset, device) in devices.enumerated() {
@@ -38,7 +37,7 @@ extension JobProcessor {
                     let slot = SlotRelease(slots)
                     defer { slot.releaseUnlessHandedOver() }
                     let end = try await self.deliverFCM(
-                        job, to: device, message: encoded, through: fcm, firstAnswer: answers?[offset], replyTo: replyTo, ends: ends, slot: slot)
+                        job, to: device, through: fcm, firstAnswer: answers?[offset], sentAt: sentAt, replyTo: replyTo, ends: ends, slot: slot)
                     ends.record(end)
                 }
             }
@@ -47,7 +46,7 @@ extension JobProcessor {
 
     /// One Android device: its first answer, retries while FCM says to, then its result.
     private func deliverFCM(
-        _ job: PushJob, to device: Recipient, message: FCMMessage.Encoded, through fcm: any FCMSending, firstAnswer: FCMAnswer?, replyTo: String,
+        _ job: PushJob, to device: Recipient, through fcm: any FCMSending, firstAnswer: FCMAnswer?, sentAt: Date, replyTo: String,
         ends: DeviceEnds, slot: SlotRelease
     ) async throws -> DeviceEnd {
         var result = PushResult(jobID: job.id, token: device.token, user: device.user, app: appName, outcome: .failed, attempts: device.previousAttempts)
@@ -66,16 +65,25 @@ extension JobProcessor {
                 first = nil
                 answer = given
             } else {
-                answer = await fcm.send(message, to: [device.token]).first ?? .unanswered("no answer")
+                // Encoded again: the ttl is what is left of the expiration now.
+                guard let message = job.fcmMessage() else { break }
+                answer = await fcm.send(message.encoded(), to: [device.token]).first ?? .unanswered("no answer")
             }
             reasonLabel = result.record(answer)
             last = answer
-            switch FCMDeviceStep.after(answer, attempts: result.attempts, policy: retry) {
+            switch FCMDeviceStep.after(answer, attempts: result.attempts, previousAttempts: device.previousAttempts, policy: retry) {
             case .finish(let outcome):
                 result.outcome = outcome
                 break attempts
+            case .handOn:
+                return .handOn(Recipient(token: device.token, user: device.user, previousAttempts: result.attempts, platform: .fcm))
             case .retry(let after):
                 let pause = max(after ?? .zero, retry.delay(afterAttempt: result.attempts))
+                // A pause that outlasts the job's expiration would only hold the slot: expired now.
+                if let deadline = job.expiration?.deadline, Date().addingTimeInterval(Double(pause.components.seconds)) >= deadline {
+                    result.outcome = .expired
+                    break attempts
+                }
                 logger.debug("retrying on FCM", metadata: [
                     "job": "\(job.id)", "token": "\(device.token.prefix(8))…", "attempt": "\(result.attempts)", "reason": "\(result.reason ?? "-")",
                     "pause_ms": "\(pause / .milliseconds(1))",
@@ -90,7 +98,7 @@ extension JobProcessor {
         case .failed(.invalidToken): .badDeviceToken
         default: nil
         }
-        if let fate, let feedback, await feedback.deviceRejected(app: job.registryApp, token: device.token, reason: fate, at: nil) {
+        if let fate, let feedback, await feedback.deviceRejected(app: job.registryApp, token: device.token, reason: fate, at: sentAt) {
             ends.removed.add(1, ordering: .relaxed)
         }
         if case .failed(.credentials(let code, let detail)) = last {

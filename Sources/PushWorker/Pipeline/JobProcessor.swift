@@ -135,18 +135,19 @@ public struct JobProcessor: Sendable {
         var badgeCounts: [String: Int] = [:]
         if let badge = job.badge {
             // A retry round's devices bring the count their first round gave them.
+            // Android devices show no APNs badge: they are neither counted nor failed for it.
             for recipient in recipients { if let count = recipient.badge { badgeCounts[recipient.token] = count } }
-            let fresh = recipients.filter { $0.badge == nil }.map(\.token)
+            let fresh = recipients.filter { $0.badge == nil && $0.platform == .apns }.map(\.token)
             if !fresh.isEmpty, let badges {
                 badgeCounts.merge(try await badges.incrementBadges(app: appName, tokens: fresh, by: badge.amount, job: job.id)) { _, new in new }
             }
-            let uncounted = recipients.filter { badgeCounts[$0.token] == nil }
+            let uncounted = recipients.filter { $0.platform == .apns && badgeCounts[$0.token] == nil }
             if !uncounted.isEmpty {
-                recipients.removeAll { badgeCounts[$0.token] == nil }
+                recipients.removeAll { $0.platform == .apns && badgeCounts[$0.token] == nil }
                 ends.record([.failed: uncounted.count])
                 for recipient in uncounted {
                     try await report(
-                        PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .failed,
+                        PushResult(of: recipient, jobID: job.id, app: appName, outcome: .failed,
                                    reason: Self.badgeNeedsRegistration, attempts: 0),
                         of: job, to: replyTo, ends: ends)
                     metrics.notification(app: appName, outcome: .failed, reason: Self.badgeNeedsRegistration)
@@ -155,14 +156,14 @@ public struct JobProcessor: Sendable {
         }
         for recipient in filtered {
             try await report(
-                PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, attempts: 0),
+                PushResult(of: recipient, jobID: job.id, app: appName, outcome: .filtered, attempts: 0),
                 of: job, to: replyTo, ends: ends)
             metrics.notification(app: appName, outcome: .filtered, reason: nil)
         }
         if !withheld.isEmpty { ends.record([.filtered: withheld.count]) }
         for (recipient, reason) in withheld {
             try await report(
-                PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .filtered, reason: reason, attempts: 0),
+                PushResult(of: recipient, jobID: job.id, app: appName, outcome: .filtered, reason: reason, attempts: 0),
                 of: job, to: replyTo, ends: ends)
             metrics.notification(app: appName, outcome: .filtered, reason: reason)
         }
@@ -199,7 +200,7 @@ public struct JobProcessor: Sendable {
             ends.record([.cancelled: rest.count])
             for recipient in rest {
                 try await report(
-                    PushResult(jobID: job.id, token: recipient.token, user: recipient.user, app: appName, outcome: .cancelled, reason: "cancelled", attempts: 0),
+                    PushResult(of: recipient, jobID: job.id, app: appName, outcome: .cancelled, reason: "cancelled", attempts: 0),
                     of: job, to: replyTo, ends: ends)
                 metrics.notification(app: appName, outcome: .cancelled, reason: nil)
             }

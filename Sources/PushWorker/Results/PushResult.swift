@@ -174,3 +174,12 @@ extension PushResult {
         }
     }
 }
+
+extension PushResult {
+    /// A result for `recipient` made without a send (filtered, withheld, cancelled…), its
+    /// platform said for an Android device.
+    init(of recipient: Recipient, jobID: String, app: String, outcome: Outcome, reason: String? = nil, attempts: Int) {
+        self.init(jobID: jobID, token: recipient.token, user: recipient.user, app: app, outcome: outcome, reason: reason, attempts: attempts)
+        if recipient.platform == .fcm { platform = .fcm }
+    }
+}
