@@ -40,43 +40,14 @@ struct APNsBenchCommand: AsyncParsableCommand {
 
         // Warm the connections (APNs allows one stream until a request is accepted).
         _ = try await client.send(request)
-        let histogram = LatencyHistogram()
-        let inFlight = min(connections * streams, count)
-        let batchSize = max(1, min(batch, inFlight))
-        // Enough senders to keep every stream busy: each sends a batch and waits for all of it.
-        let senders = max(1, inFlight / batchSize)
-        let start = ContinuousClock.now
-        let cpuBefore = CPUTime.now
-        let failures = await withTaskGroup(of: Int.self) { group in
-            for sender in 0..<senders {
-                group.addTask {
-                    var failures = 0
-                    // This sender's share of `count`, in batches.
-                    var left = count / senders + (sender < count % senders ? 1 : 0)
-                    while left > 0 {
-                        let size = min(batchSize, left)
-                        left -= size
-                        let sent = ContinuousClock.now
-                        // A single send is a batch of one, so batch 1 measures it too; errors count
-                        // as failures either way.
-                        for result in await client.send(Array(repeating: request, count: size)) where (try? result.get().status) != 200 {
-                            failures += 1
-                        }
-                        histogram.record(ContinuousClock.now - sent, count: size)
-                    }
-                    return failures
-                }
-            }
-            return await group.reduce(0, +)
+        // A single send is a batch of one, so batch 1 measures it too; errors count as failures either way.
+        let measure = await ClientLoad(count: count, inFlight: connections * streams, batch: batch).run { size in
+            await client.send(Array(repeating: request, count: size)).count { (try? $0.get().status) != 200 }
         }
-        let seconds = (ContinuousClock.now - start) / .seconds(1)
-        // This process's user + system time: what the client spent, whatever the server's speed.
-        let cpu = CPUTime.now - cpuBefore
         client.shutdown()
         print(String(format: "pushworker-bench apns: %d notifications in %.2f s = %.0f notifications/s (%d connection(s), %d streams, %d not 200)",
-            count, seconds, Double(count) / seconds, connections, streams, failures) + ", \(transport) transport, batches of \(batchSize)")
-        print(String(format: "client CPU (user + system) %.2f s = %.1f µs per notification", cpu, cpu / Double(count) * 1e6))
-        print(String(format: "latency (a batch's send to its last answer) p50 %.2f ms, p99 %.2f ms; peak memory (VmHWM) %.1f MiB",
-            histogram.percentile(0.5), histogram.percentile(0.99), Double(PeakMemory.kibibytes) / 1024))
+            count, measure.seconds, Double(count) / measure.seconds, connections, streams, measure.failures) + ", \(transport) transport, batches of \(measure.batchSize)")
+        print(String(format: "client CPU (user + system) %.2f s = %.1f µs per notification", measure.cpu, measure.cpu / Double(count) * 1e6))
+        print(ClientLoad.latencyLine(measure.histogram))
     }
 }

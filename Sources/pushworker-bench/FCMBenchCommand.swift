@@ -38,39 +38,13 @@ struct FCMBenchCommand: AsyncParsableCommand {
 
         // Warm the connections and take the access token.
         _ = await client.send(message, to: [devices[0]])
-        let histogram = LatencyHistogram()
-        let inFlight = min(connections * streams, count)
-        let batchSize = max(1, min(batch, inFlight))
-        let senders = max(1, inFlight / batchSize)
-        let start = ContinuousClock.now
-        let cpuBefore = CPUTime.now
-        let failures = await withTaskGroup(of: Int.self) { group in
-            for sender in 0..<senders {
-                group.addTask {
-                    var failures = 0
-                    var left = count / senders + (sender < count % senders ? 1 : 0)
-                    while left > 0 {
-                        let size = min(batchSize, left)
-                        left -= size
-                        let sent = ContinuousClock.now
-                        for answer in await client.send(message, to: Array(devices.prefix(size))) {
-                            if case .accepted = answer { continue }
-                            failures += 1
-                        }
-                        histogram.record(ContinuousClock.now - sent, count: size)
-                    }
-                    return failures
-                }
-            }
-            return await group.reduce(0, +)
+        let measure = await ClientLoad(count: count, inFlight: connections * streams, batch: batch).run { size in
+            await client.send(message, to: Array(devices.prefix(size))).count { if case .accepted = $0 { false } else { true } }
         }
-        let seconds = (ContinuousClock.now - start) / .seconds(1)
-        let cpu = CPUTime.now - cpuBefore
         client.shutdown()
         print(String(format: "pushworker-bench fcm: %d messages in %.2f s = %.0f messages/s (%d connection(s), %d streams, %d not accepted)",
-            count, seconds, Double(count) / seconds, connections, streams, failures) + ", \(transport) transport, batches of \(batchSize)")
-        print(String(format: "client CPU (user + system) %.2f s = %.1f µs per message", cpu, cpu / Double(count) * 1e6))
-        print(String(format: "latency (a batch's send to its last answer) p50 %.2f ms, p99 %.2f ms; peak memory (VmHWM) %.1f MiB",
-            histogram.percentile(0.5), histogram.percentile(0.99), Double(PeakMemory.kibibytes) / 1024))
+            count, measure.seconds, Double(count) / measure.seconds, connections, streams, measure.failures) + ", \(transport) transport, batches of \(measure.batchSize)")
+        print(String(format: "client CPU (user + system) %.2f s = %.1f µs per message", measure.cpu, measure.cpu / Double(count) * 1e6))
+        print(ClientLoad.latencyLine(measure.histogram))
     }
 }
