@@ -120,6 +120,7 @@ dead=deaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddeaddead
 while read -r command; do registry_command "$command"; done <<COMMANDS
 {"command": "register_device", "app": "demo", "token": "$a", "user": "ada"}
 {"command": "register_device", "app": "demo", "token": "$dead", "user": "ada"}
+{"command": "register_device", "app": "demo", "token": "$android", "user": "ada", "platform": "fcm"}
 {"command": "register_device", "app": "demo", "token": "$b", "user": "bob"}
 {"command": "register_device", "app": "demo", "token": "$c", "user": "cy"}
 {"command": "add_to_group", "user": "ada", "group": "class-a"}
@@ -137,10 +138,10 @@ wait_for() {
   done
 }
 wait_for filtered "$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$b" --type grades
-echo "== a job to groups class-a and class-b, type grades/midterm: ada's two devices (one of them dead),"
-echo "   cy's once although cy is in both groups, and bob's filtered by his blacklist:"
+echo "== a job to groups class-a and class-b, type grades/midterm: ada's three devices (an iPhone, a dead one, and an"
+echo "   Android phone on FCM, shown the APNs alert), cy's once although cy is in both groups, and bob's filtered by his blacklist:"
 publish jobs '{"id": "grades-1", "app": "demo", "audience": {"groups": ["class-a", "class-b"]}, "type": "grades", "subtype": "midterm", "payload": {"aps": {"alert": "New grades"}}}'
-results 5
+results 6
 echo "== APNs answered 410 for ada's dead device, so the registry dropped it:"
 "$bin/pushworker" registry status --config "$work/pushworker.yaml" demo "$dead" | sed 's/^/   /'
 echo "== what an operator sees: pushworker registry show user ada, show group class-b"
@@ -163,8 +164,8 @@ results 2
 "$bin/pushworker" schedule list --config "$work/pushworker.yaml" | sed 's/^/   /'
 echo "== the promo cancelled over the queue by its idempotency key (cancel_job): it will never be sent"
 registry_command '{"command": "cancel_job", "idempotency_key": "winter-promo"}'
-echo "== at its send_at a worker releases the reminder: ada's device gets it, then its summary"
-results 2
+echo "== at its send_at a worker releases the reminder: ada's iPhone and Android phone get it, then its summary"
+results 3
 "$bin/pushworker" schedule list --config "$work/pushworker.yaml" --all | sed 's/^/   /'
 echo "== quiet hours: bob's are set to the hour around now (UTC); a job to bob that defers (the default)"
 echo "   sends nothing now: its summary counts his device deferred, held in the schedule until they end"
