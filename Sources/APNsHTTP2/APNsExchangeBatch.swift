@@ -32,7 +32,7 @@ package struct APNsExchangeBatch: Sendable {
         tags.reserveCapacity(capacity)
     }
 
-    /// A batch whose requests each bring a body of their own (`append(path:body:tag:)`), about
+    /// A batch whose requests each bring a body of their own (`append(path:tag:writingBody:)`), about
     /// `bodyBytes` of them in all.
     package init(headers: [(name: String, value: String)], ownBodies capacity: Int, bodyBytes: Int) {
         self.init(headers: headers, body: [], capacity: capacity)
@@ -48,14 +48,6 @@ package struct APNsExchangeBatch: Sendable {
         paths.append(contentsOf: deviceToken.utf8)
         paths.append(0)
         tags.append(UInt32(tag))
-    }
-
-    /// A request with a body of its own (the batch made with `ownBodies`), on `path`.
-    package mutating func append(path: String, body: [UInt8], tag: Int) {
-        precondition(bodyEnds != nil, "a batch that shares one body takes none with a request")
-        appendPath(path, tag: tag)
-        self.body.append(contentsOf: body)
-        bodyEnds?.append(self.body.count)
     }
 
     /// A request with a body of its own, written into the batch by `write` (no array of its own).

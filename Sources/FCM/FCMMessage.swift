@@ -157,10 +157,9 @@ public struct FCMMessage: Sendable, Hashable {
 
         /// One device's request body.
         public func body(token: String) -> [UInt8] {
-            var body = prefix
-            body.reserveCapacity(prefix.count + token.utf8.count + suffix.count)
-            body.append(contentsOf: token.utf8)
-            body.append(contentsOf: suffix)
+            var body: [UInt8] = []
+            body.reserveCapacity(size + token.utf8.count)
+            append(token: token, to: &body)
             return body
         }
     }

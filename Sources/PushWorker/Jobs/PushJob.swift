@@ -82,11 +82,7 @@ public struct PushJob: Sendable, Hashable {
 
         public var tokens: [String] {
             get { fields.tokens }
-            set {
-                guard case .devices(var devices) = kind else { preconditionFailure("a broadcast's audience has no tokens") }
-                devices.tokens = newValue
-                kind = .devices(devices)
-            }
+            set { editDevices { $0.tokens = newValue } }
         }
         public var users: [String] { fields.users }
         public var groups: [String] { fields.groups }
@@ -95,11 +91,14 @@ public struct PushJob: Sendable, Hashable {
         public var activity: String? { fields.activity }
         public var fcmTokens: [String] {
             get { fields.fcmTokens }
-            set {
-                guard case .devices(var devices) = kind else { preconditionFailure("a broadcast's audience has no tokens") }
-                devices.fcmTokens = newValue
-                kind = .devices(devices)
-            }
+            set { editDevices { $0.fcmTokens = newValue } }
+        }
+
+        /// Changes the device fields; a broadcast's audience has none.
+        private mutating func editDevices(_ change: (inout Devices) -> Void) {
+            guard case .devices(var devices) = kind else { preconditionFailure("a broadcast's audience has no tokens") }
+            change(&devices)
+            kind = .devices(devices)
         }
 
         /// Resolved already: a chunk or retry job carrying `(token, user)` pairs.
