@@ -11,8 +11,12 @@ import Logging
 /// behind them, so a token endpoint that is slow or briefly away holds up no message. A refusal
 /// is the app's credentials failing: said once in the log with Google's words and held for
 /// `retryAfterRefusal`, so a wrong key is an alarm and not a storm of grants.
+///
+/// A fleet shares one token per service account (`adopt`, `onGranted`): each worker renews a
+/// little earlier or later than the others (`renewalMargin`), so the first to renew tells the
+/// rest, which take its token instead of asking Google again.
 public actor FCMAccessTokenSource {
-    public let account: FCMServiceAccount
+    public nonisolated let account: FCMServiceAccount
     private let caFile: String?
     private let timeout: Duration
     private let logger: Logger
@@ -23,6 +27,11 @@ public actor FCMAccessTokenSource {
     private var failed: (error: FCMAuthError, at: Date)?
     /// Grants asked for since the start (for the gauges and the tests).
     public private(set) var grants = 0
+    /// How long before its end the token is renewed: five minutes and up to one more, drawn once
+    /// per source, so that in a fleet one worker renews first and the others adopt its token.
+    public let renewalMargin: TimeInterval
+    /// Told of each token granted here (to tell the fleet).
+    private var granted: (@Sendable (FCMAccessToken) -> Void)?
 
     /// How long a refused grant is not asked again.
     public static let retryAfterRefusal: TimeInterval = 30
@@ -32,16 +41,20 @@ public actor FCMAccessTokenSource {
     public static let lastUse: TimeInterval = 30
 
     /// - Parameter caFile: PEM roots to trust for the token endpoint instead of the system's (a mock's).
-    public init(account: FCMServiceAccount, caFile: String? = nil, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "pushworker.fcm")) {
+    public init(
+        account: FCMServiceAccount, caFile: String? = nil, timeout: Duration = .seconds(10),
+        renewalMargin: TimeInterval = 300 + .random(in: 0..<60), logger: Logger = Logger(label: "pushworker.fcm")
+    ) {
         self.account = account
+        self.renewalMargin = renewalMargin
         self.caFile = caFile
         self.timeout = timeout
         self.logger = logger
     }
 
-    /// A token good for at least `lastUse` more seconds; renewed five minutes before its end.
+    /// A token good for at least `lastUse` more seconds; renewed `renewalMargin` before its end.
     public func token(now: Date = Date()) async throws(FCMAuthError) -> FCMAccessToken {
-        if let current, !current.needsRenewal(at: now) { return current }
+        if let current, !current.needsRenewal(at: now, margin: renewalMargin) { return current }
         let usable = current.flatMap { $0.expiresAt.timeIntervalSince(now) > Self.lastUse ? $0 : nil }
         if let failed {
             let hold = if case .refused = failed.error { Self.retryAfterRefusal } else { Self.retryAfterUnreachable }
@@ -60,6 +73,29 @@ public actor FCMAccessTokenSource {
         if current?.value == token { current = nil }
     }
 
+    /// A token another worker was granted for this account, heard through the broker: taken
+    /// when it lasts longer than the one held, so no grant is asked for here. It cannot be
+    /// checked (it is Google's opaque string); one FCM refuses is dropped like any other
+    /// (`invalidate`) and a grant of this worker's own replaces it.
+    @discardableResult
+    public func adopt(_ token: FCMAccessToken, now: Date = Date()) -> Bool {
+        guard token.expiresAt.timeIntervalSince(now) > Self.lastUse, token.expiresAt > current?.expiresAt ?? .distantPast else { return false }
+        current = token
+        failed = nil
+        logger.info("FCM access token adopted from the fleet", metadata: ["project": "\(account.projectID)", "expires_at": "\(token.expiresAt)"])
+        return true
+    }
+
+    /// The token held, when it is not yet due for renewal: what a worker starting is told.
+    public func shareable(now: Date = Date()) -> FCMAccessToken? {
+        current.flatMap { $0.needsRenewal(at: now, margin: renewalMargin) ? nil : $0 }
+    }
+
+    /// Calls `handler` with each token granted here from now on.
+    public func onGranted(_ handler: @escaping @Sendable (FCMAccessToken) -> Void) {
+        granted = handler
+    }
+
     /// Starts a grant; its outcome is kept whether or not anyone waits for it.
     private func startGrant() -> Task<Result<FCMAccessToken, FCMAuthError>, Never> {
         let (account, caFile, timeout) = (account, caFile, timeout)
@@ -76,9 +112,10 @@ public actor FCMAccessTokenSource {
             pending = nil
             switch result {
             case .success(let token):
-                current = token
+                if token.expiresAt > current?.expiresAt ?? .distantPast { current = token }
                 failed = nil
-                logger.debug("FCM access token renewed", metadata: ["project": "\(account.projectID)", "expires_at": "\(token.expiresAt)"])
+                granted?(token)
+                logger.info("FCM access token granted", metadata: ["project": "\(account.projectID)", "expires_at": "\(token.expiresAt)"])
             case .failure(let error):
                 failed = (error, Date())
                 if case .refused = error {

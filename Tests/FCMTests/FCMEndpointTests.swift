@@ -6,6 +6,7 @@ import FCMHTTP2
 import Foundation
 import MockAPNs
 import TestSupport
+import Synchronization
 import Testing
 
 /// The token endpoint and messages:send of the mock, reached over real TLS and HTTP/2 as the
@@ -49,6 +50,34 @@ struct FCMEndpointTests {
         }
         #expect(!tokens.contains(later.value))
         #expect(await source.grants == 2 && mock.server.fcmGrants.issued == 2)
+    }
+
+    @Test("a token heard from the fleet is taken when it lasts longer, and no grant is asked for; the one granted here is told; the worker renewing first is the one with the larger margin")
+    func adoptsTheFleetsToken() async throws {
+        let (mock, account) = try await Self.start { $0.fcmTokenLifetime = 3600 }
+        let early = FCMAccessTokenSource(account: account, caFile: MockAPNsFixture.path("ca.pem"), renewalMargin: 360)
+        let late = FCMAccessTokenSource(account: account, caFile: MockAPNsFixture.path("ca.pem"), renewalMargin: 300)
+        let told = Mutex<[FCMAccessToken]>([])
+        await early.onGranted { token in told.withLock { $0.append(token) } }
+        let granted = try await early.token()
+        #expect(told.withLock { $0 } == [granted] && mock.server.fcmGrants.issued == 1)
+        #expect(await late.shareable() == nil)
+        #expect(await late.adopt(granted))
+        #expect(try await late.token() == granted)
+        #expect(await late.grants == 0)
+        #expect(await early.shareable() == granted)
+        // Only a token lasting longer replaces the one held; one about to lapse is never taken.
+        #expect(!(await late.adopt(FCMAccessToken(value: "older", expiresAt: granted.expiresAt.addingTimeInterval(-60)))))
+        #expect(!(await FCMAccessTokenSource(account: account).adopt(FCMAccessToken(value: "lapsing", expiresAt: Date().addingTimeInterval(10)))))
+        // 330 s before its end: inside the early source's margin and outside the late one's.
+        let at = granted.expiresAt.addingTimeInterval(-330)
+        #expect(try await late.token(now: at) == granted)
+        #expect(await late.grants == 0)
+        #expect(await late.shareable(now: at) == granted)
+        _ = try await early.token(now: at)
+        #expect(await early.grants == 2)
+        #expect(await early.shareable(now: at) == nil)
+        try await mock.server.shutdown()
     }
 
     @Test("a token still good is handed out while its renewal fails: a token endpoint away holds up no message")

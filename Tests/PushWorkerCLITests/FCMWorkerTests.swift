@@ -101,4 +101,45 @@ struct FCMWorkerTests {
         #expect(try await store.device(app: "demo", token: pixel)?.platform == .fcm)
         try await running.stop()
     }
+
+    @Test("two workers sending for one service account ask Google for one access token: the second adopts the first's, and sends with it alone")
+    func oneAccessTokenForTheFleet() async throws {
+        let setup = try await WorkerProcessTests.setUp(faults: [], fcm: { _ in })
+        defer { Task { try? await setup.mock.shutdown() } }
+        let topology = AMQPTopology(queues: [.durable("\(setup.prefix).results")])
+        let publisher = try await TestBroker.publisher(topology: topology)
+        let results = try await TestBroker.consumer(queue: "\(setup.prefix).results", topology: topology)
+        func send(_ ids: [String]) async throws {
+            for id in ids {
+                let job = #"{"id": "\#(id)", "audience": {"fcm_tokens": ["\#(Self.android(id))"]}, "notification": {"title": "Hi"}, "results": "none"}"#
+                try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(job.utf8), properties: AMQPProperties(persistent: true)))
+            }
+            var summaries: Set<String> = []
+            while summaries.count < ids.count {
+                let delivery = try await results.next(within: .seconds(60))
+                try await delivery.ack()
+                let summary = try JSONDecoder().decode(JobSummary.self, from: Data(delivery.body))
+                #expect(summary.outcomes == [.delivered: 1], "\(summary)")
+                summaries.insert(summary.jobID)
+            }
+        }
+
+        let first = try RunningProgram.worker(config: setup.config)
+        try await first.waitForLog("worker started")
+        try await send(["first"])
+        #expect(setup.mock.fcmGrants.issued == 1)
+        #expect(first.log.contains("FCM access token granted"), "\(first.log)")
+
+        // The second asks the fleet as it starts; once the first has stopped, it sends alone.
+        let second = try RunningProgram.worker(config: setup.config)
+        try await second.waitForLog("FCM access token adopted from the fleet")
+        #expect(try await first.stop() == 0, "\(first.log)")
+        try await send((0..<8).map { "second-\($0)" })
+        #expect(setup.mock.fcmGrants.issued == 1, "the second worker asked Google for a token of its own")
+        #expect(setup.mock.fcmMessages.count == 9)
+        #expect(!second.log.contains("FCM access token granted"), "\(second.log)")
+        #expect(try await second.stop() == 0, "\(second.log)")
+        await results.close()
+        await publisher.close()
+    }
 }

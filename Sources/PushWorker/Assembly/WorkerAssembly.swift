@@ -60,6 +60,9 @@ public struct WorkerAssembly: Sendable {
         health: WorkerHealth = WorkerHealth(), logger: Logger
     ) {
         var sources = ProviderTokenSources()
+        // One access token source per service account, whichever apps send with it: the fleet
+        // shares its token, and two sources here would each ask Google for their own.
+        var fcmSources: [String: FCMAccessTokenSource] = [:]
         let apps = plan.apps.map { app in
             var client = app.client
             sources.share(&client)
@@ -67,7 +70,10 @@ public struct WorkerAssembly: Sendable {
                 plan: app, sender: apns.sender(client, logger), admission: DeviceAdmission(maxInFlight: app.maxInFlight, nowReserve: app.nowReserve),
                 channels: apns.channels(client),
                 fcm: app.fcm.map { fcm in
-                    FCMClient(configuration: fcm.client, tokens: FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, logger: logger), logger: logger)
+                    let account = "\(fcm.account.clientEmail) \(fcm.account.tokenURI)"
+                    let tokens = fcmSources[account] ?? FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, logger: logger)
+                    fcmSources[account] = tokens
+                    return FCMClient(configuration: fcm.client, tokens: tokens, logger: logger)
                 })
         }
         self.apps = apps
@@ -82,9 +88,10 @@ public struct WorkerAssembly: Sendable {
             LedgerWriter(ledger: $0, retentionDays: plan.settings.ledger.retentionDays, idempotencyHours: plan.settings.ledger.idempotencyHours, logger: logger)
         }
         self.ledger = writer
-        let shared = plan.settings.shareProviderTokens && !sources.all.isEmpty
+        let shared = plan.settings.shareProviderTokens && !(sources.all.isEmpty && fcmSources.isEmpty)
         let connections = WorkerConnections(
-            broker: plan.broker, tokens: shared ? .init(sources: sources.all, exchange: plan.settings.queues.tokensExchange) : nil,
+            broker: plan.broker,
+            tokens: shared ? .init(sources: sources.all, fcm: Array(fcmSources.values), exchange: plan.settings.queues.tokensExchange) : nil,
             file: plan.file, health: health, logger: logger)
         self.connections = connections
         let settings = plan.settings

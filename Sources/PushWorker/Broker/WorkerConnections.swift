@@ -1,5 +1,6 @@
 import AMQP
 import APNs
+import FCMHTTP2
 import Logging
 import Synchronization
 
@@ -17,9 +18,11 @@ public final class WorkerConnections: Sendable {
         var pipeline: JobPipeline
     }
 
-    /// The fleet's token agreement: its sources (one per key) and exchange; nil for none.
+    /// The fleet's token agreement: its sources (one per key, one per FCM service account) and
+    /// exchange; nil for none.
     public struct Tokens: Sendable {
         public var sources: [ProviderTokenSource]
+        public var fcm: [FCMAccessTokenSource] = []
         public var exchange: String
     }
 
@@ -66,7 +69,7 @@ public final class WorkerConnections: Sendable {
             }
             if let tokens, let tokensAMQP {
                 let joined = try await ProviderTokenAgreement.start(
-                    sources: tokens.sources, amqp: tokensAMQP,
+                    sources: tokens.sources, fcm: tokens.fcm, amqp: tokensAMQP,
                     exchange: tokens.exchange, publisher: publishers[0], logger: logger)
                 agreement.withLock { $0 = joined }
             }

@@ -39,6 +39,10 @@ public enum WireHeader {
     /// On a provider token a worker signed because APNs called the fleet's token expired: the
     /// `iat` (unix seconds) of the token it replaces, which every worker then drops at once.
     public static let supersedes = "x-pushworker-supersedes-iat"
+    /// On an FCM access token told to the fleet: the service account's `client_email` it was
+    /// granted to, and when it lapses (unix seconds).
+    public static let fcmAccount = "x-pushworker-fcm-account"
+    public static let fcmExpiresAt = "x-pushworker-fcm-expires-at"
 
     static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 

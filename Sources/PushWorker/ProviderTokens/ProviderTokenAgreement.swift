@@ -1,5 +1,7 @@
 import AMQP
 import APNs
+import FCM
+import FCMHTTP2
 import Foundation
 import Logging
 
@@ -19,6 +21,14 @@ import Logging
 /// The tokens are bearer credentials for under an hour: they are never logged, and they travel
 /// only through the broker the worker's jobs already trust. Only tokens signed by the worker's own
 /// key for its own team are adopted (`ProviderTokenSource.verified`).
+///
+/// FCM access tokens go the same way, one per service account for the fleet: a worker tells
+/// the others of each token Google grants it, answers a worker starting with the one it holds,
+/// and adopts a token heard for an account of its own that lasts longer than its own. Nothing
+/// needs deciding there (any valid token serves, and workers renew at different moments,
+/// `FCMAccessTokenSource.renewalMargin`), so the fleet asks Google about once per token's life.
+/// An access token is Google's opaque string and cannot be checked: one FCM refuses is dropped
+/// and replaced by the worker's own grant.
 public actor ProviderTokenAgreement {
     /// How long a worker listens for the fleet's tokens before it decides: the answers to its
     /// question at start, the rival candidates of a refresh. A message through the broker takes
@@ -26,8 +36,12 @@ public actor ProviderTokenAgreement {
     static let settle: Duration = .milliseconds(1500)
     static let tokenType = "provider-token"
     static let queryType = "provider-token-query"
+    static let fcmTokenType = "fcm-access-token"
+    static let fcmQueryType = "fcm-access-token-query"
 
     private let sources: [String: ProviderTokenSource]
+    /// FCM's token sources, by service account (`client_email`).
+    private let fcm: [String: FCMAccessTokenSource]
     private let publisher: AMQPPublisher
     private let consumer: AMQPConsumer
     private let exchange: String
@@ -37,8 +51,12 @@ public actor ProviderTokenAgreement {
     private var refreshes: [String: Task<Void, Never>] = [:]
     private var listener: Task<Void, Never>?
 
-    private init(sources: [String: ProviderTokenSource], publisher: AMQPPublisher, consumer: AMQPConsumer, exchange: String, logger: Logger) {
+    private init(
+        sources: [String: ProviderTokenSource], fcm: [String: FCMAccessTokenSource], publisher: AMQPPublisher, consumer: AMQPConsumer, exchange: String,
+        logger: Logger
+    ) {
         self.sources = sources
+        self.fcm = fcm
         self.publisher = publisher
         self.consumer = consumer
         self.exchange = exchange
@@ -50,10 +68,13 @@ public actor ProviderTokenAgreement {
 
     /// Joins the fleet's agreement for `sources` (one per key) and returns once each has a token.
     /// - Parameters:
+    ///   - fcm: FCM access token sources (one per service account), given the fleet's token if
+    ///     one answers while the provider tokens are agreed on.
     ///   - amqp: the broker; its topology is replaced by this worker's own queue on `exchange`.
     ///   - publisher: confirmed publisher for the tokens and the question.
     public static func start(
-        sources: [ProviderTokenSource], amqp: AMQPConfiguration, exchange: String, publisher: AMQPPublisher, logger: Logger
+        sources: [ProviderTokenSource], fcm: [FCMAccessTokenSource] = [], amqp: AMQPConfiguration, exchange: String, publisher: AMQPPublisher,
+        logger: Logger
     ) async throws -> ProviderTokenAgreement {
         var configuration = amqp
         // (Not the host name: Foundation may look it up in DNS.)
@@ -65,6 +86,7 @@ public actor ProviderTokenAgreement {
         let consumer = try await AMQPConsumer.connect(configuration, queue: queue, prefetch: 64, logger: logger)
         let agreement = ProviderTokenAgreement(
             sources: Dictionary(sources.map { (name(of: $0), $0) }, uniquingKeysWith: { first, _ in first }),
+            fcm: Dictionary(fcm.map { ($0.account.clientEmail, $0) }, uniquingKeysWith: { first, _ in first }),
             publisher: publisher, consumer: consumer, exchange: exchange, logger: logger)
         await agreement.join()
         return agreement
@@ -87,6 +109,15 @@ public actor ProviderTokenAgreement {
                 Task { await self?.signedHere(signed) }
             }
         }
+        for source in fcm.values {
+            await source.onGranted { [weak self] token in
+                Task { await self?.publish(token, of: source.account.clientEmail) }
+            }
+        }
+        if !fcm.isEmpty {
+            await publish(AMQPMessage(exchange: exchange, routingKey: "", body: [], properties: AMQPProperties(type: Self.fcmQueryType)))
+        }
+        guard !sources.isEmpty else { return }  // FCM's tokens need no decision: a worker goes on at once
         await publish(AMQPMessage(exchange: exchange, routingKey: "", body: [], properties: AMQPProperties(type: Self.queryType)))
         try? await Task.sleep(for: Self.settle)
         var unanswered: [String] = []
@@ -118,6 +149,15 @@ public actor ProviderTokenAgreement {
                 return  // another key's (or not a token of ours): never adopted
             }
             await perform(state.heard(token, key: name, Self.key(source), supersedes: properties.headers?[WireHeader.supersedes]?.intValue))
+        case Self.fcmQueryType:
+            for (account, source) in fcm.sorted(by: { $0.key < $1.key }) {
+                if let token = await source.shareable() { await publish(token, of: account) }
+            }
+        case Self.fcmTokenType:
+            guard let account = properties.headers?[WireHeader.fcmAccount]?.stringValue, let source = fcm[account],
+                let expiresAt = properties.headers?[WireHeader.fcmExpiresAt]?.intValue, !body.isEmpty
+            else { return }  // another account's: never adopted
+            await source.adopt(FCMAccessToken(value: String(decoding: body, as: UTF8.self), expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt))))
         default:
             break
         }
@@ -208,6 +248,13 @@ public actor ProviderTokenAgreement {
         await publish(AMQPMessage(
             exchange: exchange, routingKey: "", body: Array(token.jwt.utf8),
             properties: AMQPProperties(headers: headers.isEmpty ? nil : headers, type: Self.tokenType)))
+    }
+
+    /// Tells the fleet of an FCM access token (this worker's own grant, or to a worker starting).
+    private func publish(_ token: FCMAccessToken, of account: String) async {
+        let headers: AMQPTable = [WireHeader.fcmAccount: .string(account), WireHeader.fcmExpiresAt: .int64(Int64(token.expiresAt.timeIntervalSince1970))]
+        await publish(AMQPMessage(
+            exchange: exchange, routingKey: "", body: Array(token.value.utf8), properties: AMQPProperties(headers: headers, type: Self.fcmTokenType)))
     }
 
     private func publish(_ message: AMQPMessage) async {
