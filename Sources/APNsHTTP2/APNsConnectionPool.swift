@@ -42,7 +42,7 @@ package final class APNsConnectionPool: Sendable {
     }
 
     /// Streams reserved on all connections now.
-    var streamsInUse: Int { state.withLock { $0.slots.reduce(0) { $0 + $1.inFlight } } }
+    package var streamsInUse: Int { state.withLock { $0.slots.reduce(0) { $0 + $1.inFlight } } }
 
     /// Waits for room on a connection and reserves between 1 and `wanted` streams on it; returns
     /// its index and how many.

@@ -3,6 +3,7 @@ import CCurl
 import FCM
 import Foundation
 import Logging
+import Metrics
 
 /// Trades a service account's grant for access tokens at its token endpoint and keeps the
 /// current one, renewed before it lapses: one grant per period, never one per message (rpush
@@ -30,6 +31,11 @@ public actor FCMAccessTokenSource {
     /// How long before its end the token is renewed: five minutes and up to one more, drawn once
     /// per source, so that in a fleet one worker renews first and the others adopt its token.
     public let renewalMargin: TimeInterval
+    /// Grants by outcome (`granted`, `refused`, `unreachable`), tokens adopted from the fleet, and
+    /// 1 while the account's last grant was refused: what an operator's alert watches.
+    private let grantCounters: [String: CoreMetrics.Counter]
+    private let adoptedCounter: CoreMetrics.Counter
+    private let refusedGauge: CoreMetrics.Gauge
     /// Told of each token granted here (to tell the fleet).
     private var granted: (@Sendable (FCMAccessToken) -> Void)?
 
@@ -47,6 +53,13 @@ public actor FCMAccessTokenSource {
     ) {
         self.account = account
         self.renewalMargin = renewalMargin
+        let project = [("project", account.projectID)]
+        grantCounters = Dictionary(uniqueKeysWithValues: ["granted", "refused", "unreachable"].map {
+            ($0, CoreMetrics.Counter(label: "pushworker_fcm_grants_total", dimensions: project + [("result", $0)]))
+        })
+        adoptedCounter = CoreMetrics.Counter(label: "pushworker_fcm_access_tokens_adopted_total", dimensions: project)
+        refusedGauge = CoreMetrics.Gauge(label: "pushworker_fcm_credentials_refused", dimensions: project)
+        refusedGauge.record(0)
         self.caFile = caFile
         self.timeout = timeout
         self.logger = logger
@@ -82,6 +95,8 @@ public actor FCMAccessTokenSource {
         guard token.expiresAt.timeIntervalSince(now) > Self.lastUse, token.expiresAt > current?.expiresAt ?? .distantPast else { return false }
         current = token
         failed = nil
+        adoptedCounter.increment()
+        refusedGauge.record(0)
         logger.info("FCM access token adopted from the fleet", metadata: ["project": "\(account.projectID)", "expires_at": "\(token.expiresAt)"])
         return true
     }
@@ -89,6 +104,13 @@ public actor FCMAccessTokenSource {
     /// The token held, when it is not yet due for renewal: what a worker starting is told.
     public func shareable(now: Date = Date()) -> FCMAccessToken? {
         current.flatMap { $0.needsRenewal(at: now, margin: renewalMargin) ? nil : $0 }
+    }
+
+    /// Why the account's credentials fail, while its last grant was refused (for `/readyz`): nil
+    /// once a grant succeeds or a token is adopted, and while the endpoint is only unreachable.
+    public var refusal: String? {
+        guard let failed, case .refused = failed.error else { return nil }
+        return failed.error.description
     }
 
     /// Calls `handler` with each token granted here from now on.
@@ -114,15 +136,20 @@ public actor FCMAccessTokenSource {
             case .success(let token):
                 if token.expiresAt > current?.expiresAt ?? .distantPast { current = token }
                 failed = nil
+                grantCounters["granted"]?.increment()
+                refusedGauge.record(0)
                 granted?(token)
                 logger.info("FCM access token granted", metadata: ["project": "\(account.projectID)", "expires_at": "\(token.expiresAt)"])
             case .failure(let error):
                 failed = (error, Date())
                 if case .refused = error {
+                    grantCounters["refused"]?.increment()
+                    refusedGauge.record(1)
                     logger.error("FCM refused the service account's grant; no message is sent until it is fixed", metadata: [
                         "project": "\(account.projectID)", "client_email": "\(account.clientEmail)", "error": "\(error)",
                     ])
                 } else {
+                    grantCounters["unreachable"]?.increment()
                     logger.warning("the FCM token endpoint could not be reached; asked again shortly", metadata: [
                         "project": "\(account.projectID)", "error": "\(error)",
                     ])

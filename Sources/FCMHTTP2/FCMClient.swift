@@ -38,6 +38,10 @@ public final class FCMClient: Sendable {
     private let pool: APNsConnectionPool
     private let path: String
     private let latency: CoreMetrics.Timer
+    /// FCM's 429s (the project's or a device's quota) and its 401s (the access token refused),
+    /// each answer counted, retried or not: what a quota or credentials alert watches.
+    private let quotaExceeded: CoreMetrics.Counter
+    private let tokenRefused: CoreMetrics.Counter
     private let logger: Logger
 
     public init(configuration: Configuration, tokens: FCMAccessTokenSource, logger: Logger = Logger(label: "pushworker.fcm")) {
@@ -56,6 +60,8 @@ public final class FCMClient: Sendable {
         engine.transportRetries = configuration.transportRetries
         pool = APNsConnectionPool(configuration: engine)
         latency = CoreMetrics.Timer(label: "pushworker_fcm_request_duration_seconds", dimensions: [("app", configuration.name)])
+        quotaExceeded = CoreMetrics.Counter(label: "pushworker_fcm_quota_exceeded_total", dimensions: [("app", configuration.name)])
+        tokenRefused = CoreMetrics.Counter(label: "pushworker_fcm_access_token_refused_total", dimensions: [("app", configuration.name)])
     }
 
     deinit {
@@ -69,6 +75,9 @@ public final class FCMClient: Sendable {
 
     /// Connections with a socket open now.
     public var openConnections: Int { pool.connections.count { $0.isOpen } }
+
+    /// Requests sent and not yet answered.
+    public var requestsInFlight: Int { pool.streamsInUse }
 
     /// Sends `message` to each of `devices`; one answer per device, in their order. A token
     /// that is not base64url and colons is answered `INVALID_ARGUMENT` here, unsent: it is
@@ -116,6 +125,7 @@ public final class FCMClient: Sendable {
                     answers[index] = .accepted(name: FCMMessage.name(inAnswer: body) ?? "")
                 case .response(let status, _, _, _, let retryAfter, let body):
                     let failure = FCMFailure(status: status, retryAfter: retryAfter, body: body)
+                    if status == 429 { quotaExceeded.increment() } else if status == 401 { tokenRefused.increment() }
                     if status == 401, case .credentials(code: "UNAUTHENTICATED", _) = failure, !renewed.contains(index) {
                         // The access token was refused (revoked, or lapsed on the way): once more with a new one.
                         renewed.insert(index)

@@ -164,7 +164,7 @@ struct DeployManifestTests {
         let docRules = try #require(Self.dig(try Yams.load(yaml: String(block)), "groups") as? [[String: Any]]).flatMap { $0["rules"] as? [[String: Any]] ?? [] }
         func summary(_ rules: [[String: Any]]) -> [String] { rules.map { "\($0["alert"] ?? "") | \($0["expr"] ?? "") | \($0["for"] ?? "-")" } }
         #expect(summary(fileRules) == summary(docRules))
-        #expect(fileRules.count == 10)
+        #expect(fileRules.count == 13)
         for rule in fileRules {
             let expression = try #require(rule["expr"] as? String)
             for name in try Self.metricNames(in: expression) { #expect(known(name), "\(rule["alert"] ?? ""): \(name) is not a documented metric") }
@@ -190,10 +190,12 @@ struct DeployManifestTests {
                 }
             }
         }
-        // The panels the issue asked for: jobs and devices, outcomes and reasons, waits, latency,
-        // in-flight, retries, provider tokens, broker fail-overs.
+        // Jobs and devices, outcomes and reasons, waits, latency, in-flight, retries, provider
+        // tokens, broker fail-overs; FCM's latency, in-flight, quota, grants and refusals.
         for name in ["pushworker_notifications_total", "pushworker_job_duration_seconds", "pushworker_job_queue_wait_seconds", "pushworker_apns_request_duration_seconds",
-                     "pushworker_apns_requests_in_flight", "pushworker_retries_handed_on_total", "pushworker_provider_token_refreshes_total", "pushworker_amqp_failovers_total"] {
+                     "pushworker_apns_requests_in_flight", "pushworker_retries_handed_on_total", "pushworker_provider_token_refreshes_total", "pushworker_amqp_failovers_total",
+                     "pushworker_fcm_request_duration_seconds", "pushworker_fcm_requests_in_flight", "pushworker_fcm_quota_exceeded_total", "pushworker_fcm_grants_total",
+                     "pushworker_fcm_credentials_refused"] {
             #expect(queried.contains(name), "no panel shows \(name)")
         }
     }

@@ -120,6 +120,81 @@ struct OperatorEndpointTests {
         await publisher.close()
     }
 
+    @Test("Android devices on /metrics and /readyz: results by platform, FCM's 429s and gauges; an app whose grant Google refuses turns /readyz to 503 naming its account, and its Android devices wait for later rounds without a send")
+    func fcmMetricsAndReadiness() async throws {
+        let (good, busy) = (FCMWorkerTests.android("metricsgood"), FCMWorkerTests.android("metricsbusy"))
+        let fixture = try await MockAPNsFixture.start {
+            $0.fcmAccounts = [MockAPNsFixture.fcmAccount]
+            $0.fcmFailures = [busy: MockFCMFailure(status: 429, code: "QUOTA_EXCEEDED", retryAfter: 1, times: 1)]
+        }
+        let mock = fixture.server
+        defer { Task { try? await mock.shutdown() } }
+        // Another key under the same account's name: Google answers "Invalid JWT Signature".
+        var fields = TestServiceAccount.fields(tokenURI: "\(mock.url)/token")
+        fields["private_key"] = try TestKeys.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+        fields["client_email"] = "revoked@\(TestServiceAccount.projectID).iam.gserviceaccount.com"
+        let revoked = FileManager.default.temporaryDirectory.appendingPathComponent("revoked-\(UUID().uuidString.prefix(8)).json")
+        try TestServiceAccount.json(fields).write(to: revoked)
+        let prefix = TestBroker.uniqueName("fcmmetrics")
+        let metricsPort = try TestPorts.free()
+        let config = try MockAPNsFixture.writeConfiguration("""
+            metrics_address: 127.0.0.1:\(metricsPort)
+            amqp: {url: "\(TestBroker.url)"}
+            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
+            apps:
+            \(fixture.appYAML(extra: try fixture.fcmYAML()))
+            \(fixture.appYAML(name: "revoked", extra: ["fcm:", "  service_account: \(revoked.path)", "  url: \(mock.url)", "  ca_file: \(MockAPNsFixture.path("ca.pem"))"]))
+            """)
+        let worker = try RunningProgram.worker(config: config)
+        try await worker.waitForLog("worker started")
+        _ = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
+        let results = try await TestBroker.consumer(queue: "\(prefix).results")
+        let publisher = try await TestBroker.publisher()
+        func run(_ job: String) async throws -> JobSummary {
+            try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(job.utf8)))
+            while true {
+                let delivery: AMQPDelivery
+                do { delivery = try await results.next(within: .seconds(30)) } catch { throw TestFailure("\(error); the worker's log:\n\(worker.log)") }
+                try await delivery.ack()
+                if let summary = try Reply(delivery).summary { return summary }
+            }
+        }
+        let iphone = Self.token(1)
+        let first = try await run(#"{"id": "both", "app": "demo", "audience": {"tokens": ["\#(iphone)"], "fcm_tokens": ["\#(good)", "\#(busy)"]}, "notification": {"title": "Hi"}}"#)
+        #expect(first.outcomes == [.delivered: 2] && first.retrying == 1, "\(first)")
+        // FCM's quota answer asks for a minute at least: the retry job goes to the round that
+        // pauses that long (120 s), not the first (5 s).
+        let slowRound = try await TestBroker.consumer(queue: "\(prefix).jobs.retry.120000ms")
+        let retryJob = try await slowRound.next(within: .seconds(30))
+        #expect(String(decoding: retryJob.body, as: UTF8.self).contains(busy))
+        await slowRound.close()
+        // No access token: the device is tried again in later rounds (a key being rotated comes
+        // back), while the grant is not asked again for 30 s.
+        let refused = try await run(#"{"id": "revoked", "app": "revoked", "audience": {"fcm_tokens": ["\#(good)"]}, "notification": {"title": "Hi"}}"#)
+        #expect(refused.outcomes == [:] && refused.retrying == 1, "\(refused)")
+
+        let page = try await Self.poll(port: metricsPort, "/metrics") {
+            HTTPProbe.samples($0.body).sum("pushworker_retries_handed_on_total", ["app": "revoked"]) == 1
+        }
+        let samples = HTTPProbe.samples(page.body)
+        #expect(samples.sum("pushworker_notifications_total", ["app": "demo", "platform": "apns", "outcome": "delivered"]) == 1)
+        #expect(samples.sum("pushworker_notifications_total", ["app": "demo", "platform": "fcm", "outcome": "delivered"]) == 1)
+        #expect(samples.sum("pushworker_fcm_quota_exceeded_total", ["app": "demo"]) == 1)
+        #expect(samples.sum("pushworker_fcm_grants_total", ["project": TestServiceAccount.projectID, "result": "granted"]) == 1)
+        #expect(samples.sum("pushworker_fcm_grants_total", ["result": "refused"]) == 1)
+        #expect(samples.sum("pushworker_fcm_credentials_refused") == 1)
+        #expect(samples.sum("pushworker_fcm_requests_in_flight", ["app": "demo"]) == 0)
+        #expect(samples.sum("pushworker_fcm_connections", ["app": "demo"]) >= 1)
+        #expect(samples.sum("pushworker_fcm_request_duration_seconds_count", ["app": "demo"]) == 2)
+        let ready = try #require(await HTTPProbe.get(port: metricsPort, "/readyz"))
+        #expect(ready.status == 503 && ready.body.contains("fcm") && ready.body.contains("revoked@") && ready.body.contains("Invalid JWT Signature"), "\(ready.body)")
+        #expect(worker.log.contains("FCM refused the service account's grant"), "\(worker.log)")
+        #expect(mock.fcmMessages.count == 1, "the one accepted")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await publisher.close()
+    }
+
     @Test("/readyz answers 503 naming the broker while it cannot be reached, and 200 once it can; /healthz answers throughout")
     func readinessFollowsTheBroker() async throws {
         let fixture = try await MockAPNsFixture.start()

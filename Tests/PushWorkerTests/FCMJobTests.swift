@@ -89,8 +89,15 @@ struct FCMJobTests {
         #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: 2)), attempts: 1, policy: policy) == .retry(after: .seconds(2)))
         #expect(FCMDeviceStep.after(.unanswered("reset"), attempts: 1, policy: policy) == .retry(after: nil))
         // This worker's share spent, or a wait past the longest pause: a retry job continues.
-        #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: nil)), attempts: 2, policy: policy) == .handOn)
-        #expect(FCMDeviceStep.after(.failed(.quotaExceeded(retryAfter: 60)), attempts: 1, policy: policy) == .handOn)
+        #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: nil)), attempts: 2, policy: policy) == .handOn(pause: nil))
+        #expect(FCMDeviceStep.after(.failed(.quotaExceeded(retryAfter: 60)), attempts: 1, policy: policy) == .handOn(pause: .seconds(60)))
+        // The retry job goes to the first round that pauses at least as long as FCM asked.
+        let delays = [5000, 30000, 120000]
+        #expect(RetryHandOff.round(after: 0, delays: delays, notBefore: nil) == (0, 5000))
+        #expect(RetryHandOff.round(after: 0, delays: delays, notBefore: .seconds(60)) == (2, 120000))
+        #expect(RetryHandOff.round(after: 1, delays: delays, notBefore: .seconds(20)) == (1, 30000))
+        #expect(RetryHandOff.round(after: 0, delays: delays, notBefore: .seconds(600)) == (2, 120000))
+        #expect(RetryHandOff.round(after: 5, delays: delays, notBefore: .seconds(1)) == (5, 120000))
         // A retry job's own share counts from its first attempt; the last attempt is final.
         #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: nil)), attempts: 3, previousAttempts: 2, policy: policy) == .retry(after: nil))
         #expect(FCMDeviceStep.after(.failed(.unavailable(retryAfter: nil)), attempts: 4, previousAttempts: 2, policy: policy) == .finish(.failed))

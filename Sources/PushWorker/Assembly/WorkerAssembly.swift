@@ -139,6 +139,7 @@ public struct WorkerAssembly: Sendable {
                 after: connections.connected, health: health, logger: logger)
         }
         Self.sampleGauges(of: apps, into: metrics)
+        health.watch(fcm: Array(fcmSources.values))
         health.appsLoaded()
     }
 
@@ -162,17 +163,28 @@ public struct WorkerAssembly: Sendable {
         return services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) }
     }
 
-    /// Requests in flight and open connections per app, read at each scrape.
+    /// Requests in flight and open connections per app and service, read at each scrape.
     private static func sampleGauges(of apps: [AppParts], into metrics: WorkerMetrics) {
         let gauges = apps.map { app in
             let dimensions = [("app", app.plan.name)]
             return (app.sender, CoreMetrics.Gauge(label: "pushworker_apns_requests_in_flight", dimensions: dimensions),
                 CoreMetrics.Gauge(label: "pushworker_apns_connections", dimensions: dimensions))
         }
+        let fcm = apps.compactMap { app in
+            app.fcm.map { client in
+                let dimensions = [("app", app.plan.name)]
+                return (client, CoreMetrics.Gauge(label: "pushworker_fcm_requests_in_flight", dimensions: dimensions),
+                    CoreMetrics.Gauge(label: "pushworker_fcm_connections", dimensions: dimensions))
+            }
+        }
         metrics.addGaugeSampler {
             for (sender, inFlight, connections) in gauges {
                 inFlight.record(sender.requestsInFlight)
                 connections.record(sender.openConnections)
+            }
+            for (client, inFlight, connections) in fcm {
+                inFlight.record(client.requestsInFlight)
+                connections.record(client.openConnections)
             }
         }
     }

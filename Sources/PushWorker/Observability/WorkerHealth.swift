@@ -1,10 +1,11 @@
 import AMQP
+import FCMHTTP2
 import OperatorEndpoint
 import Stores
 import Synchronization
 
 /// What `/readyz` reports: the broker connections up with the topology declared on them, every
-/// app's credentials loaded, the registry answering. Connections report their own changes (the
+/// app's credentials loaded (and FCM's last grant not refused), the registry answering. Connections report their own changes (the
 /// AMQP I/O threads call in); the registry is asked when the probe comes.
 public final class WorkerHealth: Sendable {
     private struct Connection {
@@ -22,6 +23,8 @@ public final class WorkerHealth: Sendable {
         var registry: (any RegistryStore)?
         /// A registry is configured but not open yet (PostgreSQL may take its connect timeout).
         var registryOpening = false
+        /// FCM's access token sources: a refused grant is the app's credentials failing.
+        var fcm: [FCMAccessTokenSource] = []
     }
 
     private let state = Mutex(State())
@@ -70,6 +73,12 @@ public final class WorkerHealth: Sendable {
         state.withLock { $0.appsProblem = nil }
     }
 
+    /// Reports each service account whose last grant Google refused as not ready (`fcm`), until
+    /// a grant succeeds: the worker still sends to APNs, but its Android devices get nothing.
+    public func watch(fcm sources: [FCMAccessTokenSource]) {
+        state.withLock { $0.fcm = sources }
+    }
+
     public func registryOpening() {
         state.withLock { $0.registryOpening = true }
     }
@@ -85,8 +94,8 @@ public final class WorkerHealth: Sendable {
     static let registryProbeLimit: Duration = .seconds(2)
 
     public func report() async -> ReadinessReport {
-        let (connections, appsProblem, registry, registryOpening) = state.withLock {
-            ($0.connections, $0.appsProblem, $0.registry, $0.registryOpening)
+        let (connections, appsProblem, registry, registryOpening, fcm) = state.withLock {
+            ($0.connections, $0.appsProblem, $0.registry, $0.registryOpening, $0.fcm)
         }
         let down = connections.filter { $0.problem != nil }
         let undeclared = connections.filter { !$0.declared }
@@ -100,6 +109,13 @@ public final class WorkerHealth: Sendable {
                 : undeclared.isEmpty ? nil : "not declared yet on \(undeclared.map(\.name).joined(separator: ", "))"),
             ReadinessReport.Check("apps", problem: appsProblem),
         ]
+        if !fcm.isEmpty {
+            var refused: [String] = []
+            for source in fcm {
+                if let refusal = await source.refusal { refused.append("\(source.account.clientEmail) (project \(source.account.projectID)): \(refusal)") }
+            }
+            checks.append(ReadinessReport.Check("fcm", problem: refused.isEmpty ? nil : refused.sorted().joined(separator: "; ")))
+        }
         if let registry {
             checks.append(ReadinessReport.Check("registry", problem: await Self.probe(registry)))
         } else if registryOpening {

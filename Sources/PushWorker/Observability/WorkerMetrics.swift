@@ -1,4 +1,5 @@
 import CoreMetrics
+import Stores
 import Synchronization
 
 /// What the worker counts, by the names `/metrics` shows (docs/operations.md lists them). Counted
@@ -28,6 +29,7 @@ public final class WorkerMetrics: Sendable {
 
     struct NotificationKey: Hashable, Sendable {
         var app: String
+        var platform: DevicePlatform
         var outcome: Outcome
         var reason: String?
     }
@@ -39,7 +41,7 @@ public final class WorkerMetrics: Sendable {
     }
 
     private let notifications = CounterFamily<NotificationKey>("pushworker_notifications_total") {
-        [("app", $0.app), ("outcome", $0.outcome.rawValue), ("reason", $0.reason ?? "")]
+        [("app", $0.app), ("platform", $0.platform.rawValue), ("outcome", $0.outcome.rawValue), ("reason", $0.reason ?? "")]
     }
     private let jobs = CounterFamily<JobKey>("pushworker_jobs_total") {
         [("outcome", $0.outcome.rawValue), ("code", $0.code ?? ""), ("lane", $0.lane.rawValue)]
@@ -75,9 +77,9 @@ public final class WorkerMetrics: Sendable {
         for sample in samplers.withLock({ $0 }) { sample() }
     }
 
-    /// A result published (and confirmed) for one device.
-    func notification(app: String, outcome: Outcome, reason: String?) {
-        notifications.increment(NotificationKey(app: app, outcome: outcome, reason: reason))
+    /// A result published (and confirmed) for one device, on its platform.
+    func notification(app: String, platform: DevicePlatform = .apns, outcome: Outcome, reason: String?) {
+        notifications.increment(NotificationKey(app: app, platform: platform, outcome: outcome, reason: reason))
     }
 
     func job(_ outcome: JobOutcome, code: String? = nil, lane: Lane) {

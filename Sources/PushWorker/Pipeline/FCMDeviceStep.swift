@@ -13,8 +13,8 @@ enum FCMDeviceStep: Equatable {
     case finish(Outcome)
     /// Send again after at least `after` (nil: the policy's pause).
     case retry(after: Duration?)
-    /// A later round continues (a retry job).
-    case handOn
+    /// A later round continues (a retry job), not before `pause` when FCM named one.
+    case handOn(pause: Duration?)
 
     static func after(_ answer: FCMAnswer, attempts: Int, previousAttempts: Int = 0, policy: RetryPolicy) -> FCMDeviceStep {
         var pause: Duration?
@@ -33,8 +33,8 @@ enum FCMDeviceStep: Equatable {
             break
         }
         guard attempts < policy.maxAttempts else { return .finish(.failed) }
-        if attempts - previousAttempts >= policy.inProcessAttempts { return .handOn }
-        if let pause, pause > policy.maximumDelay { return .handOn }
+        if attempts - previousAttempts >= policy.inProcessAttempts { return .handOn(pause: pause) }
+        if let pause, pause > policy.maximumDelay { return .handOn(pause: pause) }
         return .retry(after: pause)
     }
 }

@@ -7,6 +7,9 @@ public protocol FCMSending: Sendable {
     func send(_ message: FCMMessage.Encoded, to devices: [String]) async -> [FCMAnswer]
     /// Finishes the requests in flight, then closes the connections.
     func shutdown()
+    /// Requests sent and not yet answered, and connections open (the gauges).
+    var requestsInFlight: Int { get }
+    var openConnections: Int { get }
 }
 
 extension FCMClient: FCMSending {}

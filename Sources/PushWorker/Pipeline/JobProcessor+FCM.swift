@@ -22,7 +22,7 @@ extension JobProcessor {
                 defer { slot.releaseUnlessHandedOver() }
                 let result = PushResult(of: device, jobID: job.id, app: appName, outcome: .failed, reason: reason, attempts: device.previousAttempts)
                 try await report(result, of: job, to: replyTo, ends: ends, slot: slot)
-                metrics.notification(app: appName, outcome: .failed, reason: reason)
+                metrics.notification(app: appName, platform: .fcm, outcome: .failed, reason: reason)
                 ends.record(.final(.failed))
             }
             return
@@ -75,8 +75,10 @@ extension JobProcessor {
             case .finish(let outcome):
                 result.outcome = outcome
                 break attempts
-            case .handOn:
-                return .handOn(Recipient(token: device.token, user: device.user, previousAttempts: result.attempts, platform: .fcm))
+            case .handOn(let pause):
+                var next = Recipient(token: device.token, user: device.user, previousAttempts: result.attempts, platform: .fcm)
+                next.notBefore = pause
+                return .handOn(next)
             case .retry(let after):
                 let pause = max(after ?? .zero, retry.delay(afterAttempt: result.attempts))
                 // A pause that outlasts the job's expiration would only hold the slot: expired now.
@@ -111,7 +113,7 @@ extension JobProcessor {
             "reason": "\(result.reason ?? "-")", "attempts": "\(result.attempts)",
         ])
         try await report(result, of: job, to: replyTo, ends: ends, slot: slot)
-        metrics.notification(app: appName, outcome: result.outcome, reason: reasonLabel)
+        metrics.notification(app: appName, platform: .fcm, outcome: result.outcome, reason: reasonLabel)
         return .final(result.outcome)
     }
 }

@@ -150,7 +150,7 @@ public struct JobProcessor: Sendable {
                         PushResult(of: recipient, jobID: job.id, app: appName, outcome: .failed,
                                    reason: Self.badgeNeedsRegistration, attempts: 0),
                         of: job, to: replyTo, ends: ends)
-                    metrics.notification(app: appName, outcome: .failed, reason: Self.badgeNeedsRegistration)
+                    metrics.notification(app: appName, platform: recipient.platform, outcome: .failed, reason: Self.badgeNeedsRegistration)
                 }
             }
         }
@@ -158,14 +158,14 @@ public struct JobProcessor: Sendable {
             try await report(
                 PushResult(of: recipient, jobID: job.id, app: appName, outcome: .filtered, attempts: 0),
                 of: job, to: replyTo, ends: ends)
-            metrics.notification(app: appName, outcome: .filtered, reason: nil)
+            metrics.notification(app: appName, platform: recipient.platform, outcome: .filtered, reason: nil)
         }
         if !withheld.isEmpty { ends.record([.filtered: withheld.count]) }
         for (recipient, reason) in withheld {
             try await report(
                 PushResult(of: recipient, jobID: job.id, app: appName, outcome: .filtered, reason: reason, attempts: 0),
                 of: job, to: replyTo, ends: ends)
-            metrics.notification(app: appName, outcome: .filtered, reason: reason)
+            metrics.notification(app: appName, platform: recipient.platform, outcome: .filtered, reason: reason)
         }
         // Devices go to APNs in batches of the slots free now (at least one, at most
         // `batchSize`): a batch never waits to fill up while devices could already go, and a
@@ -202,7 +202,7 @@ public struct JobProcessor: Sendable {
                 try await report(
                     PushResult(of: recipient, jobID: job.id, app: appName, outcome: .cancelled, reason: "cancelled", attempts: 0),
                     of: job, to: replyTo, ends: ends)
-                metrics.notification(app: appName, outcome: .cancelled, reason: nil)
+                metrics.notification(app: appName, platform: recipient.platform, outcome: .cancelled, reason: nil)
             }
             logger.notice("job cancelled: its devices not yet sent are not sent", metadata: [
                 "job": "\(job.id)", "chunk": "\(chunk ?? "-")", "cancelled": "\(rest.count)", "devices": "\(devices)",

@@ -11,6 +11,9 @@ public struct Recipient: Sendable, Hashable {
     public var badge: Int?
     /// The service it is reached through.
     public var platform: DevicePlatform
+    /// Handed on to a retry job: how long the service asked not to be sent to again (FCM's
+    /// `Retry-After`), so the retry job goes to a round that pauses at least that long.
+    public var notBefore: Duration?
 
     public init(token: String, user: String? = nil, previousAttempts: Int = 0, badge: Int? = nil, platform: DevicePlatform = .apns) {
         self.token = token

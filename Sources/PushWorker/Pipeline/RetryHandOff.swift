@@ -17,8 +17,9 @@ struct RetryHandOff: Sendable {
     static let wholeJobChunk = "retry"
 
     func handOn(_ job: PushJob, _ recipients: [Recipient], from delivery: JobDelivery) async throws {
-        let round = Int(delivery.properties.headers?[WireHeader.retryRound]?.intValue ?? 0)
-        let delay = delaysMilliseconds[min(round, delaysMilliseconds.count - 1)]
+        let (round, delay) = Self.round(
+            after: Int(delivery.properties.headers?[WireHeader.retryRound]?.intValue ?? 0), delays: delaysMilliseconds,
+            notBefore: recipients.compactMap(\.notBefore).max())
         let properties = delivery.properties.republished(messageID: "\(job.id)#retry\(round + 1)") { headers in
             headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string(Self.wholeJobChunk)
             delivery.markRepeat(&headers)
@@ -31,6 +32,19 @@ struct RetryHandOff: Sendable {
             queues.retryQueue(milliseconds: delay), body: try job.chunkBody(devices: recipients), properties: properties))
         metrics.retriesHandedOn(app: job.app, devices: recipients.count)
         logger.info("devices handed on to a retry job", metadata: ["job": "\(job.id)", "devices": "\(recipients.count)", "delay_ms": "\(delay)"])
+    }
+
+    /// The round a retry job goes to after `previous` rounds, and its pause: the next one, or the
+    /// first after it whose pause is at least `notBefore` (FCM's Retry-After, a minute after a
+    /// quota error), else the longest.
+    static func round(after previous: Int, delays: [Int], notBefore: Duration?) -> (round: Int, delayMilliseconds: Int) {
+        let last = delays.count - 1
+        var round = min(previous, last)
+        if let notBefore {
+            let wanted = notBefore.components.seconds * 1000 + notBefore.components.attoseconds / 1_000_000_000_000_000
+            while round < last, Int64(delays[round]) < wanted { round += 1 }
+        }
+        return (max(round, previous), delays[round])
     }
 
     /// The sends already made to each device of a retry job, from its attempts header (in the
