@@ -22,7 +22,7 @@ enum LedgerCopyRows {
                 text(records[index].outcome, &bytes); bytes.append(tab)
                 number(records[index].status.map(Int64.init), &bytes); bytes.append(tab)
                 text(records[index].reason, &bytes); bytes.append(tab)
-                text(records[index].apnsID, &bytes); bytes.append(tab)
+                text(records[index].serviceMessageID, &bytes); bytes.append(tab)
                 text(records[index].apnsUniqueID, &bytes); bytes.append(tab)
                 number(Int64(records[index].attempts), &bytes); bytes.append(tab)
                 number(records[index].at, &bytes); bytes.append(tab)

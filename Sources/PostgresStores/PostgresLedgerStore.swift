@@ -314,10 +314,12 @@ public final class PostgresLedgerStore: LedgerStore, PostgresBacked {
         var records: [DeliveryRecord] = []
         for try await row in rows {
             let c = try row.decode((String, String, String, String?, String?, String, Int?, String?, String?, String?, Int, Int64, String?, String?, Int64?).self)
-            records.append(DeliveryRecord(
-                jobID: c.0, chunk: c.3, app: c.1, token: c.2, user: c.4, outcome: c.5, status: c.6, reason: c.7, apnsID: c.8, apnsUniqueID: c.9,
+            var record = DeliveryRecord(
+                jobID: c.0, chunk: c.3, app: c.1, token: c.2, user: c.4, outcome: c.5, status: c.6, reason: c.7, apnsUniqueID: c.9,
                 attempts: c.10, at: c.11, channel: c.12, requestID: c.13, timestamp: c.14,
-                resultsMessage: pending ? try PostgresRandomAccessRow(row)[15].decode(Int64?.self) : nil))
+                resultsMessage: pending ? try PostgresRandomAccessRow(row)[15].decode(Int64?.self) : nil)
+            record.serviceMessageID = c.8
+            records.append(record)
         }
         return records
     }

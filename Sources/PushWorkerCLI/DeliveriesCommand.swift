@@ -14,8 +14,8 @@ struct DeliveriesCommand: AsyncParsableCommand {
         abstract: "Show the delivery ledger's records for a job, a user, a device token or an idempotency key, newest first.",
         discussion: """
             Reads the ledger the configuration keeps (ledger: in the registry's store, or ledger.sqlite). \
-            One line per device: when its result was final, the job, the token, the user, the outcome, \
-            APNs' status and reason, and the attempts; when more records follow, a last line on stderr \
+            One line per device: when its result was final, the job, the token, its platform (apns or fcm), \
+            the user, the outcome, the service's status and reason, and the attempts; when more records follow, a last line on stderr \
             gives the --after that continues. --json prints {"deliveries": [...], "next": CURSOR or null}.
             """)
 
@@ -103,7 +103,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     static func line(_ record: DeliveryRecord) -> String {
         let time = RFC3339.string(Date(timeIntervalSince1970: Double(record.at) / 1000))
         let device = record.channel.map { "channel:\($0)" } ?? record.token
-        return [time, record.jobID, device, record.user ?? "-", record.outcome, record.status.map(String.init) ?? "-", record.reason ?? "-",
+        return [time, record.jobID, device, record.token.isEmpty ? "apns" : record.platform.rawValue, record.user ?? "-", record.outcome, record.status.map(String.init) ?? "-", record.reason ?? "-",
                 "attempts=\(record.attempts)"].joined(separator: "  ")
     }
 }

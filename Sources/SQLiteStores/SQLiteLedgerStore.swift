@@ -183,7 +183,7 @@ public final class SQLiteLedgerStore: LedgerStore {
                     row.append(records[key.index].outcome)
                     row.append(records[key.index].status.map(Int64.init))
                     row.append(records[key.index].reason)
-                    row.append(records[key.index].apnsID)
+                    row.append(records[key.index].serviceMessageID)
                     row.append(records[key.index].apnsUniqueID)
                     row.append(Int64(records[key.index].attempts))
                     row.append(records[key.index].at)
@@ -311,10 +311,12 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     private static func record(_ row: SQLiteStatement.Row) -> DeliveryRecord {
-        DeliveryRecord(
+        var record = DeliveryRecord(
             jobID: row.text(0) ?? "", chunk: row.text(3), app: row.text(1) ?? "", token: row.text(2) ?? "", user: row.text(4),
-            outcome: row.text(5) ?? "", status: row.text(6) == nil ? nil : Int(row.integer(6)), reason: row.text(7), apnsID: row.text(8),
+            outcome: row.text(5) ?? "", status: row.text(6) == nil ? nil : Int(row.integer(6)), reason: row.text(7),
             apnsUniqueID: row.text(9), attempts: Int(row.integer(10)), at: row.integer(11), channel: row.text(12), requestID: row.text(13),
             timestamp: row.text(14) == nil ? nil : row.integer(14))
+        record.serviceMessageID = row.text(8)
+        return record
     }
 }

@@ -56,13 +56,13 @@ struct DeliveriesPageTests {
         #expect((byToken["refused_class"] as? String) == "error" && (byToken["refused"] as? String)?.contains("bearer token") == true, "\(byToken)")
         let rows = try #require(byToken["rows"] as? [[String]], "\(byToken)")
         #expect(rows.map { $0[1] } == ["second", "first"], "newest first: \(rows)")
-        #expect(rows.allSatisfy { $0[2] == Self.token(1) && $0[4] == "delivered" && $0[5] == "200" }, "\(rows)")
+        #expect(rows.allSatisfy { $0[2] == Self.token(1) && $0[3] == "apns" && $0[5] == "delivered" && $0[6] == "200" }, "\(rows)")
         #expect((byToken["status"] as? String)?.hasPrefix("2 deliveries") == true, "\(byToken)")
 
         let byJob = try await browse(port: port, bearer: bearer, field: "job", value: "first", screenshot: screenshot)
         let jobRows = try #require(byJob["rows"] as? [[String]], "\(byJob)")
         #expect(Set(jobRows.map { $0[2] }) == [Self.token(1), Self.token(2)])
-        #expect(jobRows.contains { $0[2] == Self.token(2) && $0[4] == "rejected" && $0[5] == "410" && $0[6] == "Unregistered" }, "\(jobRows)")
+        #expect(jobRows.contains { $0[2] == Self.token(2) && $0[5] == "rejected" && $0[6] == "410" && $0[7] == "Unregistered" }, "\(jobRows)")
         #expect((byJob["row_classes"] as? [String])?.contains("rejected") == true)
 
         // By the key alone, two lines a page: Older shows the next page until there is none.

@@ -53,6 +53,16 @@ struct LedgerStoreTests {
         broadcast.chunk = nil
         try await ledger.write([broadcast])
         #expect(try await ledger.finals(job: "b-1", app: "demo", tokens: [""])[""] == broadcast)
+        // An Android device: its platform and FCM's message name come back, with no apns_id.
+        let android = "dGVzdC1kZXZpY2U:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+        let fcm = DeliveryRecord(
+            jobID: "a-1", app: "demo", token: android, user: "u-1", outcome: "delivered", status: 200, attempts: 1, at: Self.now,
+            fcmName: "projects/demo/messages/0:1795000000000000%abc")
+        try await ledger.write([fcm])
+        let back = try #require(try await ledger.finals(job: "a-1", app: "demo", tokens: [android])[android])
+        #expect(back == fcm && back.platform == .fcm && back.apnsID == nil)
+        #expect(try await ledger.deliveries(DeliveryQuery(.token(android))) == [fcm])
+        #expect(found[tokens[0]]?.platform == .apns && found[tokens[0]]?.fcmName == nil)
     }
 
     @Test("text with tabs, newlines, backslashes, \\N and non-ASCII comes back as written; a batch with a record held already keeps the others", arguments: Kind.allCases)

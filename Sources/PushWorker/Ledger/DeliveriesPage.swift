@@ -128,7 +128,7 @@ public final class DeliveriesPage: Sendable {
         </form>
         <div id="status">One line per device, newest first.</div>
         <table id="results" hidden>
-          <thead><tr><th>time (UTC)</th><th>job</th><th>device</th><th>user</th><th>outcome</th><th>status</th><th>reason</th><th>attempts</th></tr></thead>
+          <thead><tr><th>time (UTC)</th><th>job</th><th>device</th><th>platform</th><th>user</th><th>outcome</th><th>status</th><th>reason</th><th>attempts</th></tr></thead>
           <tbody></tbody>
         </table>
         <p><button id="older" type="button" hidden>Older</button></p>
@@ -167,13 +167,13 @@ public final class DeliveriesPage: Sendable {
             const row = body.insertRow();
             row.className = record.outcome;
             const cells = [new Date(record.at).toISOString().replace("T", " ").replace(".000Z", ""), record.job_id,
-              record.channel ? "channel " + record.channel : record.token, record.user ?? "–", record.outcome,
+              record.channel ? "channel " + record.channel : record.token, record.platform ?? "apns", record.user ?? "–", record.outcome,
               record.status ?? "–", record.reason ?? "–", record.attempts];
             cells.forEach((value, index) => {
               const cell = row.insertCell();
               cell.textContent = String(value);
               if (index === 2) cell.className = "token";
-              if (index === 4) cell.className = "outcome";
+              if (index === 5) cell.className = "outcome";
             });
           }
           const first = after ? shown + 1 : 1;

@@ -8,7 +8,7 @@ extension PushResult {
         DeliveryRecord(
             jobID: jobID, chunk: chunk, app: app, token: token, user: user, outcome: outcome.rawValue, status: status, reason: reason,
             apnsID: apnsID, apnsUniqueID: apnsUniqueID, attempts: attempts, at: DeliveryRecord.milliseconds(date),
-            channel: channel, requestID: requestID, timestamp: timestamp, resultsMessage: message)
+            channel: channel, requestID: requestID, timestamp: timestamp, resultsMessage: message, fcmName: fcmName)
     }
 
     /// The result a ledger's record keeps, field for field: published again, without a push,
@@ -20,7 +20,9 @@ extension PushResult {
             attempts: record.attempts)
         channel = record.channel
         requestID = record.requestID
-        // The ledger keeps no platform: an Android device's record is told by its token's form.
-        if DevicePlatform(ofToken: record.token) == .fcm { platform = .fcm }
+        if !record.token.isEmpty, record.platform == .fcm {
+            platform = .fcm
+            fcmName = record.fcmName
+        }
     }
 }

@@ -16,6 +16,9 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     public var status: Int?
     public var reason: String?
     public var apnsID: String?
+    /// An Android device's message name (`projects/…/messages/…`). The stores keep it where they
+    /// keep `apnsID` (`serviceMessageID`): the token tells which it is.
+    public var fcmName: String?
     public var apnsUniqueID: String?
     public var attempts: Int
     /// When the result was final, milliseconds since 1970.
@@ -34,7 +37,7 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     public init(
         jobID: String, chunk: String? = nil, app: String, token: String, user: String? = nil, outcome: String, status: Int? = nil,
         reason: String? = nil, apnsID: String? = nil, apnsUniqueID: String? = nil, attempts: Int, at: Int64, channel: String? = nil,
-        requestID: String? = nil, timestamp: Int64? = nil, resultsMessage: Int64? = nil
+        requestID: String? = nil, timestamp: Int64? = nil, resultsMessage: Int64? = nil, fcmName: String? = nil
     ) {
         self.jobID = jobID
         self.chunk = chunk
@@ -45,6 +48,7 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
         self.status = status
         self.reason = reason
         self.apnsID = apnsID
+        self.fcmName = fcmName
         self.apnsUniqueID = apnsUniqueID
         self.attempts = attempts
         self.at = at
@@ -55,8 +59,57 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case jobID = "job_id", chunk, app, token, user, outcome, status, reason, apnsID = "apns_id", apnsUniqueID = "apns_unique_id", attempts, at,
-            channel, requestID = "request_id", timestamp, resultsMessage = "results_message"
+        case jobID = "job_id", chunk, app, token, user, platform, outcome, status, reason, apnsID = "apns_id", fcmName = "fcm_name",
+            apnsUniqueID = "apns_unique_id", attempts, at, channel, requestID = "request_id", timestamp, resultsMessage = "results_message"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            jobID: try c.decode(String.self, forKey: .jobID), chunk: try c.decodeIfPresent(String.self, forKey: .chunk), app: try c.decode(String.self, forKey: .app),
+            token: try c.decodeIfPresent(String.self, forKey: .token) ?? "", user: try c.decodeIfPresent(String.self, forKey: .user),
+            outcome: try c.decode(String.self, forKey: .outcome), status: try c.decodeIfPresent(Int.self, forKey: .status),
+            reason: try c.decodeIfPresent(String.self, forKey: .reason), apnsID: try c.decodeIfPresent(String.self, forKey: .apnsID),
+            apnsUniqueID: try c.decodeIfPresent(String.self, forKey: .apnsUniqueID), attempts: try c.decode(Int.self, forKey: .attempts),
+            at: try c.decode(Int64.self, forKey: .at), channel: try c.decodeIfPresent(String.self, forKey: .channel),
+            requestID: try c.decodeIfPresent(String.self, forKey: .requestID), timestamp: try c.decodeIfPresent(Int64.self, forKey: .timestamp),
+            resultsMessage: try c.decodeIfPresent(Int64.self, forKey: .resultsMessage), fcmName: try c.decodeIfPresent(String.self, forKey: .fcmName))
+    }
+
+    /// Every key but `results_message` (the ledger's own bookkeeping), with `platform` as the
+    /// token tells it; an absent value is left out.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(jobID, forKey: .jobID)
+        try c.encodeIfPresent(chunk, forKey: .chunk)
+        try c.encode(app, forKey: .app)
+        try c.encode(token, forKey: .token)
+        try c.encodeIfPresent(user, forKey: .user)
+        if !token.isEmpty { try c.encode(platform, forKey: .platform) }
+        try c.encode(outcome, forKey: .outcome)
+        try c.encodeIfPresent(status, forKey: .status)
+        try c.encodeIfPresent(reason, forKey: .reason)
+        try c.encodeIfPresent(apnsID, forKey: .apnsID)
+        try c.encodeIfPresent(fcmName, forKey: .fcmName)
+        try c.encodeIfPresent(apnsUniqueID, forKey: .apnsUniqueID)
+        try c.encode(attempts, forKey: .attempts)
+        try c.encode(at, forKey: .at)
+        try c.encodeIfPresent(channel, forKey: .channel)
+        try c.encodeIfPresent(requestID, forKey: .requestID)
+        try c.encodeIfPresent(timestamp, forKey: .timestamp)
+    }
+
+    /// The service the device was reached through. Each service's tokens have a form of their
+    /// own, checked when a job or the registry takes them, so the token tells it.
+    public var platform: DevicePlatform { DevicePlatform(ofToken: token) }
+
+    /// The service's id of the message, as the stores keep it in one column: APNs' `apns-id` or
+    /// FCM's message name.
+    public var serviceMessageID: String? {
+        get { apnsID ?? fcmName }
+        set {
+            if platform == .fcm { (apnsID, fcmName) = (nil, newValue) } else { (apnsID, fcmName) = (newValue, nil) }
+        }
     }
 
     /// The record as a reply's JSON object: every key present, null when unknown; `at` in
@@ -65,7 +118,8 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
         func value(_ optional: Any?) -> Any { optional ?? NSNull() }
         return [
             "job_id": jobID, "chunk": value(chunk), "app": app, "token": token.isEmpty ? NSNull() : token, "user": value(user), "outcome": outcome,
-            "status": value(status), "reason": value(reason), "apns_id": value(apnsID), "apns_unique_id": value(apnsUniqueID), "attempts": attempts,
+            "platform": token.isEmpty ? NSNull() : platform.rawValue,
+            "status": value(status), "reason": value(reason), "apns_id": value(apnsID), "fcm_name": value(fcmName), "apns_unique_id": value(apnsUniqueID), "attempts": attempts,
             "at": at, "channel": value(channel), "request_id": value(requestID), "timestamp": value(timestamp),
         ]
     }
