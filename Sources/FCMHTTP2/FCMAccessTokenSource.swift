@@ -19,6 +19,7 @@ import Metrics
 public actor FCMAccessTokenSource {
     public nonisolated let account: FCMServiceAccount
     private let caFile: String?
+    private let proxy: String?
     private let timeout: Duration
     private let logger: Logger
     private var current: FCMAccessToken?
@@ -46,9 +47,11 @@ public actor FCMAccessTokenSource {
     /// A token with less than this left is not handed out: a message would reach FCM after it lapsed.
     public static let lastUse: TimeInterval = 30
 
-    /// - Parameter caFile: PEM roots to trust for the token endpoint instead of the system's (a mock's).
+    /// - Parameters:
+    ///   - caFile: PEM roots to trust for the token endpoint instead of the system's (a mock's).
+    ///   - proxy: the proxy the token endpoint is reached through (the app's).
     public init(
-        account: FCMServiceAccount, caFile: String? = nil, timeout: Duration = .seconds(10),
+        account: FCMServiceAccount, caFile: String? = nil, proxy: String? = nil, timeout: Duration = .seconds(10),
         renewalMargin: TimeInterval = 300 + .random(in: 0..<60), logger: Logger = Logger(label: "pushworker.fcm")
     ) {
         self.account = account
@@ -61,6 +64,7 @@ public actor FCMAccessTokenSource {
         refusedGauge = CoreMetrics.Gauge(label: "pushworker_fcm_credentials_refused", dimensions: project)
         refusedGauge.record(0)
         self.caFile = caFile
+        self.proxy = proxy
         self.timeout = timeout
         self.logger = logger
     }
@@ -120,9 +124,9 @@ public actor FCMAccessTokenSource {
 
     /// Starts a grant; its outcome is kept whether or not anyone waits for it.
     private func startGrant() -> Task<Result<FCMAccessToken, FCMAuthError>, Never> {
-        let (account, caFile, timeout) = (account, caFile, timeout)
+        let (account, caFile, proxy, timeout) = (account, caFile, proxy, timeout)
         grants += 1
-        let task = Task { await Self.grant(account, caFile: caFile, timeout: timeout) }
+        let task = Task { await Self.grant(account, caFile: caFile, proxy: proxy, timeout: timeout) }
         pending = task
         Task { _ = try? await self.outcome(of: task) }
         return task
@@ -159,7 +163,7 @@ public actor FCMAccessTokenSource {
         return try result.get()
     }
 
-    private static func grant(_ account: FCMServiceAccount, caFile: String?, timeout: Duration) async -> Result<FCMAccessToken, FCMAuthError> {
+    private static func grant(_ account: FCMServiceAccount, caFile: String?, proxy: String?, timeout: Duration) async -> Result<FCMAccessToken, FCMAuthError> {
         let assertion: String
         do {
             assertion = try await FCMGrant.assertion(account)
@@ -175,6 +179,7 @@ public actor FCMAccessTokenSource {
                 _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, milliseconds)
                 _ = pw_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, milliseconds)
                 if let caFile { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_CAINFO, caFile) }
+                if let proxy { _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_PROXY, proxy) }
             })
         switch outcome {
         case .failure(let failure):

@@ -18,8 +18,11 @@ public final class FCMClient: Sendable {
         public var name = "fcm"
         /// `https://fcm.googleapis.com`, or a mock's or a gateway's base URL.
         public var baseURL = "https://fcm.googleapis.com"
-        /// Extra PEM roots to trust (a mock's); nil uses the system's.
+        /// PEM roots to trust instead of the system's (a mock's, a gateway's); nil uses the system's.
         public var caFile: String?
+        /// The app's egress proxy (`http://`, `https://`; `socks5://` with the curl transport),
+        /// for FCM and its token endpoint alike.
+        public var proxy: String?
         public var transport: APNsTransport = .nghttp2
         /// FCM serves about 100 streams a connection: more connections, not more streams.
         public var connections = 4
@@ -52,6 +55,7 @@ public final class FCMClient: Sendable {
         var engine = APNsClientConfiguration(baseURL: configuration.baseURL, authentication: .none)
         engine.name = configuration.name
         engine.caFile = configuration.caFile
+        engine.proxy = configuration.proxy
         engine.transport = configuration.transport
         engine.connections = configuration.connections
         engine.maxConcurrentStreams = configuration.maxConcurrentStreams

@@ -101,7 +101,7 @@ struct SendCommand: AsyncParsableCommand {
         }
         if message.collapseKey == nil { message.collapseKey = collapseID }
         do { try message.validate() } catch { throw CommandFailure("the payload's \(error)") }
-        let client = FCMClient(configuration: fcm.client, tokens: FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile))
+        let client = FCMClient(configuration: fcm.client, tokens: FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, proxy: fcm.client.proxy))
         defer { client.shutdown() }
         switch await client.send(message.encoded(), to: [token])[0] {
         case .accepted(let name):

@@ -221,6 +221,27 @@ struct FCMClientTests {
         #expect(Set(recorded.map(\.connection)).count > 1)
     }
 
+    @Test("through the app's proxy: the grant and the messages both go through its CONNECT tunnel, on both transports", arguments: [APNsTransport.nghttp2, .curl])
+    func throughTheProxy(transport: APNsTransport) async throws {
+        let (mock, account) = try await FCMEndpointTests.start()
+        let proxy = try ConnectProxy()
+        defer { proxy.stop() }
+        var configuration = FCMClient.Configuration()
+        configuration.baseURL = mock.server.url
+        configuration.caFile = MockAPNsFixture.path("ca.pem")
+        configuration.transport = transport
+        configuration.proxy = "http://127.0.0.1:\(proxy.port)"
+        let client = FCMClient(
+            configuration: configuration, tokens: FCMAccessTokenSource(account: account, caFile: MockAPNsFixture.path("ca.pem"), proxy: configuration.proxy))
+        let answers = await client.send(FCMMessage(notification: .init(title: "Hi")).encoded(), to: [Self.device(1), Self.device(2)])
+        guard case .accepted = answers[0], case .accepted = answers[1] else { Issue.record("\(answers)"); return }
+        let target = "127.0.0.1:\(mock.server.port)"
+        #expect(proxy.requestedTargets.count >= 2 && Set(proxy.requestedTargets) == [target], "\(proxy.requestedTargets)")
+        #expect(mock.server.fcmGrants.issued == 1 && mock.server.fcmMessages.count == 2)
+        client.shutdown()
+        try await mock.server.shutdown()
+    }
+
     @Test("an access token FCM stops taking is replaced once and the devices sent again; a grant refused answers every device without a send")
     func renewsRefusedToken() async throws {
         let (mock, account) = try await FCMEndpointTests.start()

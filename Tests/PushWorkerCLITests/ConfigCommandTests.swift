@@ -133,5 +133,12 @@ struct ConfigCommandTests {
         #expect(neither.status == 1 && neither.standardError.contains("apps[0].fcm: names no service account"), "\(neither.standardError)")
         let typo = try Program.run(["config", "check", "--config", try write(app("{service_acount: \(account.path)}")).path])
         #expect(typo.status == 1 && typo.standardError.contains("service_acount: unknown key"), "\(typo.standardError)")
+        // The app's proxy is FCM's too: a socks5 one needs the curl transport there as well.
+        let socks = try write(app("{service_account: \(account.path)}").replacingOccurrences(of: "    fcm:", with: "    transport: curl\n    proxy: socks5://10.0.0.1:1080\n    fcm:"))
+        let socksRun = try Program.run(["config", "check", "--config", socks.path])
+        #expect(socksRun.status == 1 && socksRun.standardError.contains("apps[0].fcm.transport: the app's socks5:// proxy needs transport: curl"), "\(socksRun.standardError)")
+        let socksCurl = try write(app("{service_account: \(account.path), transport: curl}").replacingOccurrences(of: "    fcm:", with: "    transport: curl\n    proxy: socks5://10.0.0.1:1080\n    fcm:"))
+        let curlRun = try Program.run(["config", "check", "--config", socksCurl.path])
+        #expect(curlRun.status == 0, "\(curlRun.standardError)")
     }
 }

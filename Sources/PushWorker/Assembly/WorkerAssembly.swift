@@ -71,7 +71,7 @@ public struct WorkerAssembly: Sendable {
                 channels: apns.channels(client),
                 fcm: app.fcm.map { fcm in
                     let account = "\(fcm.account.clientEmail) \(fcm.account.tokenURI)"
-                    let tokens = fcmSources[account] ?? FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, logger: logger)
+                    let tokens = fcmSources[account] ?? FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, proxy: fcm.client.proxy, logger: logger)
                     fcmSources[account] = tokens
                     return FCMClient(configuration: fcm.client, tokens: tokens, logger: logger)
                 })

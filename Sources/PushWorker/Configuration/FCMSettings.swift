@@ -14,7 +14,7 @@ public struct FCMSettings: Sendable, Decodable, Equatable {
     public var serviceAccountEnv: String?
     /// FCM's base URL: Google's by default; a mock's or a gateway's.
     public var url: String?
-    /// Extra PEM roots to trust, for FCM and the token endpoint (a mock's).
+    /// PEM roots to trust instead of the system's, for FCM and the token endpoint (a mock's).
     public var caFile: String?
     /// Connections to FCM (default 4: FCM serves about 100 streams a connection).
     public var connections: Int?
@@ -51,7 +51,8 @@ public struct FCMSettings: Sendable, Decodable, Equatable {
 
     /// The service account read and proved, and the client's configuration. Errors name the key,
     /// as `apps[INDEX].fcm.…`, and never quote the key.
-    func plan(file: String, prefix: String, app: String, environment: [String: String]) throws(ConfigurationError) -> FCMPlan {
+    /// - Parameter proxy: the app's `proxy`, which FCM's requests take too.
+    func plan(file: String, prefix: String, app: String, proxy: String? = nil, environment: [String: String]) throws(ConfigurationError) -> FCMPlan {
         func fail(_ key: String, _ problem: String) -> ConfigurationError { ConfigurationError(file: file, key: "\(prefix).fcm.\(key)", problem) }
         let account: FCMServiceAccount
         switch (serviceAccount, serviceAccountEnv) {
@@ -87,6 +88,12 @@ public struct FCMSettings: Sendable, Decodable, Equatable {
         }
         if let connections { client.connections = connections }
         if let transport { client.transport = transport }
+        if let proxy {
+            guard client.transport.supports(proxy: proxy) else {
+                throw fail("transport", "the app's \(proxy.prefix { $0 != ":" }.lowercased()):// proxy needs transport: curl here too (the nghttp2 transport tunnels through http:// proxies)")
+            }
+            client.proxy = proxy
+        }
         if let timeout = requestTimeoutMilliseconds { client.requestTimeout = .milliseconds(timeout) }
         return FCMPlan(account: account, client: client)
     }

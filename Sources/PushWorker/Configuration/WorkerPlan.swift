@@ -75,7 +75,7 @@ public struct WorkerPlan: Sendable {
                 nowReserve: settings.lanes.nowReserve(ofMaxInFlight: app.effectiveMaxInFlight),
                 bulkQueue: settings.queues.bulkJobs(app: app.name),
                 bulkPrefetch: UInt16(min(settings.amqp.prefetch * (app.weight ?? 1), Int(UInt16.max))),
-                fcm: try app.fcm?.plan(file: file, prefix: "apps[\(index)]", app: app.name, environment: environment)))
+                fcm: try app.fcm?.plan(file: file, prefix: "apps[\(index)]", app: app.name, proxy: app.proxy, environment: environment)))
         }
         self.apps = apps
         endpoint = try settings.metricsEndpoint(file: file, environment: environment).map { Endpoint(host: $0.host, port: $0.port, key: $0.key) }
