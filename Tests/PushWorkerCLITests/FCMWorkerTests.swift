@@ -82,7 +82,11 @@ struct FCMWorkerTests {
         }
         let setup = try await WorkerProcessTests.setUp(faults: [], extra: "registry: {sqlite: \(file)}", fcm: { $0.fcmUnregisteredTokens = [gone] })
         let running = try await JobContractTests.Running.start(setup: setup)
-        try await running.publish(#"{"id": "class-1", "audience": {"groups": ["class"]}, "payload": {"aps": {"alert": {"title": "Class", "body": "Moved to room 4"}}}}"#)
+        // Ada's phone named as well is sent once; a phone nobody registered is sent as named.
+        let unknown = Self.android("notregistered")
+        try await running.publish(#"""
+            {"id": "class-1", "audience": {"groups": ["class"], "fcm_tokens": ["\#(pixel)", "\#(unknown)"]}, "payload": {"aps": {"alert": {"title": "Class", "body": "Moved to room 4"}}}}
+            """#)
         var results: [String: PushResult] = [:]
         var summary: JobSummary?
         while summary == nil {
@@ -90,15 +94,48 @@ struct FCMWorkerTests {
             if let result = reply.result { results[result.token] = result }
             summary = reply.summary
         }
-        #expect(summary?.devices == 4 && summary?.outcomes == [.delivered: 3, .rejected: 1] && summary?.removed == 1, "\(String(describing: summary))")
+        #expect(summary?.devices == 5 && summary?.outcomes == [.delivered: 4, .rejected: 1] && summary?.removed == 1, "\(String(describing: summary))")
         #expect(results[iphone]?.platform == nil && results[other]?.outcome == .delivered)
+        #expect(results[unknown]?.platform == .fcm && results[unknown]?.outcome == .delivered && results[unknown]?.user == nil)
         #expect(results[pixel]?.platform == .fcm && results[pixel]?.outcome == .delivered && results[pixel]?.user == "ada")
         #expect(results[gone]?.reason == "UNREGISTERED" && results[gone]?.user == "bob")
-        let first = try #require(running.mock.fcmMessages.first)
+        #expect(running.mock.fcmMessages.count { $0.token == pixel } == 1)
+        let first = try #require(running.mock.fcmMessages.first { $0.token == pixel })
         let message = try #require((try JSONSerialization.jsonObject(with: Data(first.message)) as? [String: Any])?["message"] as? [String: Any])
         #expect(first.token == pixel && message["notification"] as? [String: String] == ["title": "Class", "body": "Moved to room 4"])
         #expect(try await store.device(app: "demo", token: gone) == nil)
         #expect(try await store.device(app: "demo", token: pixel)?.platform == .fcm)
+        try await running.stop()
+    }
+
+    @Test("a job naming more devices than a chunk, iPhones and Android phones: split into chunk jobs like any other, each device reached once, on its own service")
+    func splitsAndroidTokens() async throws {
+        let setup = try await WorkerProcessTests.setUp(faults: [], extra: "chunk_size: 40\nlanes: {now_max_devices: 40}", fcm: { _ in })
+        let running = try await JobContractTests.Running.start(setup: setup)
+        let iphones = (0..<30).map { WorkerProcessTests.token(500 + $0) }
+        let androids = (0..<150).map { Self.android("split\(String(format: "%04d", $0))") }
+        let list = { (tokens: [String]) in tokens.map { "\"\($0)\"" }.joined(separator: ",") }
+        try await running.publish(#"""
+            {"id": "split-1", "audience": {"tokens": [\#(list(iphones))], "fcm_tokens": [\#(list(androids))]}, "notification": {"title": "Sale"}}
+            """#)
+        var results: [String: PushResult] = [:]
+        var chunks = 0
+        while chunks < 5 {
+            let reply = try await JobContractTests.Running.reply(from: running.results)
+            if let result = reply.result {
+                #expect(results[result.token] == nil, "\(result.token) answered twice")
+                results[result.token] = result
+            }
+            if let summary = reply.summary {
+                #expect(summary.chunk != nil && summary.devices <= 40, "\(summary)")
+                chunks += 1
+            }
+        }
+        #expect(Set(results.keys) == Set(iphones + androids))
+        #expect(results.values.allSatisfy { $0.outcome == .delivered })
+        #expect(androids.allSatisfy { results[$0]?.platform == .fcm } && iphones.allSatisfy { results[$0]?.platform == nil })
+        #expect(Set(running.mock.fcmMessages.map(\.token)) == Set(androids) && running.mock.fcmMessages.count == androids.count)
+        #expect(Set(running.mock.recorded.map(\.token)) == Set(iphones))
         try await running.stop()
     }
 

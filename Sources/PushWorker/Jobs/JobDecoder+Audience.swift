@@ -94,9 +94,9 @@ extension JobDecoder {
             }
         }
         let users = try fields.strings("users") ?? [], groups = try fields.strings("groups") ?? []
-        if !fcmTokens.isEmpty, let other = users.isEmpty ? (groups.isEmpty ? (activity == nil ? nil : "activity") : "groups") : "users" {
-            throw JobError(.invalidField, field: "audience.\(other)",
-                "audience.\(other) cannot go with audience.fcm_tokens: users and groups reach their registered Android devices; fcm_tokens go with tokens only")
+        if !fcmTokens.isEmpty, activity != nil {
+            throw JobError(.invalidField, field: "audience.activity",
+                "audience.activity cannot go with audience.fcm_tokens: a Live Activity's tokens are APNs'")
         }
         for (field, names) in [("audience.users", users), ("audience.groups", groups)] {
             // No registry name has one, and PostgreSQL cannot even compare it.

@@ -54,7 +54,7 @@ public struct ExplicitTokenResolver: AudienceResolver {
 
         func forEachPage(_ body: (AudiencePage) async throws -> Void) async throws {
             for range in explicit.pages(of: pageSize) {
-                let page = AudiencePage(recipients: explicit.tokens(range).map { Recipient(token: $0) })
+                let page = AudiencePage(recipients: explicit.recipients(range))
                 // Read once, in order: the page's tokens are strings now.
                 explicit.discard(upTo: range.upperBound)
                 try await body(page)

@@ -1,7 +1,9 @@
 import DeviceTokens
+import Stores
 /// The devices a job names itself, each once: its `audience.tokens` as strings, or a streamed
-/// body's byte-packed list (sorted). Resolution goes through them in pages and skips registry
-/// devices among them, so a device named and also reached through a group is sent once.
+/// body's byte-packed list (sorted), then its `audience.fcm_tokens`. Resolution goes through them
+/// in pages and skips registry devices among them, so a device named and also reached through a
+/// group is sent once; a job of many Android tokens is split into chunk jobs as any other.
 public struct ExplicitTokens: Sendable {
     private enum Storage: Sendable {
         case strings([String], Set<String>)
@@ -9,34 +11,54 @@ public struct ExplicitTokens: Sendable {
     }
 
     private let storage: Storage
+    /// APNs' tokens, before the Android ones in the order of `tokens(_:)`.
+    private let apnsCount: Int
+    /// Android devices' registration tokens (deduplicated by the decoder), after APNs' ones.
+    private let android: [String]
+    private let androidSet: Set<String>
 
     /// Keeps the first of each token, in order.
-    public init(_ tokens: [String]) {
+    public init(_ tokens: [String], android: [String] = []) {
         var seen = Set<String>()
         seen.reserveCapacity(tokens.count)
         let unique = tokens.filter { seen.insert($0).inserted }
         storage = .strings(unique, seen)
+        apnsCount = unique.count
+        self.android = android
+        androidSet = Set(android)
     }
 
     /// A streamed job's tokens, sorted and deduplicated here.
-    public init(_ tokens: consuming DeviceTokenList) {
+    public init(_ tokens: consuming DeviceTokenList, android: [String] = []) {
         var tokens = tokens
         tokens.sortAndRemoveDuplicates()
+        apnsCount = tokens.count
         storage = .packed(tokens)
+        self.android = android
+        androidSet = Set(android)
     }
 
-    public var count: Int {
-        switch storage {
-        case .strings(let tokens, _): tokens.count
-        case .packed(let tokens): tokens.count
-        }
-    }
+    public var count: Int { apnsCount + android.count }
 
+    /// The tokens at `range`: APNs' first, then Android devices' (`platform(at:)`).
     public func tokens(_ range: Range<Int>) -> [String] {
+        let apns = range.clamped(to: 0..<apnsCount)
+        var tokens: [String]
         switch storage {
-        case .strings(let tokens, _): Array(tokens[range])
-        case .packed(let tokens): tokens.hex(range)
+        case .strings(let all, _): tokens = Array(all[apns])
+        case .packed(let all): tokens = apns.isEmpty ? [] : all.hex(apns)
         }
+        let androidRange = range.clamped(to: apnsCount..<count)
+        if !androidRange.isEmpty { tokens += android[(androidRange.lowerBound - apnsCount)..<(androidRange.upperBound - apnsCount)] }
+        return tokens
+    }
+
+    /// The service the token at `index` is named for.
+    public func platform(at index: Int) -> DevicePlatform { index < apnsCount ? .apns : .fcm }
+
+    /// The devices at `range` as recipients, each on its service.
+    func recipients(_ range: Range<Int>) -> [Recipient] {
+        zip(range, tokens(range)).map { Recipient(token: $1, platform: platform(at: $0)) }
     }
 
     /// Hands the memory of the tokens before `index` back to the system (a streamed body's
@@ -44,13 +66,14 @@ public struct ExplicitTokens: Sendable {
     /// `contains` of none, as a split of a job that names only tokens does. The tokens of a
     /// million-device job then leave memory as its chunks are made, not after the last one.
     public func discard(upTo index: Int) {
-        if case .packed(let tokens) = storage { tokens.discard(upTo: index) }
+        if case .packed(let tokens) = storage { tokens.discard(upTo: min(index, apnsCount)) }
     }
 
     public func contains(_ token: String) -> Bool {
+        if androidSet.contains(token) { return true }
         switch storage {
-        case .strings(_, let set): set.contains(token)
-        case .packed(let tokens): tokens.containsSorted(hex: token)
+        case .strings(_, let set): return set.contains(token)
+        case .packed(let tokens): return tokens.containsSorted(hex: token)
         }
     }
 

@@ -162,15 +162,8 @@ public struct JobPipeline: Sendable {
                     return await refusal.refuse(delivery, JobError(.invalidField, field: "audience.fcm_tokens",
                         "app '\(job.app)' has no fcm side (apps[].fcm, its Firebase service account): its Android devices cannot be reached"))
                 }
-                // Such a job is never split into chunk jobs: its Android tokens are added once its
-                // APNs tokens are resolved, which a split would leave behind. A streamed body's
-                // tokens are in `streamed`, its skeleton's list empty.
+                // A streamed body's tokens are in `streamed`, its skeleton's list empty.
                 let apnsTokens = job.audience.tokens.count + (streamed?.count ?? 0)
-                let most = min(settings.chunkSize, settings.nowMaxDevices)
-                guard apnsTokens + job.audience.fcmTokens.count <= most else {
-                    return await refusal.refuse(delivery, JobError(.invalidField, field: "audience.fcm_tokens",
-                        "a job with audience.fcm_tokens names at most \(most) tokens and fcm_tokens together (chunk_size, lanes.now_max_devices) in this version; send more as several jobs"))
-                }
                 guard !job.androidOnlyPayload || apnsTokens == 0 else {
                     return await refusal.refuse(delivery, JobError(.missingField, field: "payload", "payload is missing: audience.tokens reach APNs devices"))
                 }
@@ -203,10 +196,6 @@ public struct JobPipeline: Sendable {
                 audience = whole
             }
             var recipients = audience.recipients
-            if !job.audience.isResolved {
-                // Android devices, named by their tokens: sent as they are, beside the APNs ones.
-                recipients += job.audience.fcmTokens.map { Recipient(token: $0, platform: .fcm) }
-            }
             if !attempts.isEmpty {
                 for index in recipients.indices { recipients[index].previousAttempts = attempts[recipients[index].token] ?? 0 }
             }

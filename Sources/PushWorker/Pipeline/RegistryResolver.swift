@@ -65,7 +65,9 @@ public struct RegistryResolver: AudienceResolver, DeviceFeedback, BadgeCounter {
                 } else {
                     known = try await store.devices(app: job.registryApp, tokens: tokens)
                 }
-                try await body(page(tokens.map { known[$0] ?? RegisteredDevice(token: $0, user: nil) }))
+                try await body(page(zip(range, tokens).map { index, token in
+                    known[token] ?? RegisteredDevice(token: token, user: nil, platform: explicit.platform(at: index))
+                }))
             }
             try await audience?.pages(size: pageSize) { devices in
                 try await body(page(explicit.count == 0 ? devices : devices.filter { !explicit.contains($0.token) }))

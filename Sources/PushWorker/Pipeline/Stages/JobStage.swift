@@ -36,7 +36,7 @@ public struct StagedJob: Sendable {
         self.delivery = delivery
         self.replyTo = replyTo
         self.recipients = recipients
-        self.tokens = JobTokens(streamed: tokens, named: job.audience.tokens)
+        self.tokens = JobTokens(streamed: tokens, named: job.audience.tokens, android: job.audience.isResolved ? [] : job.audience.fcmTokens)
         // Held once, in `tokens` (a broadcast's audience has none).
         if job.audience.channel == nil { self.job.audience.tokens = [] }
     }

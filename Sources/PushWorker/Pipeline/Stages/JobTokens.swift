@@ -11,21 +11,28 @@ final class JobTokens: Sendable {
     }
 
     private let source: Mutex<Source>
+    /// Android devices' tokens (`audience.fcm_tokens`), after the APNs ones.
+    private let android: Mutex<[String]>
 
-    init(streamed: DeviceTokenList?, named: [String]) {
+    init(streamed: DeviceTokenList?, named: [String], android: [String] = []) {
         source = Mutex(streamed.map { .streamed($0) } ?? .named(named))
+        self.android = Mutex(android)
     }
 
     /// The tokens, once: a second take finds none.
     func take() -> ExplicitTokens {
-        source.withLock { source in
+        let android = android.withLock { android in
+            defer { android = [] }
+            return android
+        }
+        return source.withLock { source in
             switch source {
             case .streamed(let list):
                 source = .named([])  // `list` its only holder: sorted in place, not copied
-                return ExplicitTokens(consume list)
+                return ExplicitTokens(consume list, android: android)
             case .named(let tokens):
                 source = .named([])
-                return ExplicitTokens(tokens)
+                return ExplicitTokens(tokens, android: android)
             }
         }
     }
