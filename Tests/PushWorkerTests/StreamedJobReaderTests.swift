@@ -75,6 +75,11 @@ struct StreamedJobReaderTests {
         guard case .failure(let error) = Self.read(body, piece: 131_072) else { Issue.record("accepted"); return }
         #expect(error.code == .invalidToken)
         #expect(error.field == "audience.tokens[21347]")
+        // An Android device's token among them: the message says where it goes.
+        tokens[21_347] = "cXyZ0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+        let android = Array(try! JSONSerialization.data(withJSONObject: ["audience": ["tokens": tokens], "payload": [:]]))
+        guard case .failure(let misplaced) = Self.read(android, piece: 131_072) else { Issue.record("accepted"); return }
+        #expect(misplaced.field == "audience.tokens[21347]" && misplaced.message.contains("name it in audience.fcm_tokens"), "\(misplaced.message)")
 
         let broken = Array(#"{"audience": {"tokens": ["\#(String(repeating: "ab", count: 32))"]}, "payload": {"aps": {}},}"#.utf8)
         guard case .failure(let syntax) = Self.read(broken) else { Issue.record("accepted"); return }

@@ -2,6 +2,7 @@ import DeviceTokens
 import AMQP
 import APNs
 import JSONStream
+import Stores
 import Synchronization
 
 /// Reads a job too large to hold (a broadcast to a million tokens) as its frames arrive: the
@@ -113,7 +114,10 @@ private final class Events: JSONEventHandler {
             // The field is named only for the token that fails: a million interpolations per
             // large job otherwise.
             let field = "audience.tokens[\(tokens.count)]"
-            self.error = JobError(.invalidToken, field: field, "\(field): \(error.message)")
+            // As the decoder says it of a job read whole.
+            let message = DevicePlatform(ofToken: logged) == .fcm
+                ? "\(field) is an FCM registration token (an Android device): name it in audience.fcm_tokens" : "\(field): \(error.message)"
+            self.error = JobError(.invalidToken, field: field, message)
             return false
         }
         tokens.append(hex: token)
