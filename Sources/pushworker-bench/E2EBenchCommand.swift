@@ -11,10 +11,11 @@ import SQLiteStores
 import Stores
 import CommandLineSupport
 
-/// A worker (a `pushworker run` child process) between a real broker and an HTTP/2 APNs server:
-/// devices per second from publishing a job to its last result, the latency of one-device jobs,
-/// and the worker's peak memory, read from its own /proc entry so the benchmark's job body and
-/// result consumer are not counted.
+/// A worker (a `pushworker run` child process) between a real broker and an HTTP/2 APNs server
+/// (or, with `--platform fcm`, FCM's HTTP v1 API on the same kind of server): devices per second
+/// from publishing a job to its last result, the latency of one-device jobs, and the worker's
+/// peak memory, read from its own /proc entry so the benchmark's job body and result consumer are
+/// not counted.
 struct E2EBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "e2e",
@@ -29,7 +30,14 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(help: "Topic.") var topic = "com.example.app"
     @Option(help: "Devices in the large job.") var count = 100_000
     @Option(help: "One-device jobs timed one after another.") var jobs = 1000
-    @Option(help: "APNs connections.") var connections = 1
+    @Option(help: "Connections to the server: APNs', or FCM's with --platform fcm.") var connections = 1
+    @Option(help: "The large job's devices: apns (audience.tokens and an APNs payload) or fcm (audience.fcm_tokens and a notification, through the app's fcm: side).")
+    var platform: DevicePlatform = .apns
+    @Option(name: .customLong("service-account"), help: "With --platform fcm: the app's service account key file (its token_uri is asked for the access token).")
+    var serviceAccount: String?
+    @Option(name: .customLong("fcm-url"), help: "With --platform fcm: FCM's base URL (default --url: one server answering both).") var fcmURL: String?
+    @Option(name: .customLong("job-size"), help: "Publish the --count devices as jobs of at most this many (default one job; with --platform fcm, min(chunk_size, lanes.now_max_devices), the most the worker takes in a job naming fcm_tokens).")
+    var jobSize: Int?
     @Option(help: "The app's HTTP/2 transport: nghttp2 or curl.") var transport: APNsTransport = .nghttp2
     @Option(name: .customLong("max-in-flight"), help: "The app's max_in_flight (devices in flight at once; default the worker's).") var maxInFlight: Int?
     @Option(name: .customLong("now-prefetch"), help: "The worker's lanes.now_prefetch (one-device jobs taken at once; default the worker's).") var nowPrefetch: Int?
@@ -66,6 +74,17 @@ struct E2EBenchCommand: AsyncParsableCommand {
     var compareMetrics: Int?
 
     func run() async throws {
+        if platform == .fcm {
+            guard serviceAccount != nil else { throw ValidationError("--platform fcm needs --service-account") }
+            // The worker refuses fcm_tokens beside users and groups, and those runs time their own
+            // jobs, not the large one this option shapes.
+            guard !group, !lanes, schedule == nil, cancelAfter == nil, !randomTokens else {
+                throw ValidationError("--platform fcm times the large job (and --compare-metrics) only: not with --group, --lanes, --schedule, --cancel-after or --random-tokens")
+            }
+        }
+        if jobSize != nil, group || lanes || schedule != nil || cancelAfter != nil {
+            throw ValidationError("--job-size shapes the large job only: not with --group, --lanes, --schedule or --cancel-after")
+        }
         let prefix = "pushworker.bench.\(UUID().uuidString.prefix(8).lowercased())"
         _ = try amqp.configuration()  // refuses a malformed URL before anything starts
         let rawURL = amqp.resolvedURL
@@ -98,6 +117,11 @@ struct E2EBenchCommand: AsyncParsableCommand {
             let order = nodes[first...] + nodes[..<first]
             return "amqp: {urls: [\(order.map { "\"\($0)\"" }.joined(separator: ", "))], shuffle: false}"
         }
+        // The FCM side's connections are the APNs side's number, so the two platforms' runs
+        // compare at one pool size.
+        let fcmLine = serviceAccount.map {
+            "    fcm: {service_account: \($0), url: \(fcmURL ?? url), ca_file: \(caFile), connections: \(connections)}"
+        } ?? ""
         let lanesSettings = [nowPrefetch.map { "now_prefetch: \($0)" }, duePrefetch.map { "due_prefetch: \($0)" }].compactMap { $0 }
         let lanesLine = lanesSettings.isEmpty ? "" : "lanes: {\(lanesSettings.joined(separator: ", "))}"
         /// The worker's configuration, with or without its metrics endpoint.
@@ -117,6 +141,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 transport: \(transport)
                 max_in_flight: \(maxInFlight ?? AppConfiguration.defaultMaxInFlight)
                 token: {key_file: \(keyFile), key_id: \(keyID), team_id: \(teamID)}
+            \(fcmLine)
             """
         }
         try Data(configurationText(metrics: false).utf8).write(to: file)
@@ -155,8 +180,9 @@ struct E2EBenchCommand: AsyncParsableCommand {
         let results = try await AMQPConsumer.connect(amqpConfiguration, queue: "\(prefix).results", prefetch: 1000)
         var iterator = results.makeAsyncIterator()
 
-        // The clock starts once the worker is up and its APNs connection open: one job through first.
-        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(Self.oneDeviceJob(id: "warm-up", index: 0).utf8)))
+        // The clock starts once the worker is up and its connection open (and, for FCM, its access
+        // token taken): one job through first.
+        try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(Self.oneDeviceJob(id: "warm-up", index: 0, platform: platform).utf8)))
         guard let warmUp = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
         try await warmUp.ack()
 
@@ -189,10 +215,12 @@ struct E2EBenchCommand: AsyncParsableCommand {
 
         // Throughput: one job of `count` tokens, from publish to its last result.
         var body = #"{"id": "bench", "audience": {"tokens": ["#
-        body.reserveCapacity(count * 67 + 100)
-        for index in 0..<count {
-            if index > 0 { body += "," }
-            body += "\"" + (randomTokens ? SyntheticRegistry.randomToken(index) : SyntheticRegistry.token(index)) + "\""
+        if platform == .apns && (jobSize ?? count) >= count {
+            body.reserveCapacity(count * 67 + 100)
+            for index in 0..<count {
+                if index > 0 { body += "," }
+                body += "\"" + (randomTokens ? SyntheticRegistry.randomToken(index) : SyntheticRegistry.token(index)) + "\""
+            }
         }
         body += #"]}, "results": "\#(resultsMode.rawValue)", "payload": {"aps": {"alert": "benchmark"}}}"#
         if group && localTime {
@@ -211,18 +239,37 @@ struct E2EBenchCommand: AsyncParsableCommand {
             return
         }
         let chunks = (count + configuration.worker.chunkSize - 1) / configuration.worker.chunkSize
+        // A job naming fcm_tokens is never split into chunk jobs, and the worker refuses one with
+        // more devices than a chunk's: FCM's devices go as several jobs of that size.
+        let most = min(configuration.worker.chunkSize, configuration.worker.nowMaxDevices)
+        let perJob = min(jobSize ?? (platform == .fcm ? most : count), count)
+        guard perJob >= 1 else { throw ValidationError("--job-size must be 1 or more") }
+        guard platform == .apns || perJob <= most else {
+            throw ValidationError("--job-size \(perJob): the worker takes at most \(most) devices in a job naming fcm_tokens (chunk_size, lanes.now_max_devices)")
+        }
+        /// The large job's bodies: the one built above, or `count` devices cut into jobs of `perJob`.
+        func largeJobs() -> [[UInt8]] {
+            if platform == .apns && perJob == count { return [Array(body.utf8)] }
+            return stride(from: 0, to: count, by: perJob).map { start in
+                Array(Self.job(id: "bench-\(start / perJob)", devices: start..<min(start + perJob, count), platform: platform, results: resultsMode,
+                    token: randomTokens ? SyntheticRegistry.randomToken : SyntheticRegistry.token).utf8)
+            }
+        }
+        let published = platform == .apns && perJob == count ? 1 : (count + perJob - 1) / perJob
         let brokers = (brokerPIDs ?? "").split(separator: ",").compactMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
         /// CPU seconds of the broker's processes so far (0 when none were named).
         func brokerCPU() -> Double { brokers.map(CPUTime.of).reduce(0, +) }
 
-        /// Publishes a job and reads until the summaries account for all `count` devices (each
+        /// Publishes the jobs and reads until the summaries account for all `count` devices (each
         /// summary follows its chunk's results): the devices delivered, as the summaries count
-        /// them, and the per-device results read (one per `result` message, each entry of a
-        /// `results` one).
-        func measure(_ job: [UInt8]) async throws -> (seconds: Double, delivered: Int, reported: Int) {
+        /// them, the per-device results read (one per `result` message, each entry of a `results`
+        /// one), and, for FCM, those of them that say `platform: "fcm"` (the devices did go there).
+        func measure(_ jobs: [[UInt8]]) async throws -> (seconds: Double, delivered: Int, reported: Int, android: Int) {
             let start = ContinuousClock.now
-            try await publisher.publish(.toQueue("\(prefix).jobs", body: job, properties: AMQPProperties(persistent: true)))
-            var final = 0, delivered = 0, reported = 0
+            for job in jobs {
+                try await publisher.publish(.toQueue("\(prefix).jobs", body: job, properties: AMQPProperties(persistent: true)))
+            }
+            var final = 0, delivered = 0, reported = 0, android = 0
             let decoder = JSONDecoder()
             while final < count {
                 guard let delivery = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
@@ -234,11 +281,13 @@ struct E2EBenchCommand: AsyncParsableCommand {
                     delivered += summary.outcomes[.delivered] ?? 0
                 case "results":
                     reported += Self.occurrences(of: Self.resultStart, in: delivery.body)
+                    if platform == .fcm { android += Self.occurrences(of: Self.androidResult, in: delivery.body) }
                 default:
                     reported += 1
+                    if platform == .fcm { android += Self.occurrences(of: Self.androidResult, in: delivery.body) }
                 }
             }
-            return ((ContinuousClock.now - start) / .seconds(1), delivered, reported)
+            return ((ContinuousClock.now - start) / .seconds(1), delivered, reported, android)
         }
 
         if let rounds = compareMetrics {
@@ -252,11 +301,11 @@ struct E2EBenchCommand: AsyncParsableCommand {
                 try await Self.waitForExit(worker)
                 try Data(configurationText(metrics: metrics).utf8).write(to: file)
                 worker = try startWorker()
-                try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(Self.oneDeviceJob(id: "warm-up-\(round)", index: 0).utf8)))
+                try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(Self.oneDeviceJob(id: "warm-up-\(round)", index: 0, platform: platform).utf8)))
                 guard let warm = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
                 try await warm.ack()
                 let cpuBefore = CPUTime.of(worker.processIdentifier)
-                let run = try await measure(Array(body.utf8))
+                let run = try await measure(largeJobs())
                 let used = CPUTime.of(worker.processIdentifier) - cpuBefore
                 seconds[metrics]!.append(run.seconds)
                 cpu[metrics]! += used
@@ -282,18 +331,21 @@ struct E2EBenchCommand: AsyncParsableCommand {
 
         func explicitJob() async throws -> Double {
             let cpuBefore = workersCPU(), brokerBefore = brokerCPU()
-            let explicit = try await measure(Array(body.utf8))
+            let explicit = try await measure(largeJobs())
             let cpu = workersCPU() - cpuBefore, broker = brokerCPU() - brokerBefore
-            print(String(format: "pushworker-bench e2e: %d devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %d chunks; %d worker(s), worker CPU %.1f µs per device)",
-                count, explicit.seconds, Double(count) / explicit.seconds, explicit.delivered, chunks, max(workers, 1), cpu / Double(count) * 1e6))
+            let shape = published == 1 ? "\(chunks) chunks" : "\(published) jobs of \(perJob)"
+            print(String(format: "pushworker-bench e2e: %d %@devices in %.2f s = %.0f devices/s from publish to last result (%d delivered, %@; %d worker(s), worker CPU %.1f µs per device)",
+                count, platform == .fcm ? "FCM " : "", explicit.seconds, Double(count) / explicit.seconds, explicit.delivered, shape, max(workers, 1),
+                cpu / Double(count) * 1e6))
             print("   ledger: \(ledger.rawValue)")
-            print(String(format: "   results: %@, %d per-device results read%@", resultsMode.rawValue, explicit.reported,
+            print(String(format: "   results: %@, %d per-device results read%@%@", resultsMode.rawValue, explicit.reported,
+                platform == .fcm ? " (\(explicit.android) with platform fcm)" : "",
                 brokers.isEmpty ? "" : String(format: "; broker CPU %.1f µs per device", broker / Double(count) * 1e6)))
             return explicit.seconds
         }
         func groupJob() async throws -> Double {
             let cpuBefore = CPUTime.of(worker.processIdentifier)
-            let grouped = try await measure(Array(#"{"id": "bench-group", "audience": {"groups": ["all"]}, "payload": {"aps": {"alert": "benchmark"}}}"#.utf8))
+            let grouped = try await measure([Array(#"{"id": "bench-group", "audience": {"groups": ["all"]}, "payload": {"aps": {"alert": "benchmark"}}}"#.utf8)])
             let cpu = CPUTime.of(worker.processIdentifier) - cpuBefore
             print(String(format: "pushworker-bench e2e --group: %d devices of group 'all' in %.2f s = %.0f devices/s (%d delivered; worker CPU %.1f µs per device)",
                 count, grouped.seconds, Double(count) / grouped.seconds, grouped.delivered, cpu / Double(count) * 1e6))
@@ -312,7 +364,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
         // Latency: one-device jobs, one at a time, publish to summary.
         var latencies: [Double] = []
         for index in 0..<jobs {
-            let job = Self.oneDeviceJob(id: "one-\(index)", index: index)
+            let job = Self.oneDeviceJob(id: "one-\(index)", index: index, platform: platform)
             let sent = ContinuousClock.now
             try await publisher.publish(.toQueue("\(prefix).jobs", body: Array(job.utf8)))
             guard let summary = try await iterator.next() else { throw CommandFailure("the results consumer stopped") }
@@ -356,8 +408,39 @@ struct E2EBenchCommand: AsyncParsableCommand {
         return found
     }
 
-    static func oneDeviceJob(id: String, index: Int) -> String {
-        #"{"id": "\#(id)", "audience": {"tokens": ["\#(String(format: "%064x", index + 1))"]}, "payload": {"aps": {}}, "results": "none"}"#
+    /// How an Android device's result says so, as the worker writes it: counted so a run shows its
+    /// devices went to FCM, not to APNs.
+    static let androidResult = Array(#""platform":"fcm""#.utf8)
+
+    static func oneDeviceJob(id: String, index: Int, platform: DevicePlatform = .apns) -> String {
+        guard platform == .fcm else {
+            return #"{"id": "\#(id)", "audience": {"tokens": ["\#(String(format: "%064x", index + 1))"]}, "payload": {"aps": {}}, "results": "none"}"#
+        }
+        return #"{"id": "\#(id)", "audience": {"fcm_tokens": ["\#(fcmToken(index))"]}, "notification": {"title": "warm-up"}, "results": "none"}"#
+    }
+
+    /// A distinct token of a registration token's usual form and length (an instance id, a colon,
+    /// the token): the worker checks the form, and the length is what each request body carries.
+    static func fcmToken(_ index: Int) -> String {
+        "bench" + String(format: "%08d", index) + "abcdefghijk:APA91bH" + String(repeating: "k7-_Qw", count: 20)
+    }
+
+    /// What an Android device of the large job is sent: a notification and FCM's usual options,
+    /// as bench.sh's h2load sends FCM (`{"message":{"token":…,"android":…,"notification":…}}`).
+    static let fcmFields = #""notification": {"title": "Benchmark", "body": "Hello from pushworker"}, "fcm": {"android": {"priority": "high", "ttl": 3600}}"#
+
+    /// A job of the large job's devices `devices`: APNs tokens (`token`) with the one large job's
+    /// payload, or Android ones with `fcmFields`.
+    static func job(id: String, devices: Range<Int>, platform: DevicePlatform, results: PushJob.ResultsMode, token: (Int) -> String) -> String {
+        let key = platform == .fcm ? "fcm_tokens" : "tokens"
+        var body = #"{"id": "\#(id)", "audience": {"\#(key)": ["#
+        body.reserveCapacity(devices.count * (platform == .fcm ? 156 : 67) + 300)
+        for index in devices {
+            if index > devices.lowerBound { body += "," }
+            body += "\"" + (platform == .fcm ? fcmToken(index) : token(index)) + "\""
+        }
+        let message = platform == .fcm ? fcmFields : #""payload": {"aps": {"alert": "benchmark"}}"#
+        return body + #"]}, "results": "\#(results.rawValue)", \#(message)}"#
     }
 }
 

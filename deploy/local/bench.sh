@@ -41,7 +41,14 @@
 #                                   alone, in turns, against the same Go server (default 4
 #                                   connections of 100 streams, as FCM serves): messages/s and
 #                                   client CPU per message of each, and their ratio (FCM's target:
-#                                   no more CPU per device than APNs'); ROUNDS (2) rounds
+#                                   no more CPU per device than APNs'); then end to end, broker →
+#                                   worker → the same server → results, COUNT Android devices (as
+#                                   jobs of JOB_SIZE, 1000: a job naming fcm_tokens holds at most
+#                                   chunk_size) beside COUNT APNs devices as one job and as jobs
+#                                   of JOB_SIZE, and h2load against each endpoint: devices/s and
+#                                   worker CPU per device of each, FCM/APNs of both (jobs of
+#                                   JOB_SIZE each), each rate over its h2load's, and whether the
+#                                   server saturated; ROUNDS (2) rounds, in turns; RESULTS as e2e
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -158,6 +165,16 @@ verdict = 'the server was the bottleneck' if share > 0.9 else 'the server was no
 print(f'   $server_name: {cpu:.1f} CPU-s in {wall:.1f} s = {cpu / wall * 100:.0f}% of one core, {share * 100:.0f}% of the {usable} it can use: {verdict}')"
 }
 
+# The single node, started when it is not running. A run's queues are named
+# pushworker.bench.<id>.*, a new id each run, and the worker declares a dozen: a policy makes them
+# go once unused for 30 minutes (no consumer, no get: so even a retry queue outlives its run), so
+# runs do not pile up thousands of queues that slow the node. It names the benchmarks' queues
+# only, and stays on the node.
+ensure_broker() {
+  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
+  deploy/local/rabbitmq.sh ctl set_policy --apply-to queues pushworker-bench-expiry '^pushworker\.bench\.' '{"expires":1800000}' >/dev/null
+}
+
 if [ "$mode" = fcm ]; then
   [ "$server" = go ] || { echo "bench.sh fcm runs against the Go server only (SERVER=go): it also answers the token endpoint" >&2; exit 2; }
   # A service account whose token endpoint is the Go server's /token (the grant is not checked there).
@@ -193,18 +210,98 @@ cpu = {c: sum(figures(c, r"= ([0-9.]+) µs per (?:notification|message)")) / rou
 print(f"== mean of {rounds} round(s): APNs {rate['apns']:.0f}/s at {cpu['apns']:.1f} µs CPU each; FCM {rate['fcm']:.0f}/s at {cpu['fcm']:.1f} µs CPU each")
 print(f"== client CPU per message, FCM/APNs: {cpu['fcm'] / cpu['apns']:.2f} (target <= 1.0); rate FCM/APNs: {rate['fcm'] / rate['apns']:.2f}")
 PY
+
+  # End to end, the same server: broker → pushworker → APNs or FCM → results. A job naming
+  # fcm_tokens holds at most chunk_size devices (1000 by default) and is never split, so FCM's
+  # COUNT devices go as jobs of JOB_SIZE (1000); APNs' go both as the one job `e2e` publishes
+  # (split by the worker into chunk jobs) and as jobs of JOB_SIZE, the like-for-like run the
+  # FCM/APNs ratios are taken against. Every run's worker has the same configuration (an app with
+  # both sides); then h2load against each endpoint, with the connections and streams of the
+  # clients' runs. ROUNDS rounds, in turns (each other round the other way round).
+  ensure_broker
+  broker_pid="$(deploy/local/rabbitmq.sh pid)"
+  job_size="${JOB_SIZE:-1000}"
+  jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)
+  # One device's body as the worker sends it for the e2e jobs (their notification, and android's
+  # priority and ttl), with a token of the same form and length.
+  python3 - > "$work/fcm-body.json" <<'PY'
+import json
+token = "bench00000000abcdefghijk:APA91bH" + "k7-_Qw" * 20
+print(json.dumps({"message": {"token": token, "android": {"priority": "high", "ttl": "3600s"},
+                              "notification": {"body": "Hello from pushworker", "title": "Benchmark"}}}, separators=(",", ":")), end="")
+PY
+  e2e_run() { # LABEL PLATFORM [JOB_SIZE]
+    echo "== round $round: pushworker-bench e2e --platform $2${3:+ --job-size $3} --results ${RESULTS:-all} --count $count --connections $connections"
+    local server_cpu
+    server_cpu=$(cpu_of $mock_pid)
+    "$bin/pushworker-bench" e2e --platform "$2" ${3:+--job-size "$3"} --service-account "$work/service-account.json" --results "${RESULTS:-all}" \
+      --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" \
+      --count "$count" --connections "$connections" --jobs 0 --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
+      --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${RESULTS_TYPE:+--results-type "$RESULTS_TYPE"} | tee "$work/e2e-$1-$round.txt"
+    # Over the timed window (publish to last result), not the worker's start and stop around it,
+    # in which the server idles: its CPU in the whole run, of which the warm-up's is a trifle.
+    local seconds
+    seconds=$(grep -o 'devices in [0-9.]* s' "$work/e2e-$1-$round.txt" | grep -o '[0-9.]*')
+    mock_load "$server_cpu" "$(cpu_of $mock_pid)" 0 "$seconds" | tee -a "$work/e2e-$1-$round.txt"
+  }
+  h2load_run() { # apns|fcm
+    echo "== round $round: h2load -n $count -c $connections -m $streams against the $1 endpoint"
+    local server_cpu wall
+    server_cpu=$(cpu_of $mock_pid); wall=$(now)
+    if [ "$1" = apns ]; then
+      h2load -n "$count" -c "$connections" -m "$streams" -d "$work/payload.json" -H "authorization: bearer $jwt" -H "apns-topic: com.example.app" \
+        -H "apns-push-type: alert" "$url/3/device/$token_hex" > "$work/h2load-$1-$round.txt"
+    else
+      h2load -n "$count" -c "$connections" -m "$streams" -d "$work/fcm-body.json" -H "content-type: application/json" \
+        -H "authorization: Bearer bench-token" "$url/v1/projects/bench/messages:send" > "$work/h2load-$1-$round.txt"
+    fi
+    grep -E 'finished in|status codes:' "$work/h2load-$1-$round.txt" | sed 's/^ */   /'
+    mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
+  }
+  for round in $(seq "$rounds"); do
+    order="apns apns-jobs fcm h2load-apns h2load-fcm"
+    if [ $((round % 2)) = 0 ]; then order="h2load-fcm h2load-apns fcm apns-jobs apns"; fi
+    for run in $order; do
+      case "$run" in
+        apns) e2e_run apns apns ;;
+        apns-jobs) e2e_run apns-jobs apns "$job_size" ;;
+        fcm) e2e_run fcm fcm "$job_size" ;;
+        h2load-*) h2load_run "${run#h2load-}" ;;
+      esac
+    done
+  done
+  python3 - "$work" "$rounds" "$count" "$job_size" "${RESULTS:-all}" <<'PY'
+import re, statistics, sys
+work, rounds, count, size, results = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+def text(name, r):
+    return open(f"{work}/{name}-{r}.txt").read()
+def mean(name, pattern):
+    return statistics.mean(float(re.search(pattern, text(name, r)).group(1)) for r in range(1, rounds + 1))
+runs = {"apns": "APNs, one job", "apns-jobs": f"APNs, jobs of {size}", "fcm": f"FCM, jobs of {size}"}
+rate = {k: mean(f"e2e-{k}", r"= (\d+) devices/s from publish") for k in runs}
+cpu = {k: mean(f"e2e-{k}", r"worker CPU ([\d.]+) µs per device") for k in runs}
+broker = {k: mean(f"e2e-{k}", r"broker CPU ([\d.]+) µs per device") for k in runs}
+h2 = {k: mean(f"h2load-{k}", r"finished in [^,]*, ([\d.]+) req/s") for k in ("apns", "fcm")}
+endpoint = {"apns": "apns", "apns-jobs": "apns", "fcm": "fcm"}
+short = [f"{k} round {r}" for k in runs for r in range(1, rounds + 1)
+         if int(re.search(r"\((\d+) delivered", text(f"e2e-{k}", r)).group(1)) != count]
+bottleneck = [f"{k} round {r}" for k in runs for r in range(1, rounds + 1) if "the server was the bottleneck" in text(f"e2e-{k}", r)]
+print(f"== end to end, {count} devices, results {results}, mean of {rounds} round(s); h2load on the same server: "
+      f"APNs {h2['apns']:.0f} req/s, FCM {h2['fcm']:.0f} req/s")
+for k, label in runs.items():
+    print(f"   {label + ':':<21} {rate[k]:6.0f} devices/s, worker CPU {cpu[k]:5.1f} µs per device, broker CPU {broker[k]:5.1f} µs per device, "
+          f"rate/h2load {rate[k] / h2[endpoint[k]]:.2f}")
+print(f"== worker CPU per device, FCM/APNs: {cpu['fcm'] / cpu['apns-jobs']:.2f} (target <= 1.0), jobs of {size} each; "
+      f"against APNs' one job {cpu['fcm'] / cpu['apns']:.2f}")
+print(f"== rate FCM/APNs: {rate['fcm'] / rate['apns-jobs']:.2f}, jobs of {size} each; against APNs' one job {rate['fcm'] / rate['apns']:.2f}")
+print(f"== rate/h2load: APNs one job {rate['apns'] / h2['apns']:.2f}, APNs jobs of {size} {rate['apns-jobs'] / h2['apns']:.2f}, "
+      f"FCM jobs of {size} {rate['fcm'] / h2['fcm']:.2f} (h2load FCM/APNs {h2['fcm'] / h2['apns']:.2f})")
+print("== the server was the bottleneck in an e2e run: " + (", ".join(bottleneck) if bottleneck else "in none"))
+if short:
+    print("== NOT every device delivered in: " + ", ".join(short))
+PY
   exit 0
 fi
-
-# The single node, started when it is not running. A run's queues are named
-# pushworker.bench.<id>.*, a new id each run, and the worker declares a dozen: a policy makes them
-# go once unused for 30 minutes (no consumer, no get: so even a retry queue outlives its run), so
-# runs do not pile up thousands of queues that slow the node. It names the benchmarks' queues
-# only, and stays on the node.
-ensure_broker() {
-  if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
-  deploy/local/rabbitmq.sh ctl set_policy --apply-to queues pushworker-bench-expiry '^pushworker\.bench\.' '{"expires":1800000}' >/dev/null
-}
 
 if [ "$mode" = cluster ]; then
   cluster_started_here=false
