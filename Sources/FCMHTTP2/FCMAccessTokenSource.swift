@@ -27,6 +27,11 @@ public actor FCMAccessTokenSource {
     /// The last grant's failure, and when: a refusal is held `retryAfterRefusal`, an endpoint
     /// that could not be reached `retryAfterUnreachable`.
     private var failed: (error: FCMAuthError, at: Date)?
+    /// Tokens FCM refused here, until they would have lapsed: never adopted again.
+    private var refused: [String: Date] = [:]
+    /// Asks again every `retryAfterRefusal` while the grant is refused, so a key put right is
+    /// seen (and `/readyz` turns) without waiting for a message to an Android device.
+    private var recheck: Task<Void, Never>?
     /// Grants asked for since the start (for the gauges and the tests).
     public private(set) var grants = 0
     /// How long before its end the token is renewed: five minutes and up to one more, drawn once
@@ -46,6 +51,8 @@ public actor FCMAccessTokenSource {
     public static let retryAfterUnreachable: TimeInterval = 5
     /// A token with less than this left is not handed out: a message would reach FCM after it lapsed.
     public static let lastUse: TimeInterval = 30
+    /// The longest a token heard from the fleet may have left: Google's hour, and a minute of clocks.
+    public static let longestLife: TimeInterval = 3660
 
     /// - Parameters:
     ///   - caFile: PEM roots to trust for the token endpoint instead of the system's (a mock's).
@@ -56,12 +63,13 @@ public actor FCMAccessTokenSource {
     ) {
         self.account = account
         self.renewalMargin = renewalMargin
-        let project = [("project", account.projectID)]
+        // By account as well as project: two service accounts of one project are two credentials.
+        let labels = [("project", account.projectID), ("account", account.clientEmail)]
         grantCounters = Dictionary(uniqueKeysWithValues: ["granted", "refused", "unreachable"].map {
-            ($0, CoreMetrics.Counter(label: "pushworker_fcm_grants_total", dimensions: project + [("result", $0)]))
+            ($0, CoreMetrics.Counter(label: "pushworker_fcm_grants_total", dimensions: labels + [("result", $0)]))
         })
-        adoptedCounter = CoreMetrics.Counter(label: "pushworker_fcm_access_tokens_adopted_total", dimensions: project)
-        refusedGauge = CoreMetrics.Gauge(label: "pushworker_fcm_credentials_refused", dimensions: project)
+        adoptedCounter = CoreMetrics.Counter(label: "pushworker_fcm_access_tokens_adopted_total", dimensions: labels)
+        refusedGauge = CoreMetrics.Gauge(label: "pushworker_fcm_credentials_refused", dimensions: labels)
         refusedGauge.record(0)
         self.caFile = caFile
         self.proxy = proxy
@@ -85,22 +93,35 @@ public actor FCMAccessTokenSource {
         return try await outcome(of: task)
     }
 
-    /// Forgets `token` (FCM answered 401 with it): the next call asks for a new one.
-    public func invalidate(_ token: String) {
-        if current?.value == token { current = nil }
+    /// Forgets `token` (FCM answered 401 with it): the next call asks for a new one, and the
+    /// fleet's workers that still hold it cannot hand it back (`adopt`) while it would last.
+    public func invalidate(_ token: String, now: Date = Date()) {
+        if current?.value == token {
+            refused[token] = current?.expiresAt
+            current = nil
+        } else {
+            refused[token] = refused[token] ?? now.addingTimeInterval(Self.longestLife)
+        }
+        refused = refused.filter { $0.value > now }
     }
 
     /// A token another worker was granted for this account, heard through the broker: taken
     /// when it lasts longer than the one held, so no grant is asked for here. It cannot be
     /// checked (it is Google's opaque string); one FCM refuses is dropped like any other
     /// (`invalidate`) and a grant of this worker's own replaces it.
+    ///
+    /// Not taken: one FCM refused here, one lasting longer than Google grants (`longestLife`: a
+    /// clock far off, or not Google's), or one that is not a bearer token's characters. A
+    /// refused grant stays said (`refusal`) while the fleet's token serves: this worker's key is
+    /// still refused.
     @discardableResult
     public func adopt(_ token: FCMAccessToken, now: Date = Date()) -> Bool {
-        guard token.expiresAt.timeIntervalSince(now) > Self.lastUse, token.expiresAt > current?.expiresAt ?? .distantPast else { return false }
+        let life = token.expiresAt.timeIntervalSince(now)
+        guard life > Self.lastUse, life <= Self.longestLife, token.expiresAt > current?.expiresAt ?? .distantPast, refused[token.value] == nil,
+            !token.value.isEmpty, token.value.utf8.count <= 4096, token.value.utf8.allSatisfy({ (33...126).contains($0) })
+        else { return false }
         current = token
-        failed = nil
         adoptedCounter.increment()
-        refusedGauge.record(0)
         logger.info("FCM access token adopted from the fleet", metadata: ["project": "\(account.projectID)", "expires_at": "\(token.expiresAt)"])
         return true
     }
@@ -120,6 +141,26 @@ public actor FCMAccessTokenSource {
     /// Calls `handler` with each token granted here from now on.
     public func onGranted(_ handler: @escaping @Sendable (FCMAccessToken) -> Void) {
         granted = handler
+    }
+
+    private func scheduleRecheck() {
+        recheck?.cancel()
+        recheck = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(Self.retryAfterRefusal))
+            guard !Task.isCancelled, let self else { return }
+            await self.recheckRefusal()
+        }
+    }
+
+    private func recheckRefusal() {
+        guard refusal != nil, pending == nil else { return }
+        _ = startGrant()
+    }
+
+    /// Stops asking again for a refused grant (the worker is stopping).
+    public func stop() {
+        recheck?.cancel()
+        recheck = nil
     }
 
     /// Starts a grant; its outcome is kept whether or not anyone waits for it.
@@ -149,6 +190,7 @@ public actor FCMAccessTokenSource {
                 if case .refused = error {
                     grantCounters["refused"]?.increment()
                     refusedGauge.record(1)
+                    scheduleRecheck()
                     logger.error("FCM refused the service account's grant; no message is sent until it is fixed", metadata: [
                         "project": "\(account.projectID)", "client_email": "\(account.clientEmail)", "error": "\(error)",
                     ])

@@ -75,6 +75,7 @@ public final class FCMClient: Sendable {
     /// Finishes the requests in flight, then closes the connections.
     public func shutdown() {
         pool.shutdown()
+        Task { [tokens] in await tokens.stop() }
     }
 
     /// Connections with a socket open now.

@@ -167,7 +167,7 @@ public final class PostgresLedgerStore: LedgerStore, PostgresBacked {
     }
 
     private func insertSkippingKnown(_ records: [DeliveryRecord], on connection: PostgresConnection) async throws {
-        let rows = String(decoding: try JSONEncoder().encode(records), as: UTF8.self)
+        let rows = String(decoding: try JSONEncoder().encode(records.map(InsertRow.init)), as: UTF8.self)
         try await connection.query("""
             INSERT INTO deliveries(job_id, app, token, chunk, user_id, outcome, status, reason, apns_id, apns_unique_id, attempts, at, day, channel, request_id,
               apns_timestamp, results_message)
@@ -178,6 +178,22 @@ public final class PostgresLedgerStore: LedgerStore, PostgresBacked {
               results_message BIGINT)
             ON CONFLICT DO NOTHING
             """, logger: logger)
+    }
+
+    /// A record as `jsonb_to_recordset` reads it: the columns as stored (the service's message id
+    /// in `apns_id`, the results message), not as a record is shown.
+    private struct InsertRow: Encodable {
+        let job_id: String, app: String, token: String, chunk: String?, user: String?, outcome: String, status: Int?, reason: String?
+        let apns_id: String?, apns_unique_id: String?, attempts: Int, at: Int64, channel: String?, request_id: String?, timestamp: Int64?
+        let results_message: Int64?
+
+        init(_ record: DeliveryRecord) {
+            (job_id, app, token, chunk, user, outcome, status, reason) =
+                (record.jobID, record.app, record.token, record.chunk, record.user, record.outcome, record.status, record.reason)
+            (apns_id, apns_unique_id, attempts, at, channel, request_id, timestamp, results_message) =
+                (record.serviceMessageID, record.apnsUniqueID, record.attempts, record.at, record.channel, record.requestID, record.timestamp,
+                 record.resultsMessage)
+        }
     }
 
     static let copyColumns = [

@@ -36,7 +36,7 @@ struct E2EBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("service-account"), help: "With --platform fcm: the app's service account key file (its token_uri is asked for the access token).")
     var serviceAccount: String?
     @Option(name: .customLong("fcm-url"), help: "With --platform fcm: FCM's base URL (default --url: one server answering both).") var fcmURL: String?
-    @Option(name: .customLong("job-size"), help: "Publish the --count devices as jobs of at most this many (default one job; with --platform fcm, min(chunk_size, lanes.now_max_devices), the most the worker takes in a job naming fcm_tokens).")
+    @Option(name: .customLong("job-size"), help: "Publish the --count devices as jobs of at most this many (default one job).")
     var jobSize: Int?
     @Option(help: "The app's HTTP/2 transport: nghttp2 or curl.") var transport: APNsTransport = .nghttp2
     @Option(name: .customLong("max-in-flight"), help: "The app's max_in_flight (devices in flight at once; default the worker's).") var maxInFlight: Int?
@@ -239,14 +239,8 @@ struct E2EBenchCommand: AsyncParsableCommand {
             return
         }
         let chunks = (count + configuration.worker.chunkSize - 1) / configuration.worker.chunkSize
-        // A job naming fcm_tokens is never split into chunk jobs, and the worker refuses one with
-        // more devices than a chunk's: FCM's devices go as several jobs of that size.
-        let most = min(configuration.worker.chunkSize, configuration.worker.nowMaxDevices)
-        let perJob = min(jobSize ?? (platform == .fcm ? most : count), count)
+        let perJob = min(jobSize ?? count, count)
         guard perJob >= 1 else { throw ValidationError("--job-size must be 1 or more") }
-        guard platform == .apns || perJob <= most else {
-            throw ValidationError("--job-size \(perJob): the worker takes at most \(most) devices in a job naming fcm_tokens (chunk_size, lanes.now_max_devices)")
-        }
         /// The large job's bodies: the one built above, or `count` devices cut into jobs of `perJob`.
         func largeJobs() -> [[UInt8]] {
             if platform == .apns && perJob == count { return [Array(body.utf8)] }

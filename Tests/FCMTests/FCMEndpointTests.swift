@@ -76,7 +76,17 @@ struct FCMEndpointTests {
         #expect(await late.shareable(now: at) == granted)
         _ = try await early.token(now: at)
         #expect(await early.grants == 2)
-        #expect(await early.shareable(now: at) == nil)
+        for _ in 0..<200 where told.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(25)) }
+        let renewed = try #require(told.withLock { $0 }.last)
+        #expect(renewed != granted && mock.server.fcmGrants.issued == 2, "the renewal is told to the fleet")
+        #expect(try await early.token() == renewed)
+        // A token FCM refused here is not taken back from the fleet, however long it lasts;
+        // one lasting longer than Google grants, or not a bearer token's characters, neither.
+        await late.invalidate(granted.value)
+        #expect(!(await late.adopt(granted)))
+        #expect(await late.adopt(renewed))
+        #expect(!(await late.adopt(FCMAccessToken(value: "far", expiresAt: Date().addingTimeInterval(7200)))))
+        #expect(!(await late.adopt(FCMAccessToken(value: "two words", expiresAt: renewed.expiresAt.addingTimeInterval(5)))))
         try await mock.server.shutdown()
     }
 

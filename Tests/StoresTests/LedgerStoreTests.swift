@@ -79,6 +79,19 @@ struct LedgerStoreTests {
         #expect(kept.count == 2)
         #expect(kept[token]?.outcome == "delivered", "the first result stays")
         #expect(try await ledger.deliveries(DeliveryQuery(.user("u\n1 \\ ü"))).map(\.jobID) == ["j\t1\\N"])
+
+        // The same way round (a chunk done again after a crash), records waiting in a results
+        // message, an Android device's among them: every field back as written.
+        var waiting = Self.record("j-4", 3)
+        waiting.resultsMessage = 7
+        let android = "dGVzdC1kZXZpY2U:APA91bH" + String(repeating: "k7-_Qw", count: 22)
+        let phone = DeliveryRecord(
+            jobID: "j-4", app: "demo", token: android, outcome: "delivered", status: 200, attempts: 1, at: Self.now, resultsMessage: 7,
+            fcmName: "projects/demo/messages/0:1")
+        try await ledger.write([Self.record("j-4", 1)])
+        try await ledger.write([Self.record("j-4", 1, outcome: "failed"), waiting, phone])
+        let again = try await ledger.finals(job: "j-4", app: "demo", tokens: [TestDeviceTokens.hex(3, series: 0x1ED6), android])
+        #expect(again[TestDeviceTokens.hex(3, series: 0x1ED6)] == waiting && again[android] == phone, "\(again)")
     }
 
     @Test("by job, user or token: newest first, within since and until, at most limit", arguments: Kind.allCases)

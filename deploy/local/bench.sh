@@ -42,13 +42,12 @@
 #                                   connections of 100 streams, as FCM serves): messages/s and
 #                                   client CPU per message of each, and their ratio (FCM's target:
 #                                   no more CPU per device than APNs'); then end to end, broker →
-#                                   worker → the same server → results, COUNT Android devices (as
-#                                   jobs of JOB_SIZE, 1000: a job naming fcm_tokens holds at most
-#                                   chunk_size) beside COUNT APNs devices as one job and as jobs
-#                                   of JOB_SIZE, and h2load against each endpoint: devices/s and
-#                                   worker CPU per device of each, FCM/APNs of both (jobs of
-#                                   JOB_SIZE each), each rate over its h2load's, and whether the
-#                                   server saturated; ROUNDS (2) rounds, in turns; RESULTS as e2e
+#                                   worker → the same server → results, one job of COUNT Android
+#                                   devices beside one of COUNT APNs devices (JOB_SIZE=N: APNs'
+#                                   also as jobs of N), and h2load against each endpoint: devices/s
+#                                   and worker CPU per device of each, FCM/APNs, each rate over its
+#                                   h2load's, and whether the server saturated; ROUNDS (2) rounds,
+#                                   in turns; RESULTS as e2e
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -211,16 +210,15 @@ print(f"== mean of {rounds} round(s): APNs {rate['apns']:.0f}/s at {cpu['apns']:
 print(f"== client CPU per message, FCM/APNs: {cpu['fcm'] / cpu['apns']:.2f} (target <= 1.0); rate FCM/APNs: {rate['fcm'] / rate['apns']:.2f}")
 PY
 
-  # End to end, the same server: broker → pushworker → APNs or FCM → results. A job naming
-  # fcm_tokens holds at most chunk_size devices (1000 by default) and is never split, so FCM's
-  # COUNT devices go as jobs of JOB_SIZE (1000); APNs' go both as the one job `e2e` publishes
-  # (split by the worker into chunk jobs) and as jobs of JOB_SIZE, the like-for-like run the
-  # FCM/APNs ratios are taken against. Every run's worker has the same configuration (an app with
-  # both sides); then h2load against each endpoint, with the connections and streams of the
-  # clients' runs. ROUNDS rounds, in turns (each other round the other way round).
+  # End to end, the same server: broker → pushworker → APNs or FCM → results: one job of COUNT
+  # APNs devices, one of COUNT Android devices (each split by the worker into chunk jobs), and,
+  # with JOB_SIZE, APNs' devices again as jobs of that many. Every run's worker has the same
+  # configuration (an app with both sides); then h2load against each endpoint, with the
+  # connections and streams of the clients' runs. ROUNDS rounds, in turns (each other round the
+  # other way round).
   ensure_broker
   broker_pid="$(deploy/local/rabbitmq.sh pid)"
-  job_size="${JOB_SIZE:-1000}"
+  job_size="${JOB_SIZE:-}"
   jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)
   # One device's body as the worker sends it for the e2e jobs (their notification, and android's
   # priority and ttl), with a token of the same form and length.
@@ -259,13 +257,13 @@ PY
     mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
   }
   for round in $(seq "$rounds"); do
-    order="apns apns-jobs fcm h2load-apns h2load-fcm"
-    if [ $((round % 2)) = 0 ]; then order="h2load-fcm h2load-apns fcm apns-jobs apns"; fi
+    order="apns ${job_size:+apns-jobs} fcm h2load-apns h2load-fcm"
+    if [ $((round % 2)) = 0 ]; then order="h2load-fcm h2load-apns fcm ${job_size:+apns-jobs} apns"; fi
     for run in $order; do
       case "$run" in
         apns) e2e_run apns apns ;;
         apns-jobs) e2e_run apns-jobs apns "$job_size" ;;
-        fcm) e2e_run fcm fcm "$job_size" ;;
+        fcm) e2e_run fcm fcm ;;
         h2load-*) h2load_run "${run#h2load-}" ;;
       esac
     done
@@ -277,7 +275,9 @@ def text(name, r):
     return open(f"{work}/{name}-{r}.txt").read()
 def mean(name, pattern):
     return statistics.mean(float(re.search(pattern, text(name, r)).group(1)) for r in range(1, rounds + 1))
-runs = {"apns": "APNs, one job", "apns-jobs": f"APNs, jobs of {size}", "fcm": f"FCM, jobs of {size}"}
+runs = {"apns": "APNs, one job", "fcm": "FCM, one job"}
+if size:
+    runs["apns-jobs"] = f"APNs, jobs of {size}"
 rate = {k: mean(f"e2e-{k}", r"= (\d+) devices/s from publish") for k in runs}
 cpu = {k: mean(f"e2e-{k}", r"worker CPU ([\d.]+) µs per device") for k in runs}
 broker = {k: mean(f"e2e-{k}", r"broker CPU ([\d.]+) µs per device") for k in runs}
@@ -291,11 +291,8 @@ print(f"== end to end, {count} devices, results {results}, mean of {rounds} roun
 for k, label in runs.items():
     print(f"   {label + ':':<21} {rate[k]:6.0f} devices/s, worker CPU {cpu[k]:5.1f} µs per device, broker CPU {broker[k]:5.1f} µs per device, "
           f"rate/h2load {rate[k] / h2[endpoint[k]]:.2f}")
-print(f"== worker CPU per device, FCM/APNs: {cpu['fcm'] / cpu['apns-jobs']:.2f} (target <= 1.0), jobs of {size} each; "
-      f"against APNs' one job {cpu['fcm'] / cpu['apns']:.2f}")
-print(f"== rate FCM/APNs: {rate['fcm'] / rate['apns-jobs']:.2f}, jobs of {size} each; against APNs' one job {rate['fcm'] / rate['apns']:.2f}")
-print(f"== rate/h2load: APNs one job {rate['apns'] / h2['apns']:.2f}, APNs jobs of {size} {rate['apns-jobs'] / h2['apns']:.2f}, "
-      f"FCM jobs of {size} {rate['fcm'] / h2['fcm']:.2f} (h2load FCM/APNs {h2['fcm'] / h2['apns']:.2f})")
+print(f"== worker CPU per device, FCM/APNs: {cpu['fcm'] / cpu['apns']:.2f} (target <= 1.0); rate FCM/APNs: {rate['fcm'] / rate['apns']:.2f}")
+print(f"== rate/h2load: APNs {rate['apns'] / h2['apns']:.2f}, FCM {rate['fcm'] / h2['fcm']:.2f} (h2load FCM/APNs {h2['fcm'] / h2['apns']:.2f})")
 print("== the server was the bottleneck in an e2e run: " + (", ".join(bottleneck) if bottleneck else "in none"))
 if short:
     print("== NOT every device delivered in: " + ", ".join(short))

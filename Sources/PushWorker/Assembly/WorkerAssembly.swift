@@ -70,7 +70,8 @@ public struct WorkerAssembly: Sendable {
                 plan: app, sender: apns.sender(client, logger), admission: DeviceAdmission(maxInFlight: app.maxInFlight, nowReserve: app.nowReserve),
                 channels: apns.channels(client),
                 fcm: app.fcm.map { fcm in
-                    let account = "\(fcm.account.clientEmail) \(fcm.account.tokenURI)"
+                    // Apps that reach Google the same way share one; another proxy or CA is a source of its own.
+                    let account = [fcm.account.clientEmail, fcm.account.tokenURI, fcm.client.caFile ?? "", fcm.client.proxy ?? ""].joined(separator: "\u{0}")
                     let tokens = fcmSources[account] ?? FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, proxy: fcm.client.proxy, logger: logger)
                     fcmSources[account] = tokens
                     return FCMClient(configuration: fcm.client, tokens: tokens, logger: logger)

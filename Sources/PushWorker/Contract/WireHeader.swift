@@ -40,8 +40,9 @@ public enum WireHeader {
     /// `iat` (unix seconds) of the token it replaces, which every worker then drops at once.
     public static let supersedes = "x-pushworker-supersedes-iat"
     /// On an FCM access token told to the fleet: the service account's `client_email` it was
-    /// granted to, and when it lapses (unix seconds).
+    /// granted to, the endpoint that granted it (`token_uri`), and when it lapses (unix seconds).
     public static let fcmAccount = "x-pushworker-fcm-account"
+    public static let fcmTokenURI = "x-pushworker-fcm-token-uri"
     public static let fcmExpiresAt = "x-pushworker-fcm-expires-at"
 
     static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }

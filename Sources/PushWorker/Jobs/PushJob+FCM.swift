@@ -9,13 +9,25 @@ extension PushJob {
     /// A job that names neither `notification` nor `fcm` reaches Android devices with its APNs
     /// alert's title and body (`payload.aps.alert`); nil when it has none either.
     public func fcmMessage(now: Date = Date()) -> FCMMessage? {
+        guard var message = fcmMessageWithoutTTL() else { return nil }
+        message.ttl = fcmTTL(message.ttl, now: now)
+        return message
+    }
+
+    /// The message but for the `ttl` left of the job's expiration, which changes as it goes.
+    func fcmMessageWithoutTTL() -> FCMMessage? {
         guard var message = fcm ?? Self.message(fromAPNsPayload: payload) else { return nil }
         if message.priority == nil, let priority { message.priority = priority == .immediate ? .high : .normal }
-        if message.ttl == nil, let expiration {
-            message.ttl = expiration.deadline.map { min(FCMMessage.maximumTTL, max(0, Int($0.timeIntervalSince(now).rounded(.up)))) } ?? 0
-        }
         if message.collapseKey == nil { message.collapseKey = collapseID }
         return message
+    }
+
+    /// `fcm.android.ttl` as the job named it, else what is left of its expiration at `now`, in
+    /// whole seconds (0 for `immediate`).
+    func fcmTTL(_ named: Int?, now: Date) -> Int? {
+        if let named { return named }
+        guard let expiration else { return nil }
+        return expiration.deadline.map { min(FCMMessage.maximumTTL, max(0, Int($0.timeIntervalSince(now).rounded(.up)))) } ?? 0
     }
 }
 

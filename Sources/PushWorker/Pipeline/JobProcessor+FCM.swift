@@ -3,7 +3,7 @@ import FCM
 import Foundation
 import Logging
 
-/// The Android devices of a batch: one FCM message encoded once for all of them, their first
+/// The Android devices of a batch: the job's FCM message (encoded once per job), their first
 /// attempt sent together, then each device on its own (retries, its result, its slot), as for
 /// APNs. FCM's UNREGISTERED is a rejection with FCM's code as its reason.
 extension JobProcessor {
@@ -13,9 +13,10 @@ extension JobProcessor {
     /// `fcm`, and no APNs alert to take the title and body from.
     static let noAndroidMessage = "no_android_message"
 
-    func deliverFCM(_ job: PushJob, to devices: [Recipient], slots: DeviceAdmission.Slots, replyTo: String, ends: DeviceEnds) async throws {
-        let message = job.fcmMessage()
-        guard let fcm, let message else {
+    func deliverFCM(
+        _ job: PushJob, to devices: [Recipient], message: FCMJobMessage, slots: DeviceAdmission.Slots, replyTo: String, ends: DeviceEnds
+    ) async throws {
+        guard let fcm, let encoded = message.encoded() else {
             let reason = fcm == nil ? Self.fcmNotConfigured : Self.noAndroidMessage
             for device in devices {
                 let slot = SlotRelease(slots)
@@ -27,7 +28,6 @@ extension JobProcessor {
             }
             return
         }
-        let encoded = message.encoded()
         // A device re-registered after this moment is not one FCM's answer can condemn.
         let sentAt = Date()
         let answers: [FCMAnswer]? = job.expiration?.hasPassed() == true ? nil : await fcm.send(encoded, to: devices.map(\.token))
@@ -37,7 +37,7 @@ extension JobProcessor {
                     let slot = SlotRelease(slots)
                     defer { slot.releaseUnlessHandedOver() }
                     let end = try await self.deliverFCM(
-                        job, to: device, through: fcm, firstAnswer: answers?[offset], sentAt: sentAt, replyTo: replyTo, ends: ends, slot: slot)
+                        job, to: device, message: message, through: fcm, firstAnswer: answers?[offset], sentAt: sentAt, replyTo: replyTo, ends: ends, slot: slot)
                     ends.record(end)
                 }
             }
@@ -46,7 +46,7 @@ extension JobProcessor {
 
     /// One Android device: its first answer, retries while FCM says to, then its result.
     private func deliverFCM(
-        _ job: PushJob, to device: Recipient, through fcm: any FCMSending, firstAnswer: FCMAnswer?, sentAt: Date, replyTo: String,
+        _ job: PushJob, to device: Recipient, message: FCMJobMessage, through fcm: any FCMSending, firstAnswer: FCMAnswer?, sentAt: Date, replyTo: String,
         ends: DeviceEnds, slot: SlotRelease
     ) async throws -> DeviceEnd {
         var result = PushResult(jobID: job.id, token: device.token, user: device.user, app: appName, outcome: .failed, attempts: device.previousAttempts)
@@ -66,8 +66,8 @@ extension JobProcessor {
                 answer = given
             } else {
                 // Encoded again: the ttl is what is left of the expiration now.
-                guard let message = job.fcmMessage() else { break }
-                answer = await fcm.send(message.encoded(), to: [device.token]).first ?? .unanswered("no answer")
+                guard let encoded = message.encoded() else { break }
+                answer = await fcm.send(encoded, to: [device.token]).first ?? .unanswered("no answer")
             }
             reasonLabel = result.record(answer)
             last = answer

@@ -174,6 +174,7 @@ public struct JobProcessor: Sendable {
         // is confirmed. Children report into one tally and are discarded as they finish, so a
         // finished device holds no memory while the rest of the job waits for slots.
         var stoppedAt: Int?
+        let fcmMessage = FCMJobMessage(job)
         try await withThrowingDiscardingTaskGroup { group in
             var next = recipients.startIndex
             while next < recipients.endIndex {
@@ -191,7 +192,7 @@ public struct JobProcessor: Sendable {
                 let batch = recipients[next..<(next + slots.count)]
                 next += slots.count
                 group.addTask { [badgeCounts] in
-                    try await self.deliver(job, to: batch, slots: slots, badges: badgeCounts, replyTo: replyTo, ends: ends)
+                    try await self.deliver(job, to: batch, fcmMessage: fcmMessage, slots: slots, badges: badgeCounts, replyTo: replyTo, ends: ends)
                 }
             }
         }
@@ -266,7 +267,8 @@ public struct JobProcessor: Sendable {
     /// and each device goes on alone (its result, its retries, giving its slot back) from its
     /// first answer, as the answers come.
     private func deliver(
-        _ job: PushJob, to batch: ArraySlice<Recipient>, slots: DeviceAdmission.Slots, badges: [String: Int], replyTo: String, ends: DeviceEnds
+        _ job: PushJob, to batch: ArraySlice<Recipient>, fcmMessage: FCMJobMessage, slots: DeviceAdmission.Slots, badges: [String: Int], replyTo: String,
+        ends: DeviceEnds
     ) async throws {
         guard batch.contains(where: { $0.platform == .fcm }) else {
             return try await deliverAPNs(job, to: batch, slots: slots, badges: badges, replyTo: replyTo, ends: ends)
@@ -274,7 +276,7 @@ public struct JobProcessor: Sendable {
         let apple = ArraySlice(batch.filter { $0.platform == .apns })
         let android = batch.filter { $0.platform == .fcm }
         try await withThrowingDiscardingTaskGroup { group in
-            group.addTask { try await self.deliverFCM(job, to: android, slots: slots, replyTo: replyTo, ends: ends) }
+            group.addTask { try await self.deliverFCM(job, to: android, message: fcmMessage, slots: slots, replyTo: replyTo, ends: ends) }
             if !apple.isEmpty { try await self.deliverAPNs(job, to: apple, slots: slots, badges: badges, replyTo: replyTo, ends: ends) }
         }
     }

@@ -16,10 +16,21 @@ struct RetryHandOff: Sendable {
     /// The chunk header of a retry job of a job sent whole (not split): it stays in the now lane.
     static let wholeJobChunk = "retry"
 
+    /// One retry job per round the devices go to: the next, or a later one for a device FCM
+    /// asked to wait longer (a quota answer), so the others do not wait with it.
     func handOn(_ job: PushJob, _ recipients: [Recipient], from delivery: JobDelivery) async throws {
-        let (round, delay) = Self.round(
-            after: Int(delivery.properties.headers?[WireHeader.retryRound]?.intValue ?? 0), delays: delaysMilliseconds,
-            notBefore: recipients.compactMap(\.notBefore).max())
+        let previous = Int(delivery.properties.headers?[WireHeader.retryRound]?.intValue ?? 0)
+        var byRound: [Int: (delay: Int, recipients: [Recipient])] = [:]
+        for recipient in recipients {
+            let (round, delay) = Self.round(after: previous, delays: delaysMilliseconds, notBefore: recipient.notBefore)
+            byRound[round, default: (delay, [])].recipients.append(recipient)
+        }
+        for (round, group) in byRound.sorted(by: { $0.key < $1.key }) {
+            try await publish(job, group.recipients, round: round, delay: group.delay, from: delivery)
+        }
+    }
+
+    private func publish(_ job: PushJob, _ recipients: [Recipient], round: Int, delay: Int, from delivery: JobDelivery) async throws {
         let properties = delivery.properties.republished(messageID: "\(job.id)#retry\(round + 1)") { headers in
             headers[WireHeader.chunk] = headers[WireHeader.chunk] ?? .string(Self.wholeJobChunk)
             delivery.markRepeat(&headers)
@@ -36,7 +47,7 @@ struct RetryHandOff: Sendable {
 
     /// The round a retry job goes to after `previous` rounds, and its pause: the next one, or the
     /// first after it whose pause is at least `notBefore` (FCM's Retry-After, a minute after a
-    /// quota error), else the longest.
+    /// quota error), else the longest (`retry_delays_ms` with none that long: sooner than asked).
     static func round(after previous: Int, delays: [Int], notBefore: Duration?) -> (round: Int, delayMilliseconds: Int) {
         let last = delays.count - 1
         var round = min(previous, last)

@@ -40,8 +40,9 @@ public actor ProviderTokenAgreement {
     static let fcmQueryType = "fcm-access-token-query"
 
     private let sources: [String: ProviderTokenSource]
-    /// FCM's token sources, by service account (`client_email`).
-    private let fcm: [String: FCMAccessTokenSource]
+    /// FCM's token sources, by service account (`client_email` and `token_uri`, `fcmKey`):
+    /// more than one where apps on one account reach Google differently (a proxy each).
+    private let fcm: [String: [FCMAccessTokenSource]]
     private let publisher: AMQPPublisher
     private let consumer: AMQPConsumer
     private let exchange: String
@@ -52,7 +53,7 @@ public actor ProviderTokenAgreement {
     private var listener: Task<Void, Never>?
 
     private init(
-        sources: [String: ProviderTokenSource], fcm: [String: FCMAccessTokenSource], publisher: AMQPPublisher, consumer: AMQPConsumer, exchange: String,
+        sources: [String: ProviderTokenSource], fcm: [String: [FCMAccessTokenSource]], publisher: AMQPPublisher, consumer: AMQPConsumer, exchange: String,
         logger: Logger
     ) {
         self.sources = sources
@@ -64,6 +65,9 @@ public actor ProviderTokenAgreement {
     }
 
     static func name(of source: ProviderTokenSource) -> String { "\(source.teamID).\(source.keyID)" }
+    /// An access token serves the account it was granted to, from the endpoint that granted it
+    /// (a mock's token is no use to Google).
+    static func fcmKey(_ account: String, _ tokenURI: String) -> String { "\(account) \(tokenURI)" }
     static func name(of token: ProviderToken) -> String { "\(token.teamID).\(token.keyID)" }
 
     /// Joins the fleet's agreement for `sources` (one per key) and returns once each has a token.
@@ -86,7 +90,7 @@ public actor ProviderTokenAgreement {
         let consumer = try await AMQPConsumer.connect(configuration, queue: queue, prefetch: 64, logger: logger)
         let agreement = ProviderTokenAgreement(
             sources: Dictionary(sources.map { (name(of: $0), $0) }, uniquingKeysWith: { first, _ in first }),
-            fcm: Dictionary(fcm.map { ($0.account.clientEmail, $0) }, uniquingKeysWith: { first, _ in first }),
+            fcm: Dictionary(grouping: fcm, by: { fcmKey($0.account.clientEmail, $0.account.tokenURI) }),
             publisher: publisher, consumer: consumer, exchange: exchange, logger: logger)
         await agreement.join()
         return agreement
@@ -109,9 +113,10 @@ public actor ProviderTokenAgreement {
                 Task { await self?.signedHere(signed) }
             }
         }
-        for source in fcm.values {
+        for source in fcm.values.joined() {
+            let (account, tokenURI) = (source.account.clientEmail, source.account.tokenURI)
             await source.onGranted { [weak self] token in
-                Task { await self?.publish(token, of: source.account.clientEmail) }
+                Task { await self?.publish(token, of: account, at: tokenURI) }
             }
         }
         if !fcm.isEmpty {
@@ -150,14 +155,21 @@ public actor ProviderTokenAgreement {
             }
             await perform(state.heard(token, key: name, Self.key(source), supersedes: properties.headers?[WireHeader.supersedes]?.intValue))
         case Self.fcmQueryType:
-            for (account, source) in fcm.sorted(by: { $0.key < $1.key }) {
-                if let token = await source.shareable() { await publish(token, of: account) }
+            for sources in fcm.values {
+                // One answer per account: the longest-lasting token held for it here.
+                var best: FCMAccessToken?
+                for source in sources {
+                    if let token = await source.shareable(), token.expiresAt > best?.expiresAt ?? .distantPast { best = token }
+                }
+                if let best, let account = sources.first?.account { await publish(best, of: account.clientEmail, at: account.tokenURI) }
             }
         case Self.fcmTokenType:
-            guard let account = properties.headers?[WireHeader.fcmAccount]?.stringValue, let source = fcm[account],
+            guard let account = properties.headers?[WireHeader.fcmAccount]?.stringValue,
+                let tokenURI = properties.headers?[WireHeader.fcmTokenURI]?.stringValue, let sources = fcm[Self.fcmKey(account, tokenURI)],
                 let expiresAt = properties.headers?[WireHeader.fcmExpiresAt]?.intValue, !body.isEmpty
-            else { return }  // another account's: never adopted
-            await source.adopt(FCMAccessToken(value: String(decoding: body, as: UTF8.self), expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt))))
+            else { return }  // another account's, or another endpoint's: never adopted
+            let token = FCMAccessToken(value: String(decoding: body, as: UTF8.self), expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt)))
+            for source in sources { await source.adopt(token) }
         default:
             break
         }
@@ -251,8 +263,11 @@ public actor ProviderTokenAgreement {
     }
 
     /// Tells the fleet of an FCM access token (this worker's own grant, or to a worker starting).
-    private func publish(_ token: FCMAccessToken, of account: String) async {
-        let headers: AMQPTable = [WireHeader.fcmAccount: .string(account), WireHeader.fcmExpiresAt: .int64(Int64(token.expiresAt.timeIntervalSince1970))]
+    private func publish(_ token: FCMAccessToken, of account: String, at tokenURI: String) async {
+        let headers: AMQPTable = [
+            WireHeader.fcmAccount: .string(account), WireHeader.fcmTokenURI: .string(tokenURI),
+            WireHeader.fcmExpiresAt: .int64(Int64(token.expiresAt.timeIntervalSince1970)),
+        ]
         await publish(AMQPMessage(
             exchange: exchange, routingKey: "", body: Array(token.value.utf8), properties: AMQPProperties(headers: headers, type: Self.fcmTokenType)))
     }
