@@ -1,4 +1,5 @@
 import DeviceTokens
+import Synchronization
 import Stores
 /// The devices a job names itself, each once: its `audience.tokens` as strings, or a streamed
 /// body's byte-packed list (sorted), then its `audience.fcm_tokens`. Resolution goes through them
@@ -15,7 +16,9 @@ public struct ExplicitTokens: Sendable {
     private let apnsCount: Int
     /// Android devices' registration tokens (deduplicated by the decoder), after APNs' ones.
     private let android: [String]
-    private let androidSet: Set<String>
+    /// Made at the first `contains` (a job with users or groups beside its tokens): a job of
+    /// Android tokens alone holds no second copy of them.
+    private let androidSet: LazySet
 
     /// Keeps the first of each token, in order.
     public init(_ tokens: [String], android: [String] = []) {
@@ -25,7 +28,7 @@ public struct ExplicitTokens: Sendable {
         storage = .strings(unique, seen)
         apnsCount = unique.count
         self.android = android
-        androidSet = Set(android)
+        androidSet = LazySet(android)
     }
 
     /// A streamed job's tokens, sorted and deduplicated here.
@@ -35,7 +38,7 @@ public struct ExplicitTokens: Sendable {
         apnsCount = tokens.count
         storage = .packed(tokens)
         self.android = android
-        androidSet = Set(android)
+        androidSet = LazySet(android)
     }
 
     public var count: Int { apnsCount + android.count }
@@ -70,7 +73,7 @@ public struct ExplicitTokens: Sendable {
     }
 
     public func contains(_ token: String) -> Bool {
-        if androidSet.contains(token) { return true }
+        if !android.isEmpty, androidSet.contains(token) { return true }
         switch storage {
         case .strings(_, let set): return set.contains(token)
         case .packed(let tokens): return tokens.containsSorted(hex: token)
@@ -81,5 +84,22 @@ public struct ExplicitTokens: Sendable {
     public func pages(of size: Int) -> [Range<Int>] {
         let size = max(1, size)
         return stride(from: 0, to: count, by: size).map { $0..<min(count, $0 + size) }
+    }
+}
+
+/// A set of strings made when first asked.
+private final class LazySet: Sendable {
+    private let elements: [String]
+    private let set = Mutex<Set<String>?>(nil)
+
+    init(_ elements: [String]) {
+        self.elements = elements
+    }
+
+    func contains(_ element: String) -> Bool {
+        set.withLock { set in
+            if set == nil { set = Set(elements) }
+            return set!.contains(element)
+        }
     }
 }
