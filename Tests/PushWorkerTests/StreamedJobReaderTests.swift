@@ -59,6 +59,32 @@ struct StreamedJobReaderTests {
         #expect(streamed == whole)
     }
 
+    @Test("Android tokens are taken out too, each once and in order, the skeleton keeping the first: the job decodes as the same one; a bad one is named by its entry")
+    func android() throws {
+        let android = (0..<3000).map { "stream\(String(format: "%05d", $0 % 2500))abcdefghijk:APA91bH" + String(repeating: "k7-_Qw", count: 20) }
+        let object: [String: Any] = [
+            "id": "androids", "app": "demo", "audience": ["tokens": [String(repeating: "ab", count: 32)], "fcm_tokens": android],
+            "notification": ["title": "Sale"], "fcm": ["data": ["k": "v"]],
+        ]
+        let body = Array(try JSONSerialization.data(withJSONObject: object))
+        let outcome = try Self.read(body, piece: 4096).get()
+        #expect(outcome.android == Array(android.prefix(2500)))
+        #expect(outcome.tokens.count == 1 && outcome.skeleton.count < 600, "\(outcome.skeleton.count)")
+        let enqueued = Date(timeIntervalSince1970: 1_800_000_000)
+        var streamed = try JobDecoderTests.decoder.decode(outcome.skeleton, messageID: nil, enqueuedAt: enqueued)
+        #expect(streamed.audience.fcmTokens == [android[0]])
+        streamed.audience.fcmTokens = outcome.android
+        var whole = try JobDecoderTests.decoder.decode(body, messageID: nil, enqueuedAt: enqueued)
+        whole.audience.tokens = []
+        #expect(streamed == whole)
+
+        var bad = android
+        bad[2_700] = String(repeating: "ab", count: 32)
+        let refused = Array(try JSONSerialization.data(withJSONObject: ["audience": ["fcm_tokens": bad], "notification": ["title": "t"]]))
+        guard case .failure(let error) = Self.read(refused, piece: 4096) else { Issue.record("accepted"); return }
+        #expect(error.code == .invalidToken && error.field == "audience.fcm_tokens[2700]", "\(error)")
+    }
+
     @Test("tokens as apps log them are normalised when streamed too")
     func loggedTokens() throws {
         let tokens = JobDecoderTests.loggedForms

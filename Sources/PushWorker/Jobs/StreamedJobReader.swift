@@ -1,13 +1,16 @@
-import DeviceTokens
 import AMQP
 import APNs
+import DeviceTokens
+import FCM
 import JSONStream
 import Stores
 import Synchronization
 
 /// Reads a job too large to hold (a broadcast to a million tokens) as its frames arrive: the
-/// tokens of `audience.tokens` go, as bytes, into a `DeviceTokenList`, and everything else is
-/// rewritten as a small skeleton job (with `"tokens": []`) that `JobDecoder` checks as usual.
+/// tokens of `audience.tokens` go, as bytes, into a `DeviceTokenList`, those of
+/// `audience.fcm_tokens` into a list of strings (deduplicated), and everything else is rewritten
+/// as a small skeleton job (with `"tokens": []`, and the first Android token alone, so the
+/// decoder's rules for a job with Android devices apply) that `JobDecoder` checks as usual.
 /// Token rules are checked here, as they arrive, with the same messages as the decoder's.
 ///
 /// Fed by the broker connection's I/O thread, then handed with the delivery to the worker,
@@ -17,6 +20,8 @@ public final class StreamedJobReader: AMQPBodyReceiver {
     public struct Outcome: Sendable {
         public var skeleton: [UInt8]
         public var tokens: DeviceTokenList
+        /// `audience.fcm_tokens`, each once, in order: never parsed into Foundation objects.
+        public var android: [String]
     }
 
     private let state: Mutex<Reading>
@@ -57,8 +62,11 @@ private struct Reading: ~Copyable {
             do { try parser.finish() } catch { events.refuse(error) }
         }
         if let error = events.error { return .failure(error) }
-        defer { events.tokens = DeviceTokenList() }
-        return .success(.init(skeleton: events.skeleton.bytes, tokens: events.tokens))
+        defer {
+            events.tokens = DeviceTokenList()
+            events.android = []
+        }
+        return .success(.init(skeleton: events.skeleton.bytes, tokens: events.tokens, android: events.android))
     }
 }
 
@@ -66,16 +74,42 @@ private struct Reading: ~Copyable {
 private final class Events: JSONEventHandler {
     let skeleton = JSONStreamWriter()
     var tokens = DeviceTokenList()
+    var android: [String] = []
+    private var androidSeen = Set<String>()
+    /// Entries of `audience.fcm_tokens` read, duplicates included (an error names the entry).
+    private var androidEntries = 0
     var error: JobError?
     /// Open containers, each with the key last seen in it (objects only).
     private var path: [(isObject: Bool, key: String?)] = []
     private var inTokens = false
+    private var inAndroid = false
 
     init(bodySize: Int) {
         tokens.reserve(forBodyOf: bodySize)
     }
 
     func handle(_ event: JSONEvent) -> Bool {
+        if inAndroid && path.count == 3 {
+            switch event {
+            case .string(let token):
+                let field = "audience.fcm_tokens[\(androidEntries)]"
+                androidEntries += 1
+                if let problem = FCMRegistrationToken.problem(token) {
+                    error = JobError(.invalidToken, field: field, "\(field) \(problem)")
+                    return false
+                }
+                guard androidSeen.insert(token).inserted else { return true }
+                android.append(token)
+                // The first goes into the skeleton as well, the rest only here.
+                if android.count > 1 { return true }
+            case .endArray:
+                break
+            default:
+                let field = "audience.fcm_tokens[\(androidEntries)]"
+                error = JobError(.invalidField, field: field, "\(field) must be a string")
+                return false
+            }
+        }
         if inTokens && path.count == 3 {
             switch event {
             case .string(let token):
@@ -93,11 +127,17 @@ private final class Events: JSONEventHandler {
         case .startArray where path.count == 2 && path[0].isObject && path[0].key == "audience" && path[1].isObject && path[1].key == "tokens":
             inTokens = true
             path.append((false, nil))
+        case .startArray where path.count == 2 && path[0].isObject && path[0].key == "audience" && path[1].isObject && path[1].key == "fcm_tokens":
+            inAndroid = true
+            path.append((false, nil))
         case .startObject, .startArray:
             path.append((event == .startObject, nil))
         case .endObject, .endArray:
             path.removeLast()
-            if path.count == 2 { inTokens = false }
+            if path.count == 2 {
+                inTokens = false
+                inAndroid = false
+            }
         default:
             break
         }

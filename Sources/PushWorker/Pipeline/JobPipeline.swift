@@ -259,7 +259,9 @@ public struct JobPipeline: Sendable {
             return (try decoder.decode(delivery.body, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt, chunk: chunk), nil)
         }
         let outcome = try reader.finish().get()
-        return (try decoder.decode(outcome.skeleton, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt, chunk: chunk), outcome.tokens)
+        var job = try decoder.decode(outcome.skeleton, messageID: delivery.properties.messageID, enqueuedAt: enqueuedAt, chunk: chunk)
+        if !outcome.android.isEmpty { job.audience.fcmTokens = outcome.android }
+        return (job, outcome.tokens)
     }
 
     /// Resolves the job's audience: its devices, for a job small enough to send here (or a chunk
