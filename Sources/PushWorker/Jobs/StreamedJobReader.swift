@@ -65,6 +65,7 @@ private struct Reading: ~Copyable {
         defer {
             events.tokens = DeviceTokenList()
             events.android = []
+            events.forgetSeen()
         }
         return .success(.init(skeleton: events.skeleton.bytes, tokens: events.tokens, android: events.android))
     }
@@ -86,6 +87,11 @@ private final class Events: JSONEventHandler {
 
     init(bodySize: Int) {
         tokens.reserve(forBodyOf: bodySize)
+    }
+
+    /// The set that told duplicates apart is not kept with the delivery for the rest of the job.
+    func forgetSeen() {
+        androidSeen = []
     }
 
     func handle(_ event: JSONEvent) -> Bool {
