@@ -48,6 +48,12 @@
 #                                   and worker CPU per device of each, FCM/APNs, each rate over its
 #                                   h2load's, and whether the server saturated; ROUNDS (2) rounds,
 #                                   in turns; RESULTS as e2e
+#   deploy/local/bench.sh transactional [JOBS]   JOBS (default 5000) one-device jobs published back
+#                                   to back to pushworker with an SQLite registry and ledger, to
+#                                   pushworker with neither, and to a Go peer worker
+#                                   (deploy/local/txbench), on one broker and the Go server: jobs/s,
+#                                   CPU per job of the worker, the broker and the server, the ratio
+#                                   to the Go worker, and each worker's p50/p99 latency at half its rate
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -67,7 +73,7 @@ mode="${1:-apns}"
 count="${2:-200000}"
 connections="${3:-1}"
 streams="${4:-1000}"
-case "$mode" in apns|fcm|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime) ;; *) echo "usage: $0 apns|fcm|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
+case "$mode" in apns|fcm|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime|transactional) ;; *) echo "usage: $0 apns|fcm|e2e|modes|resolve|cluster|lanes|ledger|schedule|cancel|localtime|transactional [COUNT] [CONNECTIONS] [STREAMS]" >&2; exit 2 ;; esac
 if [ "$mode" = fcm ]; then
   connections="${3:-4}"
   streams="${4:-100}"
@@ -173,6 +179,98 @@ ensure_broker() {
   if ! deploy/local/rabbitmq.sh status >/dev/null 2>&1; then deploy/local/rabbitmq.sh start >/dev/null; broker_started_here=true; fi
   deploy/local/rabbitmq.sh ctl set_policy --apply-to queues pushworker-bench-expiry '^pushworker\.bench\.' '{"expires":1800000}' >/dev/null
 }
+
+if [ "$mode" = transactional ]; then
+  # One-device jobs, as most of an app's pushes are: COUNT (default 5000) published back to back,
+  # confirmed, to each worker in turn on one broker and one Go HTTP/2 server: pushworker with an
+  # SQLite registry and its delivery ledger (as the README sets it up), pushworker with neither,
+  # and a Go peer (deploy/local/txbench: amqp091-go and x/net/http2, prefetch 16, one confirmed
+  # result per device, no summary, no ledger). Each process's CPU is read over the run (worker,
+  # broker, server); then each worker again paced at half its rate, for its latency.
+  [ "$server" = go ] || { echo "bench.sh transactional runs against the Go server (SERVER=go)" >&2; exit 2; }
+  jobs="${2:-5000}"
+  ensure_broker
+  broker_pid="$(deploy/local/rabbitmq.sh pid)"
+  amqp_url="$(deploy/local/rabbitmq.sh url)"
+  GO111MODULE=off GOPATH=/usr/share/gocode go build -o "$work/txbench" deploy/local/txbench/main.go
+  jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)
+  series=0
+  start_worker() { # KIND PREFIX → worker_pid
+    case "$1" in
+      go)
+        "$work/txbench" worker --amqp "$amqp_url" --queue "$2.jobs" --url "$url" --ca "$work/ca.pem" --bearer "$jwt" > "$work/$1.log" 2>&1 &
+        worker_pid=$!
+        for _ in $(seq 300); do grep -q "txbench worker started" "$work/$1.log" && return; sleep 0.1; done ;;
+      *)
+        local registry=""
+        [ "$1" = ledger ] && registry="registry: {sqlite: $work/$2.db}"
+        cat > "$work/$2.yaml" <<YAML
+metrics_address: null
+amqp: {url: "$amqp_url"}
+queues: {exchange: $2.push, jobs: $2.jobs, dead_letter_exchange: $2.dlx, dead_letters: $2.dead, results: $2.results, registry: $2.registry}
+$registry
+apps:
+  - name: demo
+    topic: com.example.app
+    environment: sandbox
+    url: $url
+    ca_file: $work/ca.pem
+    token: {key_file: $work/key.p8, key_id: BENCHKEY01, team_id: BENCHTEAM1}
+YAML
+        "$bin/pushworker" run --config "$work/$2.yaml" > "$work/$1.log" 2>&1 &
+        worker_pid=$!
+        for _ in $(seq 600); do grep -q "worker started" "$work/$1.log" && return; sleep 0.1; done ;;
+    esac
+    echo "the $1 worker did not start:" >&2; cat "$work/$1.log" >&2; exit 1
+  }
+  run_load() { # KIND RATE
+    series=$((series + 1))
+    local prefix="pushworker.bench.tx$series.$RANDOM"
+    start_worker "$1" "$prefix"
+    local worker0 broker0 server0
+    worker0=$(cpu_of $worker_pid); broker0=0; for pid in $broker_pid; do broker0=$(python3 -c "print($broker0 + $(cpu_of $pid))"); done
+    server0=$(cpu_of $mock_pid)
+    "$work/txbench" load --amqp "$amqp_url" --queue "$prefix.jobs" --jobs "$jobs" --rate "$2" --series "$series" | tee "$work/load-$1-$2.txt"
+    local broker1=0
+    for pid in $broker_pid; do broker1=$(python3 -c "print($broker1 + $(cpu_of $pid))"); done
+    python3 -c "
+jobs = $jobs
+print(f'   CPU per job: worker {($(cpu_of $worker_pid) - $worker0) / jobs * 1e6:.0f} µs, broker {($broker1 - $broker0) / jobs * 1e6:.0f} µs, server {($(cpu_of $mock_pid) - $server0) / jobs * 1e6:.0f} µs')" | tee -a "$work/load-$1-$2.txt"
+    kill -TERM $worker_pid; wait $worker_pid 2>/dev/null || true
+  }
+  for kind in ledger off go; do
+    echo "== $kind: $jobs one-device jobs back to back"
+    run_load "$kind" 0
+  done
+  for kind in ledger off go; do
+    half=$(python3 -c "import re; print(round(float(re.search(r'= (\d+) jobs/s', open('$work/load-$kind-0.txt').read()).group(1)) / 2))")
+    echo "== $kind: $jobs one-device jobs at $half jobs/s (half its rate)"
+    run_load "$kind" "$half"
+  done
+  python3 - "$work" <<'PY'
+import re, sys
+work = sys.argv[1]
+names = {"ledger": "pushworker, SQLite registry and ledger", "off": "pushworker, no registry (no ledger)", "go": "Go peer worker"}
+figures = {}
+for kind in names:
+    full, half = open(f"{work}/load-{kind}-0.txt").read(), None
+    import glob
+    half = open([f for f in glob.glob(f"{work}/load-{kind}-*.txt") if not f.endswith("-0.txt")][0]).read()
+    figures[kind] = dict(
+        rate=float(re.search(r"= (\d+) jobs/s", full).group(1)),
+        worker=float(re.search(r"worker (\d+) µs", full).group(1)), broker=float(re.search(r"broker (\d+) µs", full).group(1)),
+        server=float(re.search(r"server (\d+) µs", full).group(1)),
+        p50=float(re.search(r"p50 ([\d.]+) ms", half).group(1)), p99=float(re.search(r"p99 ([\d.]+) ms", half).group(1)))
+print("== one-device jobs, back to back; latency at half each worker's rate")
+print(f"   {'worker':<40} {'jobs/s':>7} {'vs Go':>6} {'worker µs/job':>14} {'broker µs/job':>14} {'server µs/job':>14} {'p50 ms':>7} {'p99 ms':>7}")
+for kind, name in names.items():
+    f = figures[kind]
+    print(f"   {name:<40} {f['rate']:7.0f} {f['rate'] / figures['go']['rate']:6.2f} {f['worker']:14.0f} {f['broker']:14.0f} {f['server']:14.0f} {f['p50']:7.1f} {f['p99']:7.1f}")
+print("== targets: pushworker with the ledger >= 1.0x the Go worker's rate (%.2f), <= 150 µs of worker CPU per job (%.0f); without a ledger <= 120 µs (%.0f)"
+      % (figures["ledger"]["rate"] / figures["go"]["rate"], figures["ledger"]["worker"], figures["off"]["worker"]))
+PY
+  exit 0
+fi
 
 if [ "$mode" = fcm ]; then
   [ "$server" = go ] || { echo "bench.sh fcm runs against the Go server only (SERVER=go): it also answers the token endpoint" >&2; exit 2; }
