@@ -174,7 +174,8 @@ public struct JobProcessor: Sendable {
         // is confirmed. Children report into one tally and are discarded as they finish, so a
         // finished device holds no memory while the rest of the job waits for slots.
         var stoppedAt: Int?
-        let fcmMessage = FCMJobMessage(job)
+        // Only a job with Android devices has an FCM message to keep.
+        let fcmMessage = recipients.contains { $0.platform == .fcm } ? FCMJobMessage(job) : nil
         try await withThrowingDiscardingTaskGroup { group in
             var next = recipients.startIndex
             while next < recipients.endIndex {
@@ -267,10 +268,10 @@ public struct JobProcessor: Sendable {
     /// and each device goes on alone (its result, its retries, giving its slot back) from its
     /// first answer, as the answers come.
     private func deliver(
-        _ job: PushJob, to batch: ArraySlice<Recipient>, fcmMessage: FCMJobMessage, slots: DeviceAdmission.Slots, badges: [String: Int], replyTo: String,
+        _ job: PushJob, to batch: ArraySlice<Recipient>, fcmMessage: FCMJobMessage?, slots: DeviceAdmission.Slots, badges: [String: Int], replyTo: String,
         ends: DeviceEnds
     ) async throws {
-        guard batch.contains(where: { $0.platform == .fcm }) else {
+        guard let fcmMessage, batch.contains(where: { $0.platform == .fcm }) else {
             return try await deliverAPNs(job, to: batch, slots: slots, badges: badges, replyTo: replyTo, ends: ends)
         }
         let apple = ArraySlice(batch.filter { $0.platform == .apns })
