@@ -6,7 +6,9 @@ import Foundation
 /// checked once for the whole job.
 extension JobDecoder {
     struct DecodedPayload {
-        /// Keys sorted: the same job makes the same bytes in every worker and every chunk.
+        /// A function of the job's body alone, so the same job makes the same bytes in every worker
+        /// and every chunk: the producer's text of `payload` without its whitespace, or, for a
+        /// payload the worker builds or changes, the tree written with its keys sorted.
         var bytes: [UInt8]
         var pushType: APNsPushType
         var badge: BadgeIncrement?
@@ -15,7 +17,7 @@ extension JobDecoder {
     }
 
     func decodePayload(
-        _ fields: inout JobFields, _ object: [String: Any], liveActivity: LiveActivity?, delivery: DeliveryOptions, app: String, appTopic: String,
+        _ fields: inout JobFields, _ object: [String: Any], body: [UInt8], liveActivity: LiveActivity?, delivery: DeliveryOptions, app: String, appTopic: String,
         audience: PushJob.Audience
     ) throws(JobError) -> DecodedPayload {
         var payloadDictionary: [String: Any]
@@ -56,7 +58,9 @@ extension JobDecoder {
             aps["badge"] = BadgeIncrement.placeholder
             serialised["aps"] = aps
         }
-        guard let payload = JSONDocument.bytes(serialised) else {
+        // Sent as the producer wrote it unless the worker changed it.
+        let asWritten = liveActivity == nil && badgeAmount == nil && object["payload"] != nil ? JSONMemberText.value(of: "payload", in: body) : nil
+        guard let payload = asWritten ?? JSONDocument.bytes(serialised) else {
             throw JobError(.invalidField, field: "payload", "payload cannot be serialised")
         }
         if badgeAmount != nil && pushType == .liveactivity {

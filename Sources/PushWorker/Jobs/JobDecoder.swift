@@ -74,7 +74,7 @@ public struct JobDecoder: Sendable {
         let tokenNamespace = try Self.tokenNamespace(liveActivity?.event, audience: audience, chunkField: chunk ? fields.string("token_namespace") : nil)
         try Self.applyLiveActivityRules(liveActivity, audience: audience, to: &delivery)
         try decodeRouting(&fields, object, into: &delivery, app: app, appTopic: appTopic, audience: audience, liveActivity: liveActivity, enqueuedAt: enqueuedAt)
-        let payload = try decodePayload(&fields, object, liveActivity: liveActivity, delivery: delivery, app: app, appTopic: appTopic, audience: audience)
+        let payload = try decodePayload(&fields, object, body: body, liveActivity: liveActivity, delivery: delivery, app: app, appTopic: appTopic, audience: audience)
         let idempotencyKey = try decodeIdempotencyKey(&fields)
         var job = PushJob(
             id: id, app: app, audience: audience, type: try fields.string("type"), subtype: try fields.string("subtype"),

@@ -1,0 +1,120 @@
+/// The text of one member of a JSON object as the producer wrote it, without the whitespace
+/// between tokens: for a value the worker passes on unchanged (a job's `payload`), so it is not
+/// written again from the parsed tree. Writing a payload back out through `JSONSerialization`
+/// was the largest share of decoding a one-device job.
+///
+/// Reads a document already parsed whole (`JSONDocument.parse` accepted it), so it checks no
+/// syntax; it gives nil whenever it cannot be sure of the answer (the key absent, present twice,
+/// or written with escapes), and the caller then writes the value from the tree.
+enum JSONMemberText {
+    /// The value of the top-level member `key` of `document`, a JSON object.
+    static func value(of key: String, in document: [UInt8]) -> [UInt8]? {
+        let wanted = Array(key.utf8)
+        var found: Range<Int>?
+        var index = skipSpace(document, 0)
+        guard index < document.count, document[index] == UInt8(ascii: "{") else { return nil }
+        index += 1
+        while true {
+            index = skipSpace(document, index)
+            guard index < document.count else { return nil }
+            if document[index] == UInt8(ascii: "}") { break }
+            if document[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            guard document[index] == UInt8(ascii: "\"") else { return nil }
+            let keyStart = index + 1
+            let keyEnd = endOfString(document, keyStart)
+            guard keyEnd < document.count else { return nil }
+            let rawKey = document[keyStart..<keyEnd]
+            // An escaped key might spell `key` another way: let the tree answer.
+            if rawKey.contains(UInt8(ascii: "\\")) { return nil }
+            index = skipSpace(document, keyEnd + 1)
+            guard index < document.count, document[index] == UInt8(ascii: ":") else { return nil }
+            let valueStart = skipSpace(document, index + 1)
+            let valueEnd = endOfValue(document, valueStart)
+            guard valueEnd <= document.count, valueEnd > valueStart else { return nil }
+            if rawKey.elementsEqual(wanted) {
+                // Twice: which one the parser kept is its business, not this reader's.
+                guard found == nil else { return nil }
+                found = valueStart..<valueEnd
+            }
+            index = valueEnd
+        }
+        return found.map { minified(document[$0]) }
+    }
+
+    private static func isSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+    }
+
+    private static func skipSpace(_ document: [UInt8], _ start: Int) -> Int {
+        var index = start
+        while index < document.count, isSpace(document[index]) { index += 1 }
+        return index
+    }
+
+    /// The index of the quote that closes the string whose text starts at `start`.
+    private static func endOfString(_ document: [UInt8], _ start: Int) -> Int {
+        var index = start
+        while index < document.count {
+            switch document[index] {
+            case UInt8(ascii: "\\"): index += 2
+            case UInt8(ascii: "\""): return index
+            default: index += 1
+            }
+        }
+        return document.count
+    }
+
+    /// The index just past the value that starts at `start`.
+    private static func endOfValue(_ document: [UInt8], _ start: Int) -> Int {
+        var index = start
+        var depth = 0
+        while index < document.count {
+            let byte = document[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index = endOfString(document, index + 1) + 1
+                if depth == 0 { return index }
+                continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 0 { return index }  // the end of a scalar at the object's end
+                depth -= 1
+                if depth == 0 { return index + 1 }
+            case UInt8(ascii: ","):
+                if depth == 0 { return index }
+            default:
+                if depth == 0 && isSpace(byte) { return index }
+            }
+            index += 1
+        }
+        return index
+    }
+
+    /// The value's text without whitespace outside its strings.
+    private static func minified(_ text: ArraySlice<UInt8>) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count)
+        var inString = false
+        var escaped = false
+        for byte in text {
+            if inString {
+                out.append(byte)
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+            } else if !isSpace(byte) {
+                out.append(byte)
+                if byte == UInt8(ascii: "\"") { inString = true }
+            }
+        }
+        return out
+    }
+}
