@@ -220,7 +220,7 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     /// Tokens as one JSON array, bound as one parameter and read with `json_each`.
     private static func jsonList(_ tokens: [String]) -> String {
-        String(decoding: (try? JSONSerialization.data(withJSONObject: tokens)) ?? Data("[]".utf8), as: UTF8.self)
+        JSONText.list(tokens)
     }
 
     public func finals(job: String, app: String, tokens: [String]) async throws(StoreError) -> [String: DeliveryRecord] {

@@ -516,7 +516,8 @@ public final class SQLiteRegistryStore: RegistryStore {
         }
     }
 
-    static func json(_ value: Any) -> String {
-        (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
+    /// A list bound as one parameter, read by `json_each`.
+    static func json(_ strings: [String]) -> String {
+        JSONText.list(strings)
     }
 }

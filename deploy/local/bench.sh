@@ -195,6 +195,8 @@ if [ "$mode" = transactional ]; then
   GO111MODULE=off GOPATH=/usr/share/gocode go build -o "$work/txbench" deploy/local/txbench/main.go
   jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)
   series=0
+  # Context switches of all a process's threads so far: each hand-off to a sleeping thread is one.
+  switches_of() { cat /proc/$1/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
   start_worker() { # KIND PREFIX → worker_pid
     case "$1" in
       go)
@@ -227,15 +229,22 @@ YAML
     series=$((series + 1))
     local prefix="pushworker.bench.tx$series.$RANDOM"
     start_worker "$1" "$prefix"
-    local worker0 broker0 server0
-    worker0=$(cpu_of $worker_pid); broker0=0; for pid in $broker_pid; do broker0=$(python3 -c "print($broker0 + $(cpu_of $pid))"); done
+    local worker0 broker0 server0 switches0
+    worker0=$(cpu_of $worker_pid); switches0=$(switches_of $worker_pid); broker0=0; for pid in $broker_pid; do broker0=$(python3 -c "print($broker0 + $(cpu_of $pid))"); done
     server0=$(cpu_of $mock_pid)
+    # PERF=KIND: `perf record -g` of that worker over its back-to-back run, into PERF_OUT.
+    local perf_pid=""
+    if [ "${PERF:-}" = "$1" ] && [ "$2" = 0 ]; then
+      perf record -g -F 999 -p "$worker_pid" -o "${PERF_OUT:-$PWD/perf-$1.data}" 2>/dev/null & perf_pid=$!
+      sleep 0.5
+    fi
     "$work/txbench" load --amqp "$amqp_url" --queue "$prefix.jobs" --jobs "$jobs" --rate "$2" --series "$series" | tee "$work/load-$1-$2.txt"
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
     local broker1=0
     for pid in $broker_pid; do broker1=$(python3 -c "print($broker1 + $(cpu_of $pid))"); done
     python3 -c "
 jobs = $jobs
-print(f'   CPU per job: worker {($(cpu_of $worker_pid) - $worker0) / jobs * 1e6:.0f} µs, broker {($broker1 - $broker0) / jobs * 1e6:.0f} µs, server {($(cpu_of $mock_pid) - $server0) / jobs * 1e6:.0f} µs')" | tee -a "$work/load-$1-$2.txt"
+print(f'   CPU per job: worker {($(cpu_of $worker_pid) - $worker0) / jobs * 1e6:.0f} µs, broker {($broker1 - $broker0) / jobs * 1e6:.0f} µs, server {($(cpu_of $mock_pid) - $server0) / jobs * 1e6:.0f} µs; worker threads switched {($(switches_of $worker_pid) - $switches0) / jobs:.1f} times per job')" | tee -a "$work/load-$1-$2.txt"
     kill -TERM $worker_pid; wait $worker_pid 2>/dev/null || true
   }
   for kind in ledger off go; do

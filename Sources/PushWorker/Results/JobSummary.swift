@@ -1,3 +1,4 @@
+import Stores
 import Foundation
 
 /// Closes a job (or chunk) on the reply queue, `type` = `summary`: how many devices ended how.
