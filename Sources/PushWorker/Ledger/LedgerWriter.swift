@@ -28,6 +28,13 @@ public final class LedgerWriter: PipelineLedger, Service {
     static let batchSize = 2_000
     static let maximumPending = 50_000
     static let attempts = 5
+    /// Group commit: while records come faster than one per `busyGap`, the writer lets a batch
+    /// gather for `commitWindow` after its first record. A commit (its transaction, its WAL pages,
+    /// its hand-offs between threads) cost a one-device job more than the rest of its record;
+    /// a job waits for it at its end, so the window is the latency a busy worker adds to a job.
+    /// At a lower rate each record is written as it comes.
+    static let commitWindow: Duration = .microseconds(500)
+    static let busyGap: Duration = .milliseconds(2)
 
     public init(ledger: any LedgerStore, retentionDays: Int, idempotencyHours: Int = 24, logger: Logger) {
         self.ledger = ledger
@@ -104,7 +111,18 @@ public final class LedgerWriter: PipelineLedger, Service {
             // Up to `concurrent` batches are written at once, and each is marked written only
             // after the one before it: a job's `sync` waits for every record appended before it.
             var writing: [Task<Void, Never>] = []
-            while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize) {
+            var lastWritten = ContinuousClock.now - Self.busyGap
+            while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize, gathering: {
+                // Busy: the last commit ended a moment ago, so more records are on their way.
+                ContinuousClock.now - lastWritten < Self.busyGap ? Self.commitWindow : nil
+            }) {
+                if concurrent == 1 {
+                    // One write at a time: written here, without a task (and a thread's wake) per batch.
+                    await write(batch)
+                    buffer.written(batch.count, callbacks: callbacks)
+                    lastWritten = .now
+                    continue
+                }
                 let before = writing.last
                 writing.append(Task {
                     await self.write(batch)
@@ -227,8 +245,18 @@ final class LedgerBuffer: Sendable {
     }
 
     /// The next records to write and their callbacks; nil once closed and empty.
-    func take(upTo count: Int) async -> (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])? {
+    /// - Parameter gathering: asked once the first record is there: how long to let more gather
+    ///   before taking a batch smaller than `count` (nil: take it now).
+    func take(upTo count: Int, gathering: () -> Duration? = { nil }) async -> (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])? {
+        var gathered = false
         while true {
+            if !gathered, let window = gathering() {
+                let small = state.withLock { state in !state.pending.isEmpty && state.pending.count < count && !state.closed }
+                if small {
+                    gathered = true
+                    try? await Task.sleep(for: window)
+                }
+            }
             let taken = state.withLock { state -> (batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])?, end: Bool, room: [CheckedContinuation<Void, Never>]) in
                 guard !state.pending.isEmpty else { return (nil, state.closed, []) }
                 let batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])
