@@ -16,11 +16,18 @@ struct LedgerWriterTests {
     final class HeldFirstWrite: LedgerStore {
         let store: SQLiteLedgerStore
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString.prefix(8)).db").path
-        private let state = Mutex<(writes: Int, gate: CheckedContinuation<Void, Never>?, open: Bool, events: [String])>((0, nil, false, []))
+        private let state = Mutex<(writes: Int, gate: CheckedContinuation<Void, Never>?, open: Bool, events: [String], sizes: [Int])>((0, nil, false, [], []))
+        let concurrentWrites: Int
 
-        init() throws {
+        /// - Parameter holdFirst: false for a store that writes at once.
+        init(holdFirst: Bool = true, concurrentWrites: Int = 2) throws {
             store = try SQLiteLedgerStore(path: path)
+            self.concurrentWrites = concurrentWrites
+            if !holdFirst { state.withLock { $0.open = true } }
         }
+
+        /// The number of records of each write, in order.
+        var sizes: [Int] { state.withLock { $0.sizes } }
 
         var events: [String] { state.withLock { $0.events } }
 
@@ -37,8 +44,6 @@ struct LedgerWriterTests {
 
         private func record(_ event: String) { state.withLock { $0.events.append(event) } }
 
-        var concurrentWrites: Int { 2 }
-
         func open() {
             let gate = state.withLock { state in
                 state.open = true
@@ -51,6 +56,7 @@ struct LedgerWriterTests {
         func write(_ records: [DeliveryRecord]) async throws(StoreError) {
             let number = state.withLock { state in
                 state.writes += 1
+                state.sizes.append(records.count)
                 return state.writes
             }
             record("start \(number)")
@@ -116,6 +122,34 @@ struct LedgerWriterTests {
         #expect(await ledger.saw("end 1"))
         #expect(await synced.value == ["a", "b"])
         #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b"]).count == 2)
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+
+    @Test("group commit: once busy, a record waits for the records that follow it and they are written in one transaction")
+    func groupCommit() async throws {
+        let ledger = try HeldFirstWrite(holdFirst: false, concurrentWrites: 1)
+        defer { try? FileManager.default.removeItem(atPath: ledger.path) }
+        let logger = Logger(label: "test.writer")
+        // Busy for a minute after each commit, and a window long enough that a loaded machine
+        // still appends the records that follow inside it.
+        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, commitWindow: .seconds(2), busyGap: .seconds(60), logger: logger)
+        let group = ServiceGroup(services: [writer], logger: logger)
+        let running = Task { try await group.run() }
+        // The first record finds the writer idle: written alone, at once.
+        await writer.append([Self.record("a")])
+        await writer.sync()
+        #expect(ledger.sizes == [1])
+        let given = Mutex<[String]>([])
+        for token in ["b", "c", "d"] {
+            await writer.append(Self.record(token)) { given.withLock { $0.append(token) } }
+            // Time enough for a writer that did not wait to write each alone.
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        await writer.sync()
+        #expect(ledger.sizes == [1, 3], "the three records that came together: \(ledger.sizes)")
+        #expect(given.withLock { $0 } == ["b", "c", "d"])
+        #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b", "c", "d"]).count == 4)
         await group.triggerGracefulShutdown()
         try await running.value
     }

@@ -230,8 +230,9 @@ final class ConnectionDriver: @unchecked Sendable {
         guard let handle = lifecycle.connection else { return }
         try execute(mailbox.take(), on: handle)
         try sendWaiting(on: handle)
-        if !handle.hasBufferedInput && mailbox.isEmpty && !lifecycle.isShuttingDown {
+        if !handle.hasBufferedInput && !lifecycle.isShuttingDown && mailbox.beginWait() {
             wait(for: handle.socketDescriptor, milliseconds: pollInterval)
+            mailbox.endWait()
         }
         try readFrames(on: handle, budget: 4096)
         amqp_maybe_release_buffers(handle.state)
@@ -528,7 +529,14 @@ final class ConnectionDriver: @unchecked Sendable {
         while ContinuousClock.now < deadline {
             let remaining = Int((deadline - ContinuousClock.now) / .milliseconds(1))
             var fd = pollfd(fd: mailbox.wakeDescriptor, events: Int16(POLLIN), revents: 0)
-            if poll(&fd, 1, Int32(max(remaining, 1))) > 0 {
+            // Other commands stay queued for the next connection; a shutdown is taken now.
+            guard mailbox.beginWait(unlessQueued: { if case .shutdown = $0 { true } else { false } }) else {
+                if takeShutdownRequests() { return }
+                continue
+            }
+            let ready = poll(&fd, 1, Int32(max(remaining, 1)))
+            mailbox.endWait()
+            if ready > 0 {
                 mailbox.drainWake()
                 if takeShutdownRequests() { return }
             }

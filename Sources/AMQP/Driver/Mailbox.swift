@@ -2,12 +2,16 @@ import CRabbitMQ
 import Foundation
 import Synchronization
 
-/// Commands for an I/O thread, and an eventfd that wakes the thread from `poll` when the first
-/// command lands, so a publish or ack is not left waiting for the next poll timeout.
+/// Commands for an I/O thread, and an eventfd that wakes the thread from `poll` when a command
+/// lands while it waits, so a publish or ack is not left waiting for the next poll timeout. A
+/// thread at work takes the commands before it waits again: posting to it costs no system call
+/// (a busy worker posts a few per job).
 final class Mailbox: Sendable {
     private struct State {
         var commands: [DriverCommand] = []
         var closed = false
+        /// The thread is in (or about to enter) `poll` on `wakeDescriptor`, and nobody woke it yet.
+        var waiting = false
     }
 
     private let state = Mutex(State())
@@ -24,14 +28,30 @@ final class Mailbox: Sendable {
 
     /// Queues a command; returns false once the mailbox is closed so the caller can fail it.
     func post(_ command: DriverCommand) -> Bool {
-        let (accepted, wasEmpty) = state.withLock { state -> (Bool, Bool) in
+        let (accepted, wake) = state.withLock { state -> (Bool, Bool) in
             guard !state.closed else { return (false, false) }
-            let wasEmpty = state.commands.isEmpty
             state.commands.append(command)
-            return (true, wasEmpty)
+            defer { state.waiting = false }
+            return (true, state.waiting)
         }
-        if accepted && wasEmpty { wake() }
+        if wake { self.wake() }
         return accepted
+    }
+
+    /// Called by the thread before it waits in `poll`: false when a command is queued that the
+    /// thread should take instead. From here until `endWait`, a post writes the eventfd.
+    /// - Parameter unlessQueued: the commands that keep the thread from waiting (all of them,
+    ///   except during a reconnect's backoff, which keeps most for the next connection).
+    func beginWait(unlessQueued: (DriverCommand) -> Bool = { _ in true }) -> Bool {
+        state.withLock { state in
+            guard !state.commands.contains(where: unlessQueued) else { return false }
+            state.waiting = true
+            return true
+        }
+    }
+
+    func endWait() {
+        state.withLock { $0.waiting = false }
     }
 
     func wake() {
@@ -44,10 +64,6 @@ final class Mailbox: Sendable {
             defer { state.commands.removeAll(keepingCapacity: true) }
             return state.commands
         }
-    }
-
-    var isEmpty: Bool {
-        state.withLock { $0.commands.isEmpty }
     }
 
     /// Refuses further commands and hands back the ones still queued.

@@ -28,15 +28,20 @@ public final class LedgerWriter: PipelineLedger, Service {
     static let batchSize = 2_000
     static let maximumPending = 50_000
     static let attempts = 5
-    /// Group commit: while records come faster than one per `busyGap`, the writer lets a batch
-    /// gather for `commitWindow` after its first record. A commit (its transaction, its WAL pages,
+    /// Group commit: while records come faster than one per `busyGap` (2 ms), the writer lets a batch
+    /// gather for `commitWindow` (500 µs) after its first record. A commit (its transaction, its WAL pages,
     /// its hand-offs between threads) cost a one-device job more than the rest of its record;
     /// a job waits for it at its end, so the window is the latency a busy worker adds to a job.
     /// At a lower rate each record is written as it comes.
-    static let commitWindow: Duration = .microseconds(500)
-    static let busyGap: Duration = .milliseconds(2)
+    private let commitWindow: Duration
+    private let busyGap: Duration
 
-    public init(ledger: any LedgerStore, retentionDays: Int, idempotencyHours: Int = 24, logger: Logger) {
+    public init(
+        ledger: any LedgerStore, retentionDays: Int, idempotencyHours: Int = 24, commitWindow: Duration = .microseconds(500),
+        busyGap: Duration = .milliseconds(2), logger: Logger
+    ) {
+        self.commitWindow = commitWindow
+        self.busyGap = busyGap
         self.ledger = ledger
         retention = .seconds(retentionDays * 86_400)
         idempotencyWindow = .seconds(idempotencyHours * 3600)
@@ -111,10 +116,10 @@ public final class LedgerWriter: PipelineLedger, Service {
             // Up to `concurrent` batches are written at once, and each is marked written only
             // after the one before it: a job's `sync` waits for every record appended before it.
             var writing: [Task<Void, Never>] = []
-            var lastWritten = ContinuousClock.now - Self.busyGap
+            var lastWritten = ContinuousClock.now - busyGap
             while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize, gathering: {
                 // Busy: the last commit ended a moment ago, so more records are on their way.
-                ContinuousClock.now - lastWritten < Self.busyGap ? Self.commitWindow : nil
+                ContinuousClock.now - lastWritten < busyGap ? commitWindow : nil
             }) {
                 if concurrent == 1 {
                     // One write at a time: written here, without a task (and a thread's wake) per batch.
