@@ -43,8 +43,40 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
         streaming: AMQPBodyStreaming? = nil,
         logger: Logger = Logger(label: "pushworker.amqp")
     ) async throws -> AMQPConsumer {
+        try await connect(
+            configuration, queues: queues, consumerTag: consumerTag, arguments: arguments, streaming: streaming, logger: logger,
+            sink: DeliverySink.init, finishingSequence: false)
+    }
+
+    /// Consumes `queues` over one connection like `connect(_:queues:…)`, but hands each delivery
+    /// to `deliver` on the connection's I/O thread instead of to the sequence (which then ends at
+    /// once): for a consumer that starts its work on each delivery itself, one hand-off between
+    /// threads fewer per message. `deliver` must return quickly (it holds up the connection's
+    /// heartbeats and settlements). `ended` is called once: nil when the consumer is closed, the
+    /// reason when the broker cancelled it.
+    public static func connect(
+        _ configuration: AMQPConfiguration,
+        queues: [(name: String, prefetch: UInt16)],
+        consumerTag: String? = nil,
+        arguments: AMQPTable = [:],
+        streaming: AMQPBodyStreaming? = nil,
+        logger: Logger = Logger(label: "pushworker.amqp"),
+        deliver: @escaping @Sendable (AMQPDelivery) -> Void,
+        ended: @escaping @Sendable (AMQPError?) -> Void
+    ) async throws -> AMQPConsumer {
+        try await connect(
+            configuration, queues: queues, consumerTag: consumerTag, arguments: arguments, streaming: streaming, logger: logger,
+            sink: { _ in DeliverySink(deliver: deliver, end: ended) }, finishingSequence: true)
+    }
+
+    private static func connect(
+        _ configuration: AMQPConfiguration, queues: [(name: String, prefetch: UInt16)], consumerTag: String?, arguments: AMQPTable,
+        streaming: AMQPBodyStreaming?, logger: Logger,
+        sink: (AsyncThrowingStream<AMQPDelivery, Error>.Continuation) -> DeliverySink, finishingSequence: Bool
+    ) async throws -> AMQPConsumer {
         precondition(!queues.isEmpty, "a consumer needs a queue")
         let (stream, continuation) = AsyncThrowingStream<AMQPDelivery, Error>.makeStream()
+        if finishingSequence { continuation.finish() }
         let tag = consumerTag ?? "pushworker-\(UUID().uuidString.lowercased())"
         let specification = ConsumeSpecification(
             subscriptions: queues.enumerated().map { index, queue in
@@ -52,7 +84,7 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
             },
             arguments: arguments, streaming: streaming)
         let driver = ConnectionDriver(
-            configuration: configuration, confirms: false, consume: specification, deliveries: continuation, logger: logger)
+            configuration: configuration, confirms: false, consume: specification, deliveries: sink(continuation), logger: logger)
         try await driver.start()
         return AMQPConsumer(driver: driver, stream: stream)
     }

@@ -14,7 +14,7 @@ final class ConnectionDriver: @unchecked Sendable {
     let configuration: AMQPConfiguration
     let confirms: Bool
     let consume: ConsumeSpecification?
-    private let deliveries: AsyncThrowingStream<AMQPDelivery, Error>.Continuation?
+    private let deliveries: DeliverySink?
     /// I/O thread only once started: its `amqp` metadata names the node connected to.
     private var logger: Logger
     let mailbox = Mailbox()
@@ -35,7 +35,7 @@ final class ConnectionDriver: @unchecked Sendable {
 
     init(
         configuration: AMQPConfiguration, confirms: Bool, consume: ConsumeSpecification?,
-        deliveries: AsyncThrowingStream<AMQPDelivery, Error>.Continuation?, logger: Logger
+        deliveries: DeliverySink?, logger: Logger
     ) {
         self.configuration = configuration
         self.confirms = confirms
@@ -387,7 +387,7 @@ final class ConnectionDriver: @unchecked Sendable {
             let consumerTag = CDecoding.string(deliver.consumer_tag)
             let content = try readContent(on: handle, streaming: consume?.streaming, during: "reading delivery \(tag)")
             unsettled.insert(tag)
-            deliveries?.yield(AMQPDelivery(
+            deliveries?.deliver(AMQPDelivery(
                 body: content.body, streamedBody: content.receiver, bodySize: content.size, properties: content.properties,
                 exchange: exchange, routingKey: routingKey, deliveryTag: tag, redelivered: redelivered, consumerTag: consumerTag, generation: lifecycle.generation, driver: self))
         case PW_BASIC_ACK:
@@ -410,7 +410,7 @@ final class ConnectionDriver: @unchecked Sendable {
             let tag = CDecoding.string(cancel.consumer_tag)
             let queue = consume?.subscriptions.first { $0.consumerTag == tag }?.queue ?? consume?.queues ?? ""
             logger.error("the broker cancelled the consumer", metadata: ["queue": "\(queue)"])
-            deliveries?.finish(throwing: AMQPError(
+            deliveries?.end(AMQPError(
                 .consumerCancelled, "the broker cancelled the consumer on queue '\(queue)' (was it deleted?)"))
         case PW_CHANNEL_CLOSE, PW_CONNECTION_CLOSE:
             throw handle.serverClose(id: method.id, decoded: method.decoded, during: "while connected")
@@ -585,7 +585,7 @@ final class ConnectionDriver: @unchecked Sendable {
         }
         confirmWindow.reset(failing: error)
         while let pending = waiting.popFirst() { pending.fail(error) }
-        deliveries?.finish()
+        deliveries?.end(nil)
         lifecycle.finish()?.close()
         for continuation in shutdownWaiters { continuation.resume() }
         shutdownWaiters.removeAll()

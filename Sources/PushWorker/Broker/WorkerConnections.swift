@@ -53,7 +53,12 @@ public final class WorkerConnections: Sendable {
     }
 
     /// Connects every lane (`lanes` in the order now, bulk); a lane without queues is left out.
-    func open(_ lanes: [Worker.LanePlan]) async throws -> [Route] {
+    /// Each delivery goes to `deliver` with its lane's pipeline, on the consumer's I/O thread;
+    /// `ended` hears of a consumer that ends (nil: closed; else the broker cancelled it).
+    func open(
+        _ lanes: [Worker.LanePlan], deliver: @escaping @Sendable (AMQPDelivery, JobPipeline) -> Void,
+        ended: @escaping @Sendable (Lane, AMQPError?) -> Void
+    ) async throws -> [Route] {
         var publishers: [AMQPPublisher] = []
         var routes: [Route] = []
         do {
@@ -74,11 +79,12 @@ public final class WorkerConnections: Sendable {
                 agreement.withLock { $0 = joined }
             }
             for ((lane, publisher), consuming) in zip(zip(lanes, publishers), consuming) where !lane.queues.isEmpty {
+                let pipeline = lane.pipeline(publisher)
                 let consumer = try await AMQPConsumer.connect(
                     consuming, queues: lane.queues,
                     streaming: AMQPBodyStreaming(threshold: Worker.streamJobsOverBytes) { _, size in StreamedJobReader(bodySize: size) },
-                    logger: logger)
-                routes.append(Route(lane: lane.lane, consumer: consumer, publisher: publisher, pipeline: lane.pipeline(publisher)))
+                    logger: logger, deliver: { deliver($0, pipeline) }, ended: { [lane = lane.lane] in ended(lane, $0) })
+                routes.append(Route(lane: lane.lane, consumer: consumer, publisher: publisher, pipeline: pipeline))
             }
         } catch {
             await close(routes, publishers: publishers)

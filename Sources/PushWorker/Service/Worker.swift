@@ -60,18 +60,29 @@ public final class Worker: Service, Sendable {
     public func run() async throws {
         defer { for sender in senders { sender.shutdown() } }
         let lanes = lanes
-        guard let routes = try await untilGracefulShutdown({ [broker] in try await broker.open(lanes) }, abandoned: { [broker] in await broker.close($0) }) else {
+        // Each delivery goes from its consumer's thread straight into `events` (no task reading
+        // the consumer in between: a hand-off fewer per job), and a consumer that ends (the broker
+        // cancelled it) stops the worker.
+        let open: @Sendable () async throws -> [WorkerConnections.Route] = { [broker, eventSink, logger] in
+            try await broker.open(lanes) { delivery, pipeline in
+                eventSink.yield(.delivery(delivery, pipeline))
+            } ended: { lane, error in
+                if let error { logger.error("a job consumer stopped", metadata: ["lane": "\(lane)", "error": "\(error)"]) }
+                eventSink.yield(.stop)
+            }
+        }
+        guard let routes = try await untilGracefulShutdown(open, abandoned: { [broker] in await broker.close($0) }) else {
             logger.info("worker stopped before its broker could be reached; it had taken no job")
             return
         }
         logger.info("worker started", metadata: started)
-        let feeders = await withGracefulShutdownHandler {
-            await consume(routes)
+        await withGracefulShutdownHandler {
+            await consume()
         } onGracefulShutdown: {
             self.stop()
         }
         // Deliveries received but not started go back to the queue when the connection closes.
-        await broker.close(routes) { for feeder in feeders { feeder.cancel() } }
+        await broker.close(routes)
         logger.info("worker stopped")
     }
 
@@ -80,19 +91,8 @@ public final class Worker: Service, Sendable {
         eventSink.yield(.stop)
     }
 
-    /// Runs the jobs until a stop; returns the tasks that feed deliveries in, to be cancelled
-    /// once their consumers are closed.
-    private func consume(_ routes: [WorkerConnections.Route]) async -> [Task<Void, Never>] {
-        let feeders = routes.map { route in
-            Task { [eventSink, logger] in
-                do {
-                    for try await delivery in route.consumer { eventSink.yield(.delivery(delivery, route.pipeline)) }
-                } catch {
-                    logger.error("a job consumer stopped", metadata: ["lane": "\(route.lane)", "error": "\(error)"])
-                }
-                eventSink.yield(.stop)
-            }
-        }
+    /// Runs the jobs until a stop.
+    private func consume() async {
         // Discarding: a plain task group keeps every finished child until `next()` collects it,
         // which this loop never calls; a worker then held a few KiB per job it had ever taken.
         await withDiscardingTaskGroup { jobs in
@@ -101,6 +101,5 @@ public final class Worker: Service, Sendable {
                 jobs.addTask { await delivery.settle(await pipeline.run(JobDelivery(delivery)), kind: "job", logger: self.logger) }
             }
         }
-        return feeders
     }
 }
