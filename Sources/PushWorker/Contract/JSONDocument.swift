@@ -8,14 +8,15 @@ import Foundation
 ///   field, so an error names the bad field and not a coding path. A body too large to hold is
 ///   the one exception: `StreamedJobReader` reads it with YAJL (`JSONStream`) as it arrives, and
 ///   `JSONSyntaxError` uses the same parser to say where any document goes wrong.
-/// - Writing: trees built from what producers sent (a payload made canonical, a chunk job's
+/// - Writing: trees built from what producers sent (a payload the worker changed, a chunk job's
 ///   fields, registry replies, log lines) go out through `bytes(_:)`: keys sorted, so the same
 ///   job makes the same bytes in every worker and chunk, and slashes unescaped, as producers
 ///   wrote them. The contract's typed documents (`JobSummary.json`, `PushResult.json`, chunk
 ///   device lists, `ResultBatch`) are written by splicing bytes with `JSONText`, because a tree
 ///   or an encoder per device or per one-device job was a visible share of the worker's CPU; the
 ///   schema tests hold them to the contract, and the summary to what `JSONEncoder` with the same
-///   options makes of its `Encodable` form.
+///   options makes of its `Encodable` form. A payload the worker leaves as it is is not written
+///   at all: `JSONMemberText` takes its text from the body.
 ///
 /// Outside this module, and on purpose not through it: the `Stores` module (below this one)
 /// reads commands with `JSONSerialization` the same way, and keeps the preference columns' text
