@@ -53,6 +53,34 @@ struct PayloadAsWrittenTests {
         #expect(try payload(of: escaped) == #"{"aps":{"alert":"hi"},"b":1}"#)
     }
 
+    @Test("a key twice or escaped inside the payload: what is sent is the tree that was checked, not the text")
+    func nestedAmbiguity() throws {
+        // The text would send an alert under push_type background, and a badge placeholder.
+        for payload in [
+            #"{"aps":{"alert":"x"},"aps":{"content-available":1}}"#,
+            #"{"aps":{"badge":"increment"},"aps":{"alert":"x"}}"#,
+            #"{"aps":{"alert":"x"},"\u0061ps":{"content-available":1}}"#,
+            #"{"aps":{"alert":{"title":"a","title":"b"}}}"#,
+        ] {
+            let body = #"{"audience":{"tokens":["\#(Self.token)"]},"payload":"# + payload + "}"
+            let job = try Self.decoder.decode(Array(body.utf8))
+            let sent = String(decoding: job.payload, as: UTF8.self)
+            #expect(sent != payload, "sent as written: \(payload)")
+            let tree = try JSONSerialization.jsonObject(with: Data(job.payload)) as? [String: Any]
+            #expect(tree?.count == 1, "\(sent)")
+        }
+    }
+
+    @Test("a payload whose escapes take it over APNs' limit is written again from the tree, which fits")
+    func escapesOverTheLimit() throws {
+        // 1,000 é written as \u00e9 (6 bytes each) are 2 bytes each once written again.
+        let text = String(repeating: "\\u00e9", count: 1000)
+        let body = #"{"audience":{"tokens":["\#(Self.token)"]},"payload":{"aps":{"alert":""# + text + #""}}}"#
+        let job = try Self.decoder.decode(Array(body.utf8))
+        #expect(job.payload.count < 4096)
+        #expect(String(decoding: job.payload, as: UTF8.self).contains(String(repeating: "é", count: 1000)))
+    }
+
     @Test("a chunk job carries the bytes, and decoding it again gives the same bytes")
     func sameInChunks() throws {
         let body = #"{"audience":{"tokens":["\#(Self.token)"]},"payload":{ "z": true, "aps": {"alert": "hi"} }}"#

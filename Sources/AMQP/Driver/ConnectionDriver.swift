@@ -530,7 +530,7 @@ final class ConnectionDriver: @unchecked Sendable {
             let remaining = Int((deadline - ContinuousClock.now) / .milliseconds(1))
             var fd = pollfd(fd: mailbox.wakeDescriptor, events: Int16(POLLIN), revents: 0)
             // Other commands stay queued for the next connection; a shutdown is taken now.
-            guard mailbox.beginWait(unlessQueued: { if case .shutdown = $0 { true } else { false } }) else {
+            guard mailbox.beginWait(for: .shutdown) else {
                 if takeShutdownRequests() { return }
                 continue
             }
@@ -545,15 +545,7 @@ final class ConnectionDriver: @unchecked Sendable {
 
     /// Moves shutdown requests out of the mailbox while disconnected, keeping everything else queued.
     private func takeShutdownRequests() -> Bool {
-        var keep: [DriverCommand] = []
-        for command in mailbox.take() {
-            if case .shutdown(let continuation) = command {
-                requestShutdown(continuation)
-            } else {
-                keep.append(command)
-            }
-        }
-        for command in keep { _ = mailbox.post(command) }
+        for case .shutdown(let continuation) in mailbox.takeShutdowns() { requestShutdown(continuation) }
         return lifecycle.isShuttingDown
     }
 

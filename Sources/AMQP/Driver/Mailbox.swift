@@ -10,8 +10,9 @@ final class Mailbox: Sendable {
     private struct State {
         var commands: [DriverCommand] = []
         var closed = false
-        /// The thread is in (or about to enter) `poll` on `wakeDescriptor`, and nobody woke it yet.
-        var waiting = false
+        /// The thread is in (or about to enter) `poll` on `wakeDescriptor` and nobody woke it yet:
+        /// for any command, or (a reconnect's backoff) for a shutdown only.
+        var waiting: Wake?
     }
 
     private let state = Mutex(State())
@@ -31,27 +32,42 @@ final class Mailbox: Sendable {
         let (accepted, wake) = state.withLock { state -> (Bool, Bool) in
             guard !state.closed else { return (false, false) }
             state.commands.append(command)
-            defer { state.waiting = false }
-            return (true, state.waiting)
+            guard let waiting = state.waiting, waiting == .any || command.isShutdown else { return (true, false) }
+            state.waiting = nil
+            return (true, true)
         }
         if wake { self.wake() }
         return accepted
     }
 
-    /// Called by the thread before it waits in `poll`: false when a command is queued that the
-    /// thread should take instead. From here until `endWait`, a post writes the eventfd.
-    /// - Parameter unlessQueued: the commands that keep the thread from waiting (all of them,
-    ///   except during a reconnect's backoff, which keeps most for the next connection).
-    func beginWait(unlessQueued: (DriverCommand) -> Bool = { _ in true }) -> Bool {
+    /// What wakes a waiting thread.
+    enum Wake {
+        case any
+        /// A reconnect's backoff keeps every other command for the next connection.
+        case shutdown
+    }
+
+    /// Called by the thread before it waits in `poll`: false when a command it would wake for is
+    /// queued already (take it instead). From here until `endWait`, such a post writes the eventfd.
+    func beginWait(for wake: Wake = .any) -> Bool {
         state.withLock { state in
-            guard !state.commands.contains(where: unlessQueued) else { return false }
-            state.waiting = true
+            guard !state.commands.contains(where: { wake == .any || $0.isShutdown }) else { return false }
+            state.waiting = wake
             return true
         }
     }
 
     func endWait() {
-        state.withLock { $0.waiting = false }
+        state.withLock { $0.waiting = nil }
+    }
+
+    /// Takes the shutdown requests out, leaving every other command queued in its order.
+    func takeShutdowns() -> [DriverCommand] {
+        state.withLock { state in
+            let shutdowns = state.commands.filter(\.isShutdown)
+            if !shutdowns.isEmpty { state.commands.removeAll(where: \.isShutdown) }
+            return shutdowns
+        }
     }
 
     func wake() {
@@ -79,5 +95,11 @@ final class Mailbox: Sendable {
     func drainWake() {
         var value: UInt64 = 0
         _ = read(wakeDescriptor, &value, 8)
+    }
+}
+
+extension DriverCommand {
+    var isShutdown: Bool {
+        if case .shutdown = self { true } else { false }
     }
 }

@@ -5,7 +5,8 @@
 ///
 /// Reads a document already parsed whole (`JSONDocument.parse` accepted it), so it checks no
 /// syntax; it gives nil whenever it cannot be sure of the answer (the key absent, present twice,
-/// or written with escapes), and the caller then writes the value from the tree.
+/// or written with escapes, at the top or inside the value), and the caller then writes the value
+/// from the tree.
 enum JSONMemberText {
     /// The value of the top-level member `key` of `document`, a JSON object.
     static func value(of key: String, in document: [UInt8]) -> [UInt8]? {
@@ -41,7 +42,7 @@ enum JSONMemberText {
             }
             index = valueEnd
         }
-        return found.map { minified(document[$0]) }
+        return found.flatMap { minified(document[$0]) }
     }
 
     private static func isSpace(_ byte: UInt8) -> Bool {
@@ -55,16 +56,16 @@ enum JSONMemberText {
     }
 
     /// The index of the quote that closes the string whose text starts at `start`.
-    private static func endOfString(_ document: [UInt8], _ start: Int) -> Int {
+    private static func endOfString<Text: RandomAccessCollection<UInt8>>(_ document: Text, _ start: Int) -> Int where Text.Index == Int {
         var index = start
-        while index < document.count {
+        while index < document.endIndex {
             switch document[index] {
             case UInt8(ascii: "\\"): index += 2
             case UInt8(ascii: "\""): return index
             default: index += 1
             }
         }
-        return document.count
+        return document.endIndex
     }
 
     /// The index just past the value that starts at `start`.
@@ -94,26 +95,50 @@ enum JSONMemberText {
         return index
     }
 
-    /// The value's text without whitespace outside its strings.
-    private static func minified(_ text: ArraySlice<UInt8>) -> [UInt8] {
+    /// The value's text without whitespace outside its strings; nil when one of its objects has a
+    /// key twice or a key written with escapes: the parser kept one of the two (or read the
+    /// escape), and the text would say otherwise than the tree the worker checked.
+    private static func minified(_ text: ArraySlice<UInt8>) -> [UInt8]? {
         var out: [UInt8] = []
         out.reserveCapacity(text.count)
-        var inString = false
-        var escaped = false
-        for byte in text {
-            if inString {
-                out.append(byte)
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
+        // Per open object, its keys so far; an array is nil.
+        var containers: [Set<ArraySlice<UInt8>>?] = []
+        var expectingKey = false
+        var index = text.startIndex
+        while index < text.endIndex {
+            let byte = text[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                let end = endOfString(text, index + 1)
+                guard end < text.endIndex else { return nil }
+                let string = text[(index + 1)..<end]
+                if expectingKey {
+                    if string.contains(UInt8(ascii: "\\")) { return nil }
+                    guard containers[containers.count - 1]?.insert(string).inserted == true else { return nil }
+                    expectingKey = false
                 }
-            } else if !isSpace(byte) {
-                out.append(byte)
-                if byte == UInt8(ascii: "\"") { inString = true }
+                out.append(contentsOf: text[index...end])
+                index = end + 1
+                continue
+            case UInt8(ascii: "{"):
+                containers.append([])
+                expectingKey = true
+            case UInt8(ascii: "["):
+                containers.append(nil)
+                expectingKey = false
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                _ = containers.popLast()
+                expectingKey = false
+            case UInt8(ascii: ","):
+                expectingKey = containers.last.map { $0 != nil } ?? false
+            default:
+                if isSpace(byte) {
+                    index += 1
+                    continue
+                }
             }
+            out.append(byte)
+            index += 1
         }
         return out
     }

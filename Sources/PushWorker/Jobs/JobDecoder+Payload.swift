@@ -58,8 +58,11 @@ extension JobDecoder {
             aps["badge"] = BadgeIncrement.placeholder
             serialised["aps"] = aps
         }
-        // Sent as the producer wrote it unless the worker changed it.
-        let asWritten = liveActivity == nil && badgeAmount == nil && object["payload"] != nil ? JSONMemberText.value(of: "payload", in: body) : nil
+        // Sent as the producer wrote it unless the worker changed it, or its escapes (`\u00e9`,
+        // `\/`) take it over APNs' limit where the tree, written again, fits.
+        let limit = audience.channel == nil ? pushType.payloadLimit : APNsRequest.broadcastPayloadLimit
+        let asWritten = liveActivity == nil && badgeAmount == nil && object["payload"] != nil
+            ? JSONMemberText.value(of: "payload", in: body).flatMap { $0.count <= limit ? $0 : nil } : nil
         guard let payload = asWritten ?? JSONDocument.bytes(serialised) else {
             throw JobError(.invalidField, field: "payload", "payload cannot be serialised")
         }

@@ -35,6 +35,8 @@ public final class LedgerWriter: PipelineLedger, Service {
     /// At a lower rate each record is written as it comes.
     private let commitWindow: Duration
     private let busyGap: Duration
+    /// When the last batch was written.
+    private let lastWritten: Mutex<ContinuousClock.Instant>
 
     public init(
         ledger: any LedgerStore, retentionDays: Int, idempotencyHours: Int = 24, commitWindow: Duration = .microseconds(500),
@@ -42,6 +44,7 @@ public final class LedgerWriter: PipelineLedger, Service {
     ) {
         self.commitWindow = commitWindow
         self.busyGap = busyGap
+        lastWritten = Mutex(.now - busyGap)
         self.ledger = ledger
         retention = .seconds(retentionDays * 86_400)
         idempotencyWindow = .seconds(idempotencyHours * 3600)
@@ -116,16 +119,15 @@ public final class LedgerWriter: PipelineLedger, Service {
             // Up to `concurrent` batches are written at once, and each is marked written only
             // after the one before it: a job's `sync` waits for every record appended before it.
             var writing: [Task<Void, Never>] = []
-            var lastWritten = ContinuousClock.now - busyGap
             while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize, gathering: {
                 // Busy: the last commit ended a moment ago, so more records are on their way.
-                ContinuousClock.now - lastWritten < busyGap ? commitWindow : nil
+                lastWritten.withLock { ContinuousClock.now - $0 < busyGap } ? commitWindow : nil
             }) {
                 if concurrent == 1 {
                     // One write at a time: written here, without a task (and a thread's wake) per batch.
                     await write(batch)
                     buffer.written(batch.count, callbacks: callbacks)
-                    lastWritten = .now
+                    lastWritten.withLock { $0 = .now }
                     continue
                 }
                 let before = writing.last
@@ -133,6 +135,7 @@ public final class LedgerWriter: PipelineLedger, Service {
                     await self.write(batch)
                     await before?.value
                     self.buffer.written(batch.count, callbacks: callbacks)
+                    self.lastWritten.withLock { $0 = .now }
                 })
                 if writing.count >= concurrent { await writing.removeFirst().value }
             }

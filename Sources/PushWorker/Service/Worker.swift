@@ -81,8 +81,10 @@ public final class Worker: Service, Sendable {
         } onGracefulShutdown: {
             self.stop()
         }
-        // Deliveries received but not started go back to the queue when the connection closes.
+        // Deliveries received but not started go back to the queue when the connection closes;
+        // the worker lets go of them.
         await broker.close(routes)
+        eventSink.finish()
         logger.info("worker stopped")
     }
 
