@@ -49,8 +49,9 @@
 #                                   h2load's, and whether the server saturated; ROUNDS (2) rounds,
 #                                   in turns; RESULTS as e2e
 #   deploy/local/bench.sh transactional [JOBS]   JOBS (default 5000) one-device jobs published back
-#                                   to back to pushworker with an SQLite registry and ledger, to
-#                                   pushworker with neither, and to a Go peer worker
+#                                   to back to pushworker with an SQLite registry and ledger, with a
+#                                   PostgreSQL one, with neither (KINDS, default "ledger postgres
+#                                   off"), and to a Go peer worker
 #                                   (deploy/local/txbench), on one broker and the Go server: jobs/s,
 #                                   CPU per job of the worker, the broker and the server, the ratio
 #                                   to the Go worker, and each worker's p50/p99 latency at half its rate
@@ -194,6 +195,15 @@ if [ "$mode" = transactional ]; then
   amqp_url="$(deploy/local/rabbitmq.sh url)"
   GO111MODULE=off GOPATH=/usr/share/gocode go build -o "$work/txbench" deploy/local/txbench/main.go
   jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)
+  # KINDS: the pushworker configurations measured beside the Go worker: ledger (SQLite registry
+  # and ledger), postgres (a PostgreSQL registry and ledger, on the same cores), off (neither).
+  kinds="${KINDS:-ledger postgres off}"
+  postgres_started_here=false
+  if [[ " $kinds " == *" postgres "* ]]; then
+    if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
+    trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
+    postgres_base="$(deploy/local/postgres.sh url)"
+  fi
   series=0
   # Context switches of all a process's threads so far: each hand-off to a sleeping thread is one.
   switches_of() { cat /proc/$1/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
@@ -206,6 +216,11 @@ if [ "$mode" = transactional ]; then
       *)
         local registry=""
         [ "$1" = ledger ] && registry="registry: {sqlite: $work/$2.db}"
+        if [ "$1" = postgres ]; then
+          local database="bench_tx_$(date +%s%N)"
+          psql -q "$postgres_base" -c "CREATE DATABASE $database"
+          registry="registry: {postgres: \"${postgres_base%/*}/$database\"}"
+        fi
         cat > "$work/$2.yaml" <<YAML
 metrics_address: null
 amqp: {url: "$amqp_url"}
@@ -229,7 +244,10 @@ YAML
     series=$((series + 1))
     local prefix="pushworker.bench.tx$series.$RANDOM"
     start_worker "$1" "$prefix"
-    local worker0 broker0 server0 switches0
+    local worker0 broker0 server0 switches0 pg0=0
+    # PostgreSQL's processes (its server and the worker's backends), for the postgres kind.
+    pg_cpu() { local sum=0; for pid in $(pgrep -x postgres); do sum=$(python3 -c "print($sum + $(cpu_of $pid 2>/dev/null || echo 0))"); done; echo "$sum"; }
+    [ "$1" = postgres ] && pg0=$(pg_cpu)
     worker0=$(cpu_of $worker_pid); switches0=$(switches_of $worker_pid); broker0=0; for pid in $broker_pid; do broker0=$(python3 -c "print($broker0 + $(cpu_of $pid))"); done
     server0=$(cpu_of $mock_pid)
     # PERF=KIND: `perf record -g` of that worker over its back-to-back run, into PERF_OUT.
@@ -242,24 +260,27 @@ YAML
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
     local broker1=0
     for pid in $broker_pid; do broker1=$(python3 -c "print($broker1 + $(cpu_of $pid))"); done
+    [ "$1" = postgres ] && python3 -c "print(f'   PostgreSQL CPU per job: {($(pg_cpu) - $pg0) / $jobs * 1e6:.0f} µs')" | tee -a "$work/load-$1-$2.txt"
     python3 -c "
 jobs = $jobs
 print(f'   CPU per job: worker {($(cpu_of $worker_pid) - $worker0) / jobs * 1e6:.0f} µs, broker {($broker1 - $broker0) / jobs * 1e6:.0f} µs, server {($(cpu_of $mock_pid) - $server0) / jobs * 1e6:.0f} µs; worker threads switched {($(switches_of $worker_pid) - $switches0) / jobs:.1f} times per job')" | tee -a "$work/load-$1-$2.txt"
     kill -TERM $worker_pid; wait $worker_pid 2>/dev/null || true
   }
-  for kind in ledger off go; do
+  for kind in $kinds go; do
     echo "== $kind: $jobs one-device jobs back to back"
     run_load "$kind" 0
   done
-  for kind in ledger off go; do
+  for kind in $kinds go; do
     half=$(python3 -c "import re; print(round(float(re.search(r'= (\d+) jobs/s', open('$work/load-$kind-0.txt').read()).group(1)) / 2))")
     echo "== $kind: $jobs one-device jobs at $half jobs/s (half its rate)"
     run_load "$kind" "$half"
   done
-  python3 - "$work" <<'PY'
+  python3 - "$work" "$kinds" <<'PY'
 import re, sys
 work = sys.argv[1]
-names = {"ledger": "pushworker, SQLite registry and ledger", "off": "pushworker, no registry (no ledger)", "go": "Go peer worker"}
+names = {"ledger": "pushworker, SQLite registry and ledger", "postgres": "pushworker, PostgreSQL registry and ledger",
+         "off": "pushworker, no registry (no ledger)", "go": "Go peer worker"}
+names = {kind: name for kind, name in names.items() if kind in sys.argv[2].split() + ["go"]}
 figures = {}
 for kind in names:
     full, half = open(f"{work}/load-{kind}-0.txt").read(), None
@@ -275,8 +296,12 @@ print(f"   {'worker':<40} {'jobs/s':>7} {'vs Go':>6} {'worker µs/job':>14} {'br
 for kind, name in names.items():
     f = figures[kind]
     print(f"   {name:<40} {f['rate']:7.0f} {f['rate'] / figures['go']['rate']:6.2f} {f['worker']:14.0f} {f['broker']:14.0f} {f['server']:14.0f} {f['p50']:7.1f} {f['p99']:7.1f}")
-print("== targets: pushworker with the ledger >= 1.0x the Go worker's rate (%.2f), <= 150 µs of worker CPU per job (%.0f); without a ledger <= 120 µs (%.0f)"
-      % (figures["ledger"]["rate"] / figures["go"]["rate"], figures["ledger"]["worker"], figures["off"]["worker"]))
+if "ledger" in figures and "off" in figures:
+    print("== targets: pushworker with the ledger >= 1.0x the Go worker's rate (%.2f), <= 150 µs of worker CPU per job (%.0f); without a ledger <= 120 µs (%.0f)"
+          % (figures["ledger"]["rate"] / figures["go"]["rate"], figures["ledger"]["worker"], figures["off"]["worker"]))
+if "ledger" in figures and "postgres" in figures:
+    print("== PostgreSQL's rate / SQLite's: %.2f (target >= 0.8); the PostgreSQL server's CPU is not in the worker's figure"
+          % (figures["postgres"]["rate"] / figures["ledger"]["rate"]))
 PY
   exit 0
 fi
