@@ -21,6 +21,8 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
     /// The URL without its password, for messages.
     public var redactedURL: String { database.redactedURL }
     private var client: PostgresClient { database.pool.client }
+    /// The device lookups of one-device jobs in flight, asked together (`devices(app:tokens:)`).
+    private let deviceLookups: LookupCoalescer<RegisteredDevice>
 
     /// Connects (the pool runs until the store is released) and creates or migrates the schema.
     /// A server that does not answer within `connectTimeout` fails the start: the pool itself
@@ -30,6 +32,7 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
         database = PostgresDatabase(pool: PostgresPool(configuration: configuration, logger: logger), logger: logger, redactedURL: redacted)
         ledger = PostgresLedgerStore(database: database)
         schedule = PostgresScheduleStore(database: database)
+        deviceLookups = LookupCoalescer { [database] app, tokens throws(StoreError) in try await Self.devices(app: app, tokens: tokens, in: database) }
         // Only reaching the server is timed: a migration (an index over many devices, or waiting
         // for another worker's) takes what it takes.
         let outcome: Result<Void, StoreError>? = await withTaskGroup(of: Result<Void, StoreError>?.self) { group in
@@ -464,10 +467,20 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
 
     public func devices(app: String, tokens: [String]) async throws(StoreError) -> [String: RegisteredDevice] {
         guard !tokens.isEmpty else { return [:] }
-        return try await read { connection in
+        // A job of a few devices shares its statement with the jobs in flight beside it; a
+        // page of a large audience is a statement of its own.
+        guard tokens.count > Self.coalescedLookup else { return try await deviceLookups.values(group: app, items: tokens) }
+        return try await Self.devices(app: app, tokens: tokens, in: database)
+    }
+
+    /// Lookups of at most this many devices are asked together.
+    static let coalescedLookup = 100
+
+    private static func devices(app: String, tokens: [String], in database: PostgresDatabase) async throws(StoreError) -> [String: RegisteredDevice] {
+        try await database.read { connection in
             var devices: [String: RegisteredDevice] = [:]
             var decoder = PreferencesDecoder()
-            let rows = try await connection.query(Self.devicesOfTokens(app: app, tokens: tokens), logger: self.logger)
+            let rows = try await connection.query(Self.devicesOfTokens(app: app, tokens: tokens), logger: database.logger)
             for try await (token, user, whitelist, blacklist, platform) in rows.decode((String, String?, String?, String?, String).self) {
                 devices[token] = RegisteredDevice(
                     token: token, user: user, preferences: decoder.decode(whitelist: whitelist, blacklist: blacklist), platform: DevicePlatform(rawValue: platform) ?? .apns)
