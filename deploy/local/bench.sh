@@ -247,7 +247,10 @@ YAML
     local worker0 broker0 server0 switches0 pg0=0
     # PostgreSQL's processes (its server and the worker's backends), for the postgres kind.
     pg_cpu() { local sum=0; for pid in $(pgrep -x postgres); do sum=$(python3 -c "print($sum + $(cpu_of $pid 2>/dev/null || echo 0))"); done; echo "$sum"; }
-    [ "$1" = postgres ] && pg0=$(pg_cpu)
+    # And its transactions (each statement outside a transaction is one).
+    pg_xacts() { psql -qtA "$postgres_base" -c "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database"; }
+    local xacts0=0
+    [ "$1" = postgres ] && { pg0=$(pg_cpu); xacts0=$(pg_xacts); }
     worker0=$(cpu_of $worker_pid); switches0=$(switches_of $worker_pid); broker0=0; for pid in $broker_pid; do broker0=$(python3 -c "print($broker0 + $(cpu_of $pid))"); done
     server0=$(cpu_of $mock_pid)
     # PERF=KIND: `perf record -g` of that worker over its back-to-back run, into PERF_OUT.
@@ -260,7 +263,7 @@ YAML
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
     local broker1=0
     for pid in $broker_pid; do broker1=$(python3 -c "print($broker1 + $(cpu_of $pid))"); done
-    [ "$1" = postgres ] && python3 -c "print(f'   PostgreSQL CPU per job: {($(pg_cpu) - $pg0) / $jobs * 1e6:.0f} µs')" | tee -a "$work/load-$1-$2.txt"
+    [ "$1" = postgres ] && python3 -c "print(f'   PostgreSQL CPU per job: {($(pg_cpu) - $pg0) / $jobs * 1e6:.0f} µs, {($(pg_xacts) - $xacts0) / $jobs:.2f} transactions per job')" | tee -a "$work/load-$1-$2.txt"
     python3 -c "
 jobs = $jobs
 print(f'   CPU per job: worker {($(cpu_of $worker_pid) - $worker0) / jobs * 1e6:.0f} µs, broker {($broker1 - $broker0) / jobs * 1e6:.0f} µs, server {($(cpu_of $mock_pid) - $server0) / jobs * 1e6:.0f} µs; worker threads switched {($(switches_of $worker_pid) - $switches0) / jobs:.1f} times per job')" | tee -a "$work/load-$1-$2.txt"
