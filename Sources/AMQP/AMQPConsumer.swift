@@ -45,7 +45,7 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
     ) async throws -> AMQPConsumer {
         try await connect(
             configuration, queues: queues, consumerTag: consumerTag, arguments: arguments, streaming: streaming, logger: logger,
-            sink: DeliverySink.init, finishingSequence: false)
+            handler: nil)
     }
 
     /// Consumes `queues` over one connection like `connect(_:queues:…)`, but hands each delivery
@@ -66,17 +66,17 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
     ) async throws -> AMQPConsumer {
         try await connect(
             configuration, queues: queues, consumerTag: consumerTag, arguments: arguments, streaming: streaming, logger: logger,
-            sink: { _ in DeliverySink(deliver: deliver, end: ended) }, finishingSequence: true)
+            handler: DeliverySink(deliver: deliver, end: ended))
     }
 
     private static func connect(
         _ configuration: AMQPConfiguration, queues: [(name: String, prefetch: UInt16)], consumerTag: String?, arguments: AMQPTable,
-        streaming: AMQPBodyStreaming?, logger: Logger,
-        sink: (AsyncThrowingStream<AMQPDelivery, Error>.Continuation) -> DeliverySink, finishingSequence: Bool
+        streaming: AMQPBodyStreaming?, logger: Logger, handler: DeliverySink?
     ) async throws -> AMQPConsumer {
         precondition(!queues.isEmpty, "a consumer needs a queue")
         let (stream, continuation) = AsyncThrowingStream<AMQPDelivery, Error>.makeStream()
-        if finishingSequence { continuation.finish() }
+        // With a handler of its own, the sequence has nothing to hand out.
+        if handler != nil { continuation.finish() }
         let tag = consumerTag ?? "pushworker-\(UUID().uuidString.lowercased())"
         let specification = ConsumeSpecification(
             subscriptions: queues.enumerated().map { index, queue in
@@ -84,7 +84,7 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
             },
             arguments: arguments, streaming: streaming)
         let driver = ConnectionDriver(
-            configuration: configuration, confirms: false, consume: specification, deliveries: sink(continuation), logger: logger)
+            configuration: configuration, confirms: false, consume: specification, deliveries: handler ?? DeliverySink(continuation), logger: logger)
         try await driver.start()
         return AMQPConsumer(driver: driver, stream: stream)
     }

@@ -5,6 +5,7 @@ import SQLiteStores
 import Stores
 import ServiceLifecycle
 import Synchronization
+import TestSupport
 import Testing
 
 /// The writer with two batches in flight (as on PostgreSQL): a later batch that commits first
@@ -16,14 +17,15 @@ struct LedgerWriterTests {
     final class HeldFirstWrite: LedgerStore {
         let store: SQLiteLedgerStore
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString.prefix(8)).db").path
-        private let state = Mutex<(writes: Int, gate: CheckedContinuation<Void, Never>?, open: Bool, events: [String], sizes: [Int])>((0, nil, false, [], []))
+        private let state = Mutex<(writes: Int, events: [String], sizes: [Int])>((0, [], []))
+        private let gate: TestGate
         let concurrentWrites: Int
 
         /// - Parameter holdFirst: false for a store that writes at once.
         init(holdFirst: Bool = true, concurrentWrites: Int = 2) throws {
             store = try SQLiteLedgerStore(path: path)
             self.concurrentWrites = concurrentWrites
-            if !holdFirst { state.withLock { $0.open = true } }
+            gate = TestGate(open: !holdFirst)
         }
 
         /// The number of records of each write, in order.
@@ -44,14 +46,7 @@ struct LedgerWriterTests {
 
         private func record(_ event: String) { state.withLock { $0.events.append(event) } }
 
-        func open() {
-            let gate = state.withLock { state in
-                state.open = true
-                defer { state.gate = nil }
-                return state.gate
-            }
-            gate?.resume()
-        }
+        func open() { gate.open() }
 
         func write(_ records: [DeliveryRecord]) async throws(StoreError) {
             let number = state.withLock { state in
@@ -60,16 +55,7 @@ struct LedgerWriterTests {
                 return state.writes
             }
             record("start \(number)")
-            if number == 1 {
-                await withCheckedContinuation { continuation in
-                    let now = state.withLock { state in
-                        if state.open { return true }
-                        state.gate = continuation
-                        return false
-                    }
-                    if now { continuation.resume() }
-                }
-            }
+            if number == 1 { await gate.pass() }
             try await store.write(records)
             record("end \(number)")
         }

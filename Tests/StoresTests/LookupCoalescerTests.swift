@@ -1,5 +1,6 @@
 import Stores
 import Synchronization
+import TestSupport
 import Testing
 
 /// Lookups asked while a query is out are answered by one query together, each with its own items.
@@ -8,35 +9,19 @@ struct LookupCoalescerTests {
     /// A lookup whose first query waits until the test opens it, counting the queries and their items.
     final class HeldLookup: Sendable {
         let calls = Mutex<[[String]]>([])
-        private let gate = Mutex<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+        private let gate = TestGate()
         let failing: Bool
 
         init(failing: Bool = false) { self.failing = failing }
 
-        func open() {
-            let waiter = gate.withLock { gate in
-                gate.open = true
-                defer { gate.waiter = nil }
-                return gate.waiter
-            }
-            waiter?.resume()
-        }
+        func open() { gate.open() }
 
         func lookup(_ group: String, _ items: [String]) async throws(StoreError) -> [String: String] {
             let first = calls.withLock { calls in
                 calls.append(items)
                 return calls.count == 1
             }
-            if first {
-                await withCheckedContinuation { continuation in
-                    let now = gate.withLock { gate in
-                        if gate.open { return true }
-                        gate.waiter = continuation
-                        return false
-                    }
-                    if now { continuation.resume() }
-                }
-            }
+            if first { await gate.pass() }
             if failing && !first { throw StoreError(.storeUnavailable, "down") }
             // Odd items are "registered".
             return Dictionary(uniqueKeysWithValues: items.filter { Int($0)! % 2 == 1 }.map { ($0, "\(group):\($0)") })
