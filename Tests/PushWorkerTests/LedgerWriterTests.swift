@@ -92,9 +92,9 @@ struct LedgerWriterTests {
         let group = ServiceGroup(services: [writer], logger: logger)
         let running = Task { try await group.run() }
         let given = Mutex<[String]>([])
-        await writer.append(Self.record("a")) { given.withLock { $0.append("a") } }
+        await writer.append(Self.record("a"), othersWait: false) { given.withLock { $0.append("a") } }
         #expect(await ledger.saw("start 1"))
-        await writer.append(Self.record("b")) { given.withLock { $0.append("b") } }
+        await writer.append(Self.record("b"), othersWait: false) { given.withLock { $0.append("b") } }
         #expect(await ledger.saw("end 2"), "the second batch is written while the first is held: \(ledger.events)")
         let synced = Task {
             await writer.sync()
@@ -128,7 +128,7 @@ struct LedgerWriterTests {
         #expect(ledger.sizes == [1])
         let given = Mutex<[String]>([])
         for token in ["b", "c", "d"] {
-            await writer.append(Self.record(token)) { given.withLock { $0.append(token) } }
+            await writer.append(Self.record(token), othersWait: false) { given.withLock { $0.append(token) } }
             // Time enough for a writer that did not wait to write each alone.
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -136,6 +136,32 @@ struct LedgerWriterTests {
         #expect(ledger.sizes == [1, 3], "the three records that came together: \(ledger.sizes)")
         #expect(given.withLock { $0 } == ["b", "c", "d"])
         #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b", "c", "d"]).count == 4)
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+
+    @Test("a record whose slot other devices wait for is written at once, busy or not: the window would only hold the slot")
+    func noWindowWhileOthersWait() async throws {
+        let ledger = try HeldFirstWrite(holdFirst: false, concurrentWrites: 1)
+        defer { try? FileManager.default.removeItem(atPath: ledger.path) }
+        let logger = Logger(label: "test.writer")
+        // Busy all along, and a window of a minute: a record that waited for it is plain.
+        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, commitWindow: .seconds(60), busyGap: .seconds(3_600), logger: logger)
+        let group = ServiceGroup(services: [writer], logger: logger)
+        let running = Task { try await group.run() }
+        await writer.append([Self.record("a")])
+        await writer.sync()
+        let given = Mutex<[String]>([])
+        for token in ["b", "c", "d"] {
+            let started = ContinuousClock.now
+            await writer.append(Self.record(token), othersWait: true) { given.withLock { $0.append(token) } }
+            await writer.sync()
+            // Half the window: only a record that waited for it, or a machine stalled that long.
+            let waited = ContinuousClock.now - started
+            #expect(waited < .seconds(30), "the record of \(token) waited \(waited) for the window")
+        }
+        #expect(ledger.sizes == [1, 1, 1, 1], "each written alone: \(ledger.sizes)")
+        #expect(given.withLock { $0 } == ["b", "c", "d"])
         await group.triggerGracefulShutdown()
         try await running.value
     }

@@ -32,7 +32,9 @@ public final class LedgerWriter: PipelineLedger, Service {
     /// gather for `commitWindow` (500 µs) after its first record. A commit (its transaction, its WAL pages,
     /// its hand-offs between threads) cost a one-device job more than the rest of its record;
     /// a job waits for it at its end, so the window is the latency a busy worker adds to a job.
-    /// At a lower rate each record is written as it comes.
+    /// At a lower rate each record is written as it comes, and so is a batch holding a record
+    /// whose slot other devices wait for (a broadcast that has used its `max_in_flight`): there
+    /// the window would only hold slots, and the rate follows how long a device holds one.
     private let commitWindow: Duration
     private let busyGap: Duration
     /// When the last batch was written.
@@ -56,8 +58,8 @@ public final class LedgerWriter: PipelineLedger, Service {
         await buffer.append(records, maximumPending: Self.maximumPending)
     }
 
-    public func append(_ record: DeliveryRecord, whenWritten written: @escaping @Sendable () -> Void) async {
-        await buffer.append([record], maximumPending: Self.maximumPending, written: written)
+    public func append(_ record: DeliveryRecord, othersWait: Bool, whenWritten written: @escaping @Sendable () -> Void) async {
+        await buffer.append([record], maximumPending: Self.maximumPending, urgent: othersWait, written: written)
     }
 
     public func sync() async {
@@ -198,6 +200,8 @@ final class LedgerBuffer: Sendable {
         var finished = false
         var syncs: [(upTo: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var taker: CheckedContinuation<Void, Never>?
+        /// A record waiting has others waiting for its slot.
+        var urgent = false
         var roomWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -205,7 +209,8 @@ final class LedgerBuffer: Sendable {
 
     /// Adds the records; `written` runs once they are written (or given up on). Waits only while
     /// `maximumPending` records are waiting already.
-    func append(_ records: [DeliveryRecord], maximumPending: Int, written: (@Sendable () -> Void)? = nil) async {
+    /// - Parameter urgent: others wait for what `written` frees: the next batch is taken without a window.
+    func append(_ records: [DeliveryRecord], maximumPending: Int, urgent: Bool = false, written: (@Sendable () -> Void)? = nil) async {
         guard !records.isEmpty else {
             written?()
             return
@@ -222,6 +227,7 @@ final class LedgerBuffer: Sendable {
                 if records.count > 1 { state.callbacks.append(contentsOf: repeatElement(nil, count: records.count - 1)) }
                 state.callbacks.append(written)
                 state.appended += records.count
+                if urgent { state.urgent = true }
                 defer { state.taker = nil }
                 return (true, state.taker, false)
             }
@@ -254,12 +260,13 @@ final class LedgerBuffer: Sendable {
 
     /// The next records to write and their callbacks; nil once closed and empty.
     /// - Parameter gathering: asked once the first record is there: how long to let more gather
-    ///   before taking a batch smaller than `count` (nil: take it now).
+    ///   before taking a batch smaller than `count` (nil: take it now). No window while an
+    ///   urgent record waits.
     func take(upTo count: Int, gathering: () -> Duration? = { nil }) async -> (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])? {
         var gathered = false
         while true {
             if !gathered, let window = gathering() {
-                let small = state.withLock { state in !state.pending.isEmpty && state.pending.count < count && !state.closed }
+                let small = state.withLock { state in !state.pending.isEmpty && state.pending.count < count && !state.closed && !state.urgent }
                 if small {
                     gathered = true
                     try? await Task.sleep(for: window)
@@ -271,6 +278,7 @@ final class LedgerBuffer: Sendable {
                 if state.pending.count <= count {
                     // Mostly everything gathered goes: handed over whole, no record copied.
                     batch = (state.pending, state.callbacks)
+                    state.urgent = false
                     state.pending = []
                     state.callbacks = []
                     state.pending.reserveCapacity(batch.records.count)

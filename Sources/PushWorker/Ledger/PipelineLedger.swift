@@ -7,7 +7,9 @@ import Stores
 public protocol PipelineLedger: Sendable {
     func append(_ records: [DeliveryRecord]) async
     /// Hands one record over and returns; `whenWritten` runs once it is written (or given up on).
-    func append(_ record: DeliveryRecord, whenWritten: @escaping @Sendable () -> Void) async
+    /// - Parameter othersWait: devices wait for the slot `whenWritten` gives back: the record is
+    ///   written without letting more gather first.
+    func append(_ record: DeliveryRecord, othersWait: Bool, whenWritten: @escaping @Sendable () -> Void) async
     /// Returns once every record appended before the call is written, or given up on (logged).
     func sync() async
     /// Marks a job's `results: batched` messages confirmed by the broker, and the results it

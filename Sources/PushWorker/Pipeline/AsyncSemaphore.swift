@@ -74,6 +74,11 @@ final class AsyncSemaphore: Sendable {
         }
     }
 
+    /// Whether a holder waits for a slot now: one given back goes to it at once.
+    var hasWaiters: Bool {
+        state.withLock { !$0.high.isEmpty || !$0.normal.isEmpty }
+    }
+
     func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
             if !state.high.isEmpty {

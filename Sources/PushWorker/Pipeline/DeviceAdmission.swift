@@ -43,6 +43,9 @@ public final class DeviceAdmission: Sendable {
             self.semaphore = semaphore
         }
 
+        /// Whether devices wait for a slot of this app now.
+        var othersWait: Bool { semaphore.hasWaiters }
+
         /// Gives back one device's slot.
         func releaseOne() {
             let (before, _) = held.subtract(1, ordering: .relaxed)

@@ -422,7 +422,7 @@ public struct JobProcessor: Sendable {
             let record = result.ledgerRecord(chunk: ends.chunk, message: waitsIn)
             if let slot {
                 slot.handOver()
-                await ledger.append(record, whenWritten: { slot.release() })
+                await ledger.append(record, othersWait: slot.othersWait, whenWritten: { slot.release() })
             } else {
                 await ledger.append([record])
             }

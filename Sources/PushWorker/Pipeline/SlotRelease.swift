@@ -11,6 +11,10 @@ final class SlotRelease: Sendable {
         self.slots = slots
     }
 
+    /// Whether other devices of the app wait for a slot now: one handed over is then worth
+    /// giving back soon (the ledger's writer does not let its batch gather).
+    var othersWait: Bool { slots.othersWait }
+
     /// Someone else gives the slot back now (the ledger's writer).
     func handOver() {
         handedOver.store(true, ordering: .relaxed)
