@@ -35,8 +35,11 @@ final class CurlConnection: APNsConnection, @unchecked Sendable {
         _ = pw_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1)
         _ = pw_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1)
         _ = pw_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
-        let thread = Thread { [self] in self.run() }
-        thread.name = "apns-curl"
+        // Named from inside: Foundation on Linux ignores a name set before the start.
+        let thread = Thread { [self] in
+            Thread.current.name = "apns-curl"
+            self.run()
+        }
         thread.start()
     }
 

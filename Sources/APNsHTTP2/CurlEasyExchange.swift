@@ -31,6 +31,8 @@ package enum CurlEasyExchange {
     ) async -> Result<Answer, Failure> {
         await withCheckedContinuation { continuation in
             let thread = Thread {
+                // Named from inside: Foundation on Linux ignores a name set before the start.
+                Thread.current.name = threadName
                 let result = performBlocking(method, url: url, headers: headers, body: body, configure: configure)
                 // The TLS session's per-thread OpenSSL state goes before the caller goes on: left to
                 // the thread's exit, a process that ends right after the call (`pushworker channels`)
@@ -38,7 +40,6 @@ package enum CurlEasyExchange {
                 pw_openssl_thread_stop()
                 continuation.resume(returning: result)
             }
-            thread.name = threadName
             thread.start()
         }
     }

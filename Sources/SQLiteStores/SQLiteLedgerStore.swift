@@ -9,7 +9,7 @@ import Synchronization
 /// the writers' lock for long. The unique key leads with the token: tokens look random, and one
 /// index written at random places per record (it also serves the questions by token) costs
 /// less than 0.4.1's two, its job-led key and (token, at).
-public final class SQLiteLedgerStore: LedgerStore {
+public final class SQLiteLedgerStore: BlockingLedgerWrites {
     private let state: Mutex<Connection>
     /// The file, which the schedule shares.
     public let path: String
@@ -150,6 +150,11 @@ public final class SQLiteLedgerStore: LedgerStore {
     public func write(_ records: [DeliveryRecord]) async throws(StoreError) {
         guard !records.isEmpty else { return }
         try await onQueue { connection throws(StoreError) in try Self.insert(records, on: connection) }
+    }
+
+    public func writeNow(_ records: [DeliveryRecord]) throws(StoreError) {
+        guard !records.isEmpty else { return }
+        try state.withLock { connection throws(StoreError) in try Self.insert(records, on: connection) }
     }
 
     private static func insert(_ records: [DeliveryRecord], on connection: Connection) throws(StoreError) {

@@ -14,7 +14,7 @@ import Testing
 struct LedgerWriterTests {
     /// The real SQLite ledger, with the first write held until the test opens it and a report
     /// of each write's start and end: the timing of a slow server, around a real store.
-    final class HeldFirstWrite: LedgerStore {
+    final class HeldFirstWrite: BlockingLedgerWrites {
         let store: SQLiteLedgerStore
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString.prefix(8)).db").path
         private let state = Mutex<(writes: Int, events: [String], sizes: [Int])>((0, [], []))
@@ -57,6 +57,18 @@ struct LedgerWriterTests {
             record("start \(number)")
             if number == 1 { await gate.pass() }
             try await store.write(records)
+            record("end \(number)")
+        }
+
+        /// From the writer's own thread (a store of one write at a time): written at once, never held.
+        func writeNow(_ records: [DeliveryRecord]) throws(StoreError) {
+            let number = state.withLock { state in
+                state.writes += 1
+                state.sizes.append(records.count)
+                return state.writes
+            }
+            record("start \(number)")
+            try store.writeNow(records)
             record("end \(number)")
         }
 
@@ -112,14 +124,15 @@ struct LedgerWriterTests {
         try await running.value
     }
 
-    @Test("group commit: once busy, a record waits for the records that follow it and they are written in one transaction")
-    func groupCommit() async throws {
+    @Test("group commit: once busy, a record waits for the records that follow it and they are written in one transaction",
+        arguments: [false, true])
+    func groupCommit(ownThread: Bool) async throws {
         let ledger = try HeldFirstWrite(holdFirst: false, concurrentWrites: 1)
         defer { try? FileManager.default.removeItem(atPath: ledger.path) }
         let logger = Logger(label: "test.writer")
         // Busy for a minute after each commit, and a window long enough that a loaded machine
         // still appends the records that follow inside it.
-        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, commitWindow: .seconds(2), busyGap: .seconds(60), logger: logger)
+        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, commitWindow: .seconds(2), busyGap: .seconds(60), ownThread: ownThread, logger: logger)
         let group = ServiceGroup(services: [writer], logger: logger)
         let running = Task { try await group.run() }
         // The first record finds the writer idle: written alone, at once.
@@ -140,13 +153,15 @@ struct LedgerWriterTests {
         try await running.value
     }
 
-    @Test("a record whose slot other devices wait for is written at once, busy or not: the window would only hold the slot")
-    func noWindowWhileOthersWait() async throws {
+    @Test("a record whose slot other devices wait for is written at once, busy or not: the window would only hold the slot",
+        arguments: [false, true])
+    func noWindowWhileOthersWait(ownThread: Bool) async throws {
         let ledger = try HeldFirstWrite(holdFirst: false, concurrentWrites: 1)
         defer { try? FileManager.default.removeItem(atPath: ledger.path) }
         let logger = Logger(label: "test.writer")
         // Busy all along, and a window of a minute: a record that waited for it is plain.
-        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, commitWindow: .seconds(60), busyGap: .seconds(3_600), logger: logger)
+        let writer = LedgerWriter(
+            ledger: ledger, retentionDays: 30, commitWindow: .seconds(60), busyGap: .seconds(3_600), ownThread: ownThread, logger: logger)
         let group = ServiceGroup(services: [writer], logger: logger)
         let running = Task { try await group.run() }
         await writer.append([Self.record("a")])
@@ -162,6 +177,29 @@ struct LedgerWriterTests {
         }
         #expect(ledger.sizes == [1, 1, 1, 1], "each written alone: \(ledger.sizes)")
         #expect(given.withLock { $0 } == ["b", "c", "d"])
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+
+    @Test("on the writer's own thread, a record whose slot others wait for ends a window already open: written with those gathered so far")
+    func urgentRecordEndsTheWindow() async throws {
+        let ledger = try HeldFirstWrite(holdFirst: false, concurrentWrites: 1)
+        defer { try? FileManager.default.removeItem(atPath: ledger.path) }
+        let logger = Logger(label: "test.writer")
+        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, commitWindow: .seconds(60), busyGap: .seconds(3_600), logger: logger)
+        let group = ServiceGroup(services: [writer], logger: logger)
+        let running = Task { try await group.run() }
+        await writer.append([Self.record("a")])
+        await writer.sync()
+        let started = ContinuousClock.now
+        // Busy: "b" opens a window of a minute; "c", whose slot others wait for, ends it.
+        await writer.append(Self.record("b"), othersWait: false) {}
+        try await Task.sleep(for: .milliseconds(50))
+        await writer.append(Self.record("c"), othersWait: true) {}
+        await writer.sync()
+        let waited = ContinuousClock.now - started
+        #expect(waited < .seconds(30), "the window ran its course: \(waited)")
+        #expect(ledger.sizes == [1, 2], "b and c in one write: \(ledger.sizes)")
         await group.triggerGracefulShutdown()
         try await running.value
     }

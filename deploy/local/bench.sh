@@ -54,7 +54,9 @@
 #                                   off"), and to a Go peer worker
 #                                   (deploy/local/txbench), on one broker and the Go server: jobs/s,
 #                                   CPU per job of the worker, the broker and the server, the ratio
-#                                   to the Go worker, and each worker's p50/p99 latency at half its rate
+#                                   to the Go worker, and each worker's p50/p99 latency at half its rate;
+#                                   THREADS=1 adds each worker thread's switches and CPU per job, by
+#                                   thread name; PERF=KIND records a perf profile of that worker
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -207,6 +209,25 @@ if [ "$mode" = transactional ]; then
   series=0
   # Context switches of all a process's threads so far: each hand-off to a sleeping thread is one.
   switches_of() { cat /proc/$1/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
+  # THREADS=1: each thread's switches and CPU so far, as JSON by thread id (its name beside).
+  threads_of() {
+    python3 - "$1" <<'PY'
+import json, os, sys
+pid, out = sys.argv[1], {}
+for tid in os.listdir(f'/proc/{pid}/task'):
+    try:
+        base = f'/proc/{pid}/task/{tid}'
+        name = open(f'{base}/comm').read().strip()
+        stat = open(f'{base}/stat').read()
+        fields = stat[stat.rindex(')') + 2:].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+        switches = sum(int(line.split()[1]) for line in open(f'{base}/status') if 'ctxt_switches' in line)
+        out[tid] = [name, switches, cpu]
+    except (OSError, ValueError):
+        pass
+print(json.dumps(out))
+PY
+  }
   start_worker() { # KIND PREFIX → worker_pid
     case "$1" in
       go)
@@ -253,6 +274,8 @@ YAML
     [ "$1" = postgres ] && { pg0=$(pg_cpu); xacts0=$(pg_xacts); }
     worker0=$(cpu_of $worker_pid); switches0=$(switches_of $worker_pid); broker0=0; for pid in $broker_pid; do broker0=$(python3 -c "print($broker0 + $(cpu_of $pid))"); done
     server0=$(cpu_of $mock_pid)
+    local threads0=""
+    [ -n "${THREADS:-}" ] && [ "$2" = 0 ] && threads0=$(threads_of $worker_pid)
     # PERF=KIND: `perf record -g` of that worker over its back-to-back run, into PERF_OUT.
     local perf_pid=""
     if [ "${PERF:-}" = "$1" ] && [ "$2" = 0 ]; then
@@ -267,6 +290,23 @@ YAML
     python3 -c "
 jobs = $jobs
 print(f'   CPU per job: worker {($(cpu_of $worker_pid) - $worker0) / jobs * 1e6:.0f} µs, broker {($broker1 - $broker0) / jobs * 1e6:.0f} µs, server {($(cpu_of $mock_pid) - $server0) / jobs * 1e6:.0f} µs; worker threads switched {($(switches_of $worker_pid) - $switches0) / jobs:.1f} times per job')" | tee -a "$work/load-$1-$2.txt"
+    # THREADS=1: the switches and CPU per job of each kind of thread (by name), busiest first.
+    if [ -n "$threads0" ]; then
+      python3 - "$threads0" "$(threads_of $worker_pid)" "$jobs" <<'PY'
+import json, sys
+before, after, jobs = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+kinds = {}
+for tid, (name, switches, cpu) in after.items():
+    was = before.get(tid, [name, 0, 0.0])
+    kind = kinds.setdefault(name, [0, 0, 0.0])
+    kind[0] += 1
+    kind[1] += switches - was[1]
+    kind[2] += cpu - was[2]
+for name, (threads, switches, cpu) in sorted(kinds.items(), key=lambda item: -item[1][1]):
+    if switches or cpu:
+        print(f'     {name:<20} {threads:>3} thread(s): {switches / jobs:5.2f} switches, {cpu / jobs * 1e6:6.1f} µs CPU per job')
+PY
+    fi
     kill -TERM $worker_pid; wait $worker_pid 2>/dev/null || true
   }
   for kind in $kinds go; do

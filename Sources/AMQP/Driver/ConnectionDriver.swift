@@ -51,8 +51,13 @@ final class ConnectionDriver: @unchecked Sendable {
     /// is retried (each attempt logged and reported); one that answers and refuses still throws.
     func start() async throws {
         try await withCheckedThrowingContinuation { (startup: CheckedContinuation<Void, Error>) in
-            let thread = Thread { [self] in self.run(startup: startup) }
-            thread.name = "amqp-io"
+            // Named from inside: Foundation on Linux does not give the thread a name set before
+            // its start. `top -H` and `bench.sh transactional` (THREADS=1) show it by this name.
+            let name = consume == nil ? "amqp-publish" : "amqp-consume"
+            let thread = Thread { [self] in
+                Thread.current.name = name
+                self.run(startup: startup)
+            }
             thread.start()
         }
     }

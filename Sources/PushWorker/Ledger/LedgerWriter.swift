@@ -40,10 +40,16 @@ public final class LedgerWriter: PipelineLedger, Service {
     /// When the last batch was written.
     private let lastWritten: Mutex<ContinuousClock.Instant>
 
+    /// Writes a store that takes blocking writes (`BlockingLedgerWrites`) from a thread of its own.
+    private let ownThread: Bool
+
+    /// - Parameter ownThread: false writes such a store from a task too, as any other (tests
+    ///   measure both ways).
     public init(
         ledger: any LedgerStore, retentionDays: Int, idempotencyHours: Int = 24, commitWindow: Duration = .microseconds(500),
-        busyGap: Duration = .milliseconds(2), logger: Logger
+        busyGap: Duration = .milliseconds(2), ownThread: Bool = true, logger: Logger
     ) {
+        self.ownThread = ownThread
         self.commitWindow = commitWindow
         self.busyGap = busyGap
         lastWritten = Mutex(.now - busyGap)
@@ -86,11 +92,14 @@ public final class LedgerWriter: PipelineLedger, Service {
                 return nil
             } catch {
                 if attempt == attempts { return error }
-                try? await Task.sleep(for: .milliseconds(100 * attempt * attempt))
+                try? await Task.sleep(for: .milliseconds(pause(after: attempt)))
             }
         }
         return nil
     }
+
+    /// Milliseconds between a failed attempt and the next.
+    private static func pause(after attempt: Int) -> Int { 100 * attempt * attempt }
 
     public func finals(job: String, app: String, tokens: [String]) async -> [String: DeliveryRecord] {
         do {
@@ -117,6 +126,21 @@ public final class LedgerWriter: PipelineLedger, Service {
         let expiry = Task { await expire() }
         defer { expiry.cancel() }
         let concurrent = max(1, ledger.concurrentWrites)
+        if ownThread, concurrent == 1, let store = ledger as? any BlockingLedgerWrites {
+            await withGracefulShutdownHandler {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    let thread = Thread { [self] in
+                        Thread.current.name = "ledger-write"
+                        writeOnThisThread(to: store)
+                        done.resume()
+                    }
+                    thread.start()
+                }
+            } onGracefulShutdown: {
+                self.buffer.close()
+            }
+            return
+        }
         await withGracefulShutdownHandler {
             // Up to `concurrent` batches are written at once, and each is marked written only
             // after the one before it: a job's `sync` waits for every record appended before it.
@@ -146,6 +170,33 @@ public final class LedgerWriter: PipelineLedger, Service {
         } onGracefulShutdown: {
             self.buffer.close()
         }
+    }
+
+    /// The writer's loop on a thread of its own: it sleeps in the buffer until records come (or
+    /// for the window), writes them, and gives their slots back, with no task, timer or queue
+    /// between; returns once closed and everything is written.
+    private func writeOnThisThread(to store: any BlockingLedgerWrites) {
+        while let (batch, callbacks) = buffer.takeWaiting(upTo: Self.batchSize, gathering: {
+            lastWritten.withLock { ContinuousClock.now - $0 < busyGap } ? commitWindow : nil
+        }) {
+            for attempt in 1...Self.attempts {
+                do {
+                    try store.writeNow(batch)
+                    break
+                } catch {
+                    guard attempt < Self.attempts else {
+                        logger.error("cannot write to the ledger; these results are not kept there, and their devices are as without a ledger if their job comes back", metadata: [
+                            "records": "\(batch.count)", "error": "\(error)",
+                        ])
+                        break
+                    }
+                    Thread.sleep(forTimeInterval: Double(Self.pause(after: attempt)) / 1000)
+                }
+            }
+            buffer.written(batch.count, callbacks: callbacks)
+            lastWritten.withLock { $0 = .now }
+        }
+        buffer.finish()
     }
 
     private func write(_ batch: [DeliveryRecord]) async {
@@ -202,10 +253,17 @@ final class LedgerBuffer: Sendable {
         var taker: CheckedContinuation<Void, Never>?
         /// A record waiting has others waiting for its slot.
         var urgent = false
+        /// The writer's thread sleeps in `takeWaiting` until `wakeup` is signalled; during its
+        /// window, only an urgent record signals.
+        var threadWaits = false
+        var windowOpen = false
         var roomWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Mutex(State())
+    /// Wakes the writer's thread: signalled once per time it was found waiting (`threadWaits`,
+    /// cleared by whoever signals), so a wake is never lost; a spare one only makes it look again.
+    private let wakeup = DispatchSemaphore(value: 0)
 
     /// Adds the records; `written` runs once they are written (or given up on). Waits only while
     /// `maximumPending` records are waiting already.
@@ -216,9 +274,9 @@ final class LedgerBuffer: Sendable {
             return
         }
         while true {
-            let outcome = state.withLock { state -> (done: Bool, taker: CheckedContinuation<Void, Never>?, runNow: Bool) in
-                if state.finished { return (true, nil, true) }
-                guard state.pending.count < maximumPending || state.closed else { return (false, nil, false) }
+            let outcome = state.withLock { state -> (done: Bool, taker: CheckedContinuation<Void, Never>?, runNow: Bool, wake: Bool) in
+                if state.finished { return (true, nil, true, false) }
+                guard state.pending.count < maximumPending || state.closed else { return (false, nil, false, false) }
                 // A batch's records (a results message's) mostly find the writer's buffer
                 // empty: kept as handed over, they are not copied record by record (a dozen
                 // strings retained each). A single device's record goes into the room `take`
@@ -228,11 +286,14 @@ final class LedgerBuffer: Sendable {
                 state.callbacks.append(written)
                 state.appended += records.count
                 if urgent { state.urgent = true }
+                let wake = state.threadWaits && (!state.windowOpen || urgent)
+                if wake { state.threadWaits = false }
                 defer { state.taker = nil }
-                return (true, state.taker, false)
+                return (true, state.taker, false, wake)
             }
             if outcome.done {
                 outcome.taker?.resume()
+                if outcome.wake { wakeup.signal() }
                 if outcome.runNow { written?() }
                 return
             }
@@ -272,25 +333,7 @@ final class LedgerBuffer: Sendable {
                     try? await Task.sleep(for: window)
                 }
             }
-            let taken = state.withLock { state -> (batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])?, end: Bool, room: [CheckedContinuation<Void, Never>]) in
-                guard !state.pending.isEmpty else { return (nil, state.closed, []) }
-                let batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])
-                if state.pending.count <= count {
-                    // Mostly everything gathered goes: handed over whole, no record copied.
-                    batch = (state.pending, state.callbacks)
-                    state.urgent = false
-                    state.pending = []
-                    state.callbacks = []
-                    state.pending.reserveCapacity(batch.records.count)
-                    state.callbacks.reserveCapacity(batch.records.count)
-                } else {
-                    batch = (Array(state.pending.prefix(count)), Array(state.callbacks.prefix(count)))
-                    state.pending.removeFirst(count)
-                    state.callbacks.removeFirst(count)
-                }
-                defer { state.roomWaiters = [] }
-                return (batch, false, state.roomWaiters)
-            }
+            let taken = grab(upTo: count, threadWaitsIfEmpty: false)
             for waiter in taken.room { waiter.resume() }
             if let batch = taken.batch { return batch }
             if taken.end { return nil }
@@ -302,6 +345,61 @@ final class LedgerBuffer: Sendable {
                 }
                 if resumeNow { continuation.resume() }
             }
+        }
+    }
+
+    typealias Batch = (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])
+
+    /// Takes up to `count` records if any wait, and who waited for room.
+    private func grab(upTo count: Int, threadWaitsIfEmpty: Bool) -> (batch: Batch?, end: Bool, room: [CheckedContinuation<Void, Never>]) {
+        state.withLock { state -> (batch: Batch?, end: Bool, room: [CheckedContinuation<Void, Never>]) in
+            guard !state.pending.isEmpty else {
+                // The writer's thread sleeps next: an append or a close wakes it.
+                if threadWaitsIfEmpty, !state.closed { state.threadWaits = true }
+                return (nil, state.closed, [])
+            }
+            let batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])
+            if state.pending.count <= count {
+                // Mostly everything gathered goes: handed over whole, no record copied.
+                batch = (state.pending, state.callbacks)
+                state.urgent = false
+                state.pending = []
+                state.callbacks = []
+                state.pending.reserveCapacity(batch.records.count)
+                state.callbacks.reserveCapacity(batch.records.count)
+            } else {
+                batch = (Array(state.pending.prefix(count)), Array(state.callbacks.prefix(count)))
+                state.pending.removeFirst(count)
+                state.callbacks.removeFirst(count)
+            }
+            defer { state.roomWaiters = [] }
+            return (batch, false, state.roomWaiters)
+        }
+    }
+
+    /// `take` for the writer's own thread, which it blocks: it sleeps until records come, and
+    /// through the window, which an urgent record ends early.
+    func takeWaiting(upTo count: Int, gathering: () -> Duration?) -> Batch? {
+        var gathered = false
+        while true {
+            if !gathered, let window = gathering() {
+                let small = state.withLock { state -> Bool in
+                    let small = !state.pending.isEmpty && state.pending.count < count && !state.closed && !state.urgent
+                    if small { (state.threadWaits, state.windowOpen) = (true, true) }
+                    return small
+                }
+                if small {
+                    gathered = true
+                    let nanoseconds = window.components.seconds * 1_000_000_000 + window.components.attoseconds / 1_000_000_000
+                    _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
+                    state.withLock { state in (state.threadWaits, state.windowOpen) = (false, false) }
+                }
+            }
+            let taken = grab(upTo: count, threadWaitsIfEmpty: true)
+            for waiter in taken.room { waiter.resume() }
+            if let batch = taken.batch { return batch }
+            if taken.end { return nil }
+            wakeup.wait()
         }
     }
 
@@ -333,15 +431,18 @@ final class LedgerBuffer: Sendable {
 
     /// No more takes wait: the writer writes what is left and stops.
     func close() {
-        let (taker, room) = state.withLock { state -> (CheckedContinuation<Void, Never>?, [CheckedContinuation<Void, Never>]) in
+        let (taker, room, wake) = state.withLock { state -> (CheckedContinuation<Void, Never>?, [CheckedContinuation<Void, Never>], Bool) in
             state.closed = true
+            let wake = state.threadWaits
             defer {
                 state.taker = nil
                 state.roomWaiters = []
+                state.threadWaits = false
             }
-            return (state.taker, state.roomWaiters)
+            return (state.taker, state.roomWaiters, wake)
         }
         taker?.resume()
+        if wake { wakeup.signal() }
         for waiter in room { waiter.resume() }
     }
 }

@@ -43,3 +43,13 @@ public protocol LedgerStore: Sendable {
 extension LedgerStore {
     public var concurrentWrites: Int { 1 }
 }
+
+/// A ledger whose writes may block the caller's thread: the writer then writes from a thread of
+/// its own, and a batch costs no hop to the store's queue and back (two threads woken per commit,
+/// a visible share of a one-device job's CPU). SQLite's: its writes are local and short, save a
+/// checkpoint of the write-ahead log now and then, which is why they stay off Swift's cooperative
+/// threads.
+public protocol BlockingLedgerWrites: LedgerStore {
+    /// `write`, on the caller's thread.
+    func writeNow(_ records: [DeliveryRecord]) throws(StoreError)
+}
