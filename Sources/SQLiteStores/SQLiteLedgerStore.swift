@@ -126,7 +126,8 @@ public final class SQLiteLedgerStore: BlockingLedgerWrites {
     }
 
     /// The connection's own serial queue (run on a thread of the system's pool, never one of
-    /// Swift's cooperative threads): every use of it runs here, in turn. A batch's transaction
+    /// Swift's cooperative threads): every use of it runs here, in turn, but the ledger writer's
+    /// batches (`writeNow`, from the writer's own thread; the connection's lock between them). A batch's transaction
     /// takes milliseconds of CPU, a claim or a write may wait up to `busy_timeout` for another
     /// worker of the host holding the file's write lock, and an expiry step deletes thousands of
     /// rows. Run on the caller's thread, each would hold one of the few threads Swift's
@@ -134,8 +135,9 @@ public final class SQLiteLedgerStore: BlockingLedgerWrites {
     /// queue behind it; so would a read of `finals` that waits for a batch to commit.
     private let queue = DispatchQueue(label: "pushworker.ledger.sqlite")
 
-    /// Runs `body` on the connection's queue, holding the connection. The lock is never
-    /// contended (the queue runs one body at a time); it is what lets `Connection` be shared.
+    /// Runs `body` on the connection's queue, holding the connection. The lock is what lets
+    /// `Connection` be shared; only the writer's thread contends for it, so a read of `finals`
+    /// may wait for a batch's commit on the queue's thread, never on a cooperative one.
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable (Connection) throws(StoreError) -> T) async throws(StoreError) -> T {
         let outcome: Result<T, StoreError> = await withCheckedContinuation { continuation in
             queue.async {
@@ -152,6 +154,7 @@ public final class SQLiteLedgerStore: BlockingLedgerWrites {
         try await onQueue { connection throws(StoreError) in try Self.insert(records, on: connection) }
     }
 
+    /// `write` on the caller's thread: the ledger writer's own, which nothing else waits on.
     public func writeNow(_ records: [DeliveryRecord]) throws(StoreError) {
         guard !records.isEmpty else { return }
         try state.withLock { connection throws(StoreError) in try Self.insert(records, on: connection) }

@@ -67,7 +67,7 @@ struct LedgerWriterTests {
                 state.sizes.append(records.count)
                 return state.writes
             }
-            record("start \(number)")
+            record("start \(number) on the writer's thread")
             try store.writeNow(records)
             record("end \(number)")
         }
@@ -147,6 +147,7 @@ struct LedgerWriterTests {
         }
         await writer.sync()
         #expect(ledger.sizes == [1, 3], "the three records that came together: \(ledger.sizes)")
+        #expect(ledger.events.contains { $0.hasSuffix("on the writer's thread") } == ownThread, "written where asked: \(ledger.events)")
         #expect(given.withLock { $0 } == ["b", "c", "d"])
         #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b", "c", "d"]).count == 4)
         await group.triggerGracefulShutdown()

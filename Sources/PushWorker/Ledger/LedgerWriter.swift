@@ -5,8 +5,8 @@ import ServiceLifecycle
 import Synchronization
 
 /// Writes final results to the ledger in batches, off the send path: devices hand their record
-/// over and go on; one task writes whatever has gathered, in one transaction, so the jobs of a
-/// busy worker share each commit. A job waits (`sync`) only at its end, before it is
+/// over and go on; the writer (a thread of its own for SQLite, a task otherwise) writes whatever
+/// has gathered, in one transaction, so the jobs of a busy worker share each commit. A job waits (`sync`) only at its end, before it is
 /// acknowledged, so that a job that comes back after a fault finds every device it had finished.
 ///
 /// Memory is bounded: past `maximumPending` records waiting, `append` waits for the writer. A
@@ -98,6 +98,20 @@ public final class LedgerWriter: PipelineLedger, Service {
         return nil
     }
 
+    /// `tried` on the writer's own thread, which the pauses block (it has nothing else to do).
+    private static func triedNow(_ body: () throws(StoreError) -> Void) -> StoreError? {
+        for attempt in 1...attempts {
+            do {
+                try body()
+                return nil
+            } catch {
+                if attempt == attempts { return error }
+                Thread.sleep(forTimeInterval: Double(pause(after: attempt)) / 1000)
+            }
+        }
+        return nil
+    }
+
     /// Milliseconds between a failed attempt and the next.
     private static func pause(after attempt: Int) -> Int { 100 * attempt * attempt }
 
@@ -145,10 +159,7 @@ public final class LedgerWriter: PipelineLedger, Service {
             // Up to `concurrent` batches are written at once, and each is marked written only
             // after the one before it: a job's `sync` waits for every record appended before it.
             var writing: [Task<Void, Never>] = []
-            while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize, gathering: {
-                // Busy: the last commit ended a moment ago, so more records are on their way.
-                lastWritten.withLock { ContinuousClock.now - $0 < busyGap } ? commitWindow : nil
-            }) {
+            while let (batch, callbacks) = await buffer.take(upTo: Self.batchSize, gathering: window) {
                 if concurrent == 1 {
                     // One write at a time: written here, without a task (and a thread's wake) per batch.
                     await write(batch)
@@ -176,23 +187,8 @@ public final class LedgerWriter: PipelineLedger, Service {
     /// for the window), writes them, and gives their slots back, with no task, timer or queue
     /// between; returns once closed and everything is written.
     private func writeOnThisThread(to store: any BlockingLedgerWrites) {
-        while let (batch, callbacks) = buffer.takeWaiting(upTo: Self.batchSize, gathering: {
-            lastWritten.withLock { ContinuousClock.now - $0 < busyGap } ? commitWindow : nil
-        }) {
-            for attempt in 1...Self.attempts {
-                do {
-                    try store.writeNow(batch)
-                    break
-                } catch {
-                    guard attempt < Self.attempts else {
-                        logger.error("cannot write to the ledger; these results are not kept there, and their devices are as without a ledger if their job comes back", metadata: [
-                            "records": "\(batch.count)", "error": "\(error)",
-                        ])
-                        break
-                    }
-                    Thread.sleep(forTimeInterval: Double(Self.pause(after: attempt)) / 1000)
-                }
-            }
+        while let (batch, callbacks) = buffer.takeWaiting(upTo: Self.batchSize, gathering: window) {
+            if let error = Self.triedNow({ () throws(StoreError) in try store.writeNow(batch) }) { gaveUp(batch, error) }
             buffer.written(batch.count, callbacks: callbacks)
             lastWritten.withLock { $0 = .now }
         }
@@ -200,11 +196,19 @@ public final class LedgerWriter: PipelineLedger, Service {
     }
 
     private func write(_ batch: [DeliveryRecord]) async {
-        if let error = await Self.tried({ () async throws(StoreError) in try await ledger.write(batch) }) {
-            logger.error("cannot write to the ledger; these results are not kept there, and their devices are as without a ledger if their job comes back", metadata: [
-                "records": "\(batch.count)", "error": "\(error)",
-            ])
-        }
+        if let error = await Self.tried({ () async throws(StoreError) in try await ledger.write(batch) }) { gaveUp(batch, error) }
+    }
+
+    private func gaveUp(_ batch: [DeliveryRecord], _ error: StoreError) {
+        logger.error("cannot write to the ledger; these results are not kept there, and their devices are as without a ledger if their job comes back", metadata: [
+            "records": "\(batch.count)", "error": "\(error)",
+        ])
+    }
+
+    /// How long to let a batch gather: the window while busy (the last commit ended a moment
+    /// ago, so more records are on their way), else none.
+    private func window() -> Duration? {
+        lastWritten.withLock { ContinuousClock.now - $0 < busyGap } ? commitWindow : nil
     }
 
     /// Every hour, the idempotency keys past their window: free already (`claim`), and kept no
@@ -251,18 +255,29 @@ final class LedgerBuffer: Sendable {
         var finished = false
         var syncs: [(upTo: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var taker: CheckedContinuation<Void, Never>?
-        /// A record waiting has others waiting for its slot.
+        /// A record waiting has others waiting for its slot: no window for the batch that holds
+        /// it, which would only keep those others waiting. Cleared when the whole buffer is taken
+        /// (after a partial take the next batch goes without a window too: full already, or
+        /// close to it).
         var urgent = false
-        /// The writer's thread sleeps in `takeWaiting` until `wakeup` is signalled; during its
-        /// window, only an urgent record signals.
+        /// The writer's thread sleeps in `takeWaiting` until `wakeup` is signalled: whoever finds
+        /// this set clears it and signals, so each sleep gets one signal.
         var threadWaits = false
+        /// The thread's sleep is a window (it takes the batch when it ends anyway): only an urgent
+        /// record ends it early.
         var windowOpen = false
         var roomWaiters: [CheckedContinuation<Void, Never>] = []
+
+        /// Whether a batch may wait for more records: some wait, fewer than a batch, none urgent.
+        func mayGather(toward count: Int) -> Bool {
+            !pending.isEmpty && pending.count < count && !closed && !urgent
+        }
     }
 
     private let state = Mutex(State())
     /// Wakes the writer's thread: signalled once per time it was found waiting (`threadWaits`,
-    /// cleared by whoever signals), so a wake is never lost; a spare one only makes it look again.
+    /// cleared by whoever signals), so a wake is never lost, and a window that ran out before
+    /// its signal came takes that signal in, so none is left over to end the next one.
     private let wakeup = DispatchSemaphore(value: 0)
 
     /// Adds the records; `written` runs once they are written (or given up on). Waits only while
@@ -323,11 +338,11 @@ final class LedgerBuffer: Sendable {
     /// - Parameter gathering: asked once the first record is there: how long to let more gather
     ///   before taking a batch smaller than `count` (nil: take it now). No window while an
     ///   urgent record waits.
-    func take(upTo count: Int, gathering: () -> Duration? = { nil }) async -> (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])? {
+    func take(upTo count: Int, gathering: () -> Duration? = { nil }) async -> Batch? {
         var gathered = false
         while true {
             if !gathered, let window = gathering() {
-                let small = state.withLock { state in !state.pending.isEmpty && state.pending.count < count && !state.closed && !state.urgent }
+                let small = state.withLock { state in state.mayGather(toward: count) }
                 if small {
                     gathered = true
                     try? await Task.sleep(for: window)
@@ -358,7 +373,7 @@ final class LedgerBuffer: Sendable {
                 if threadWaitsIfEmpty, !state.closed { state.threadWaits = true }
                 return (nil, state.closed, [])
             }
-            let batch: (records: [DeliveryRecord], callbacks: [(@Sendable () -> Void)?])
+            let batch: Batch
             if state.pending.count <= count {
                 // Mostly everything gathered goes: handed over whole, no record copied.
                 batch = (state.pending, state.callbacks)
@@ -384,15 +399,20 @@ final class LedgerBuffer: Sendable {
         while true {
             if !gathered, let window = gathering() {
                 let small = state.withLock { state -> Bool in
-                    let small = !state.pending.isEmpty && state.pending.count < count && !state.closed && !state.urgent
+                    let small = state.mayGather(toward: count)
                     if small { (state.threadWaits, state.windowOpen) = (true, true) }
                     return small
                 }
                 if small {
                     gathered = true
                     let nanoseconds = window.components.seconds * 1_000_000_000 + window.components.attoseconds / 1_000_000_000
-                    _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
-                    state.withLock { state in (state.threadWaits, state.windowOpen) = (false, false) }
+                    let ranOut = wakeup.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .timedOut
+                    let signalOwed = state.withLock { state in
+                        defer { (state.threadWaits, state.windowOpen) = (false, false) }
+                        // Ran out while an urgent record or a close was clearing the flag: its signal is on its way.
+                        return ranOut && !state.threadWaits
+                    }
+                    if signalOwed { wakeup.wait() }
                 }
             }
             let taken = grab(upTo: count, threadWaitsIfEmpty: true)

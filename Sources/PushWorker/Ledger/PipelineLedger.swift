@@ -7,8 +7,9 @@ import Stores
 public protocol PipelineLedger: Sendable {
     func append(_ records: [DeliveryRecord]) async
     /// Hands one record over and returns; `whenWritten` runs once it is written (or given up on).
-    /// - Parameter othersWait: devices wait for the slot `whenWritten` gives back: the record is
-    ///   written without letting more gather first.
+    /// - Parameter othersWait: devices wait for the slot `whenWritten` gives back: the batch that
+    ///   holds the record is written without a window for more to gather (on the writer's own
+    ///   thread, a window already open ends; a task's ends in its own time).
     func append(_ record: DeliveryRecord, othersWait: Bool, whenWritten: @escaping @Sendable () -> Void) async
     /// Returns once every record appended before the call is written, or given up on (logged).
     func sync() async

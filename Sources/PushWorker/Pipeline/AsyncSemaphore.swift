@@ -74,9 +74,9 @@ final class AsyncSemaphore: Sendable {
         }
     }
 
-    /// Whether a holder waits for a slot now: one given back goes to it at once.
+    /// Whether a slot given back now would go to a waiter at once (as `release` decides).
     var hasWaiters: Bool {
-        state.withLock { !$0.high.isEmpty || !$0.normal.isEmpty }
+        state.withLock { !$0.high.isEmpty || (!$0.normal.isEmpty && $0.available >= $0.reserve) }
     }
 
     func release() {
