@@ -6,8 +6,9 @@ import Synchronization
 
 /// Writes final results to the ledger in batches, off the send path: devices hand their record
 /// over and go on; the writer (a thread of its own for SQLite, a task otherwise) writes whatever
-/// has gathered, in one transaction, so the jobs of a busy worker share each commit. A job waits (`sync`) only at its end, before it is
-/// acknowledged, so that a job that comes back after a fault finds every device it had finished.
+/// has gathered, in one transaction, so the jobs of a busy worker share each commit. A job waits
+/// (`sync`) only at its end, before it is acknowledged, so that a job that comes back after a
+/// fault finds every device it had finished.
 ///
 /// Memory is bounded: past `maximumPending` records waiting, `append` waits for the writer. A
 /// write that keeps failing (the store down) is retried, then its records are given up on with an
