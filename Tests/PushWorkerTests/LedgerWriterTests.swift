@@ -130,9 +130,11 @@ struct LedgerWriterTests {
         let ledger = try HeldFirstWrite(holdFirst: false, concurrentWrites: 1)
         defer { try? FileManager.default.removeItem(atPath: ledger.path) }
         let logger = Logger(label: "test.writer")
-        // Busy for a minute after each commit, and a window long enough that a loaded machine
-        // still appends the records that follow inside it.
-        let writer = LedgerWriter(ledger: ledger, retentionDays: 30, commitWindow: .seconds(2), busyGap: .seconds(60), ownThread: ownThread, logger: logger)
+        // Busy for two minutes after each commit, and a window long enough that a machine
+        // stalled for seconds (a build beside the tests) still appends the records that follow
+        // inside it. The test waits the window out.
+        let writer = LedgerWriter(
+            ledger: ledger, retentionDays: 30, commitWindow: .seconds(15), busyGap: .seconds(120), ownThread: ownThread, logger: logger)
         let group = ServiceGroup(services: [writer], logger: logger)
         let running = Task { try await group.run() }
         // The first record finds the writer idle: written alone, at once.
