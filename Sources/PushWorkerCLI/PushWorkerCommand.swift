@@ -1,5 +1,6 @@
 import APNs
 import ArgumentParser
+import Foundation
 import SecretEnvironment
 
 @main
@@ -14,6 +15,10 @@ struct PushWorkerCommand: AsyncParsableCommand {
     /// ArgumentParser's own entry, after OpenSSL is told not to clean up at exit (its first call).
     static func main() async {
         OpenSSLProcess.skipCleanupAtExit()
+        // The text log's timestamp comes from localtime(), which stats /etc/localtime on every
+        // line while TZ is unset (one "job done" line a job); naming that same file keeps the
+        // zone and reads it once.
+        if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
         do {
             var command = try parseAsRoot()
             // PUSHWORKER_AMQP_URL_FILE and the like, before any command reads the variables (after

@@ -32,7 +32,7 @@ public enum RFC3339 {
             return milliseconds(text)
         case let number as NSNumber:
             // JSONSerialization reads true and false as NSNumber of type "c" (never an 8-bit integer).
-            guard String(cString: number.objCType) != "c" else { return nil }
+            guard !JSONValue.isBoolean(number) else { return nil }
             let seconds = number.doubleValue
             guard seconds.isFinite, seconds == seconds.rounded(), let whole = Int64(exactly: seconds) else { return nil }
             return self.milliseconds(unixSeconds: whole)

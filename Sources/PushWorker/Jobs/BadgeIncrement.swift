@@ -1,4 +1,5 @@
 import Foundation
+import Stores
 
 /// `"badge": "increment"` (or `{"increment": N}`) in a job's `aps`: each registered device's
 /// counter goes up by N in the registry, and the number it reaches is the badge APNs receives.
@@ -19,10 +20,10 @@ public struct BadgeIncrement: Sendable, Hashable {
 
     /// Reads `aps.badge`: nil when it is a number (sent as it is) or absent.
     static func read(_ aps: [String: Any]) throws(JobError) -> Int? {
-        guard let badge = aps["badge"], !(badge is NSNull) else { return nil }
-        if let number = badge as? NSNumber, !JobFields.isBoolean(number) { return nil }
+        guard let badge = aps["badge"], !JSONValue.isNull(badge) else { return nil }
+        if let number = JSONValue.number(badge), !JSONValue.isBoolean(number) { return nil }
         if let text = badge as? String, text == "increment" { return 1 }
-        if let object = badge as? [String: Any], object.count == 1, let raw = object["increment"] as? NSNumber, !JobFields.isBoolean(raw),
+        if let object = badge as? [String: Any], object.count == 1, let raw = object["increment"] as? NSNumber, !JSONValue.isBoolean(raw),
             raw.doubleValue == raw.doubleValue.rounded(), (1...Double(maximumAmount)).contains(raw.doubleValue)
         {
             return raw.intValue

@@ -117,7 +117,7 @@ extension JobDecoder {
     /// A chunk job's `[["<token>", "<user>" | null], …]`; an Android device's pair has a third
     /// element, `"fcm"`.
     static func pairs(_ value: Any?, field: String) throws(JobError) -> [Recipient] {
-        guard let value, !(value is NSNull) else { return [] }
+        guard let value, !JSONValue.isNull(value) else { return [] }
         guard let array = value as? [Any] else { throw JobError(.invalidField, field: field, "\(field) must be an array of [token, user] pairs") }
         var recipients: [Recipient] = []
         recipients.reserveCapacity(array.count)

@@ -85,7 +85,7 @@ extension JobDecoder {
             if let milliseconds = RFC3339.milliseconds(json: text) { return .at(Date(timeIntervalSince1970: Double(milliseconds) / 1000)) }
             throw JobError(.invalidField, field: field, "expiration '\(text)' is not \"immediate\" or an RFC 3339 time")
         }
-        if let number = value as? NSNumber, !JobFields.isBoolean(number) {
+        if let number = JSONValue.number(value), !JSONValue.isBoolean(number) {
             guard let milliseconds = RFC3339.milliseconds(json: number) else {
                 throw JobError(.invalidField, field: field, "expiration \(number) is not a Unix time in whole seconds")
             }
@@ -96,7 +96,7 @@ extension JobDecoder {
             guard object.count == 1, let raw = object["after_seconds"] else {
                 throw JobError(.invalidField, field: field, "expiration object must be {\"after_seconds\": N}")
             }
-            guard let number = raw as? NSNumber, !JobFields.isBoolean(number), number.doubleValue.isFinite,
+            guard let number = JSONValue.number(raw), !JSONValue.isBoolean(number), number.doubleValue.isFinite,
                 number.doubleValue >= 0, number.doubleValue <= 31_536_000, number.doubleValue == number.doubleValue.rounded()
             else {
                 throw JobError(.invalidField, field: "expiration.after_seconds", "expiration.after_seconds must be whole seconds between 0 and 31536000")

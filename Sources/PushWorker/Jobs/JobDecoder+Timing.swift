@@ -34,12 +34,12 @@ extension JobDecoder {
     /// `send_at`: an RFC 3339 time, or Unix seconds as `expiration` takes them (`RFC3339`'s one
     /// reading of a time, as `get_deliveries` and the command line use it).
     static func sendAt(_ value: Any?) throws(JobError) -> Date? {
-        guard let value, !(value is NSNull) else { return nil }
+        guard let value, !JSONValue.isNull(value) else { return nil }
         if let milliseconds = RFC3339.milliseconds(json: value) { return Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
         switch value {
         case let text as String:
             throw JobError(.invalidField, field: "send_at", "send_at '\(text)' is not an RFC 3339 time (2026-11-27T09:00:00Z, or with an offset: 2026-11-27T09:00:00+01:00)")
-        case let number as NSNumber where !JobFields.isBoolean(number):
+        case let number as NSNumber where !JSONValue.isBoolean(number):
             throw JobError(.invalidField, field: "send_at", "send_at \(number) is not a Unix time in whole seconds")
         default:
             throw JobError(.invalidField, field: "send_at", "send_at must be an RFC 3339 time (2026-11-27T09:00:00Z) or Unix seconds")

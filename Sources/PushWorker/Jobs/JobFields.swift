@@ -1,4 +1,5 @@
 import Foundation
+import Stores
 
 /// Typed access to the fields of a parsed JSON object, with errors naming the field.
 struct JobFields {
@@ -16,28 +17,28 @@ struct JobFields {
 
     /// `nil` when absent or JSON null.
     mutating func string(_ key: String) throws(JobError) -> String? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let value = object[key], !JSONValue.isNull(value) else { return nil }
         guard let text = value as? String else { throw wrongType(key, "a string") }
         return text
     }
 
     mutating func integer(_ key: String) throws(JobError) -> Int? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
-        guard let number = value as? NSNumber, !Self.isBoolean(number) else { throw wrongType(key, "a whole number") }
+        guard let value = object[key], !JSONValue.isNull(value) else { return nil }
+        guard let number = JSONValue.number(value), !JSONValue.isBoolean(number) else { throw wrongType(key, "a whole number") }
         let double = number.doubleValue
         guard double.isFinite, double == double.rounded(), abs(double) < 1e15 else { throw wrongType(key, "a whole number") }
         return Int(double)
     }
 
     mutating func object(_ key: String) throws(JobError) -> [String: Any]? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let value = object[key], !JSONValue.isNull(value) else { return nil }
         guard let dictionary = value as? [String: Any] else { throw wrongType(key, "an object") }
         return dictionary
     }
 
     /// An array of strings; the error names the first element that is not one.
     mutating func strings(_ key: String) throws(JobError) -> [String]? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let value = object[key], !JSONValue.isNull(value) else { return nil }
         guard let array = value as? [Any] else { throw wrongType(key, "an array of strings") }
         var result: [String] = []
         result.reserveCapacity(array.count)
@@ -48,11 +49,5 @@ struct JobFields {
             result.append(text)
         }
         return result
-    }
-
-    /// JSONSerialization reads true/false as NSNumber (type encoding "c"); a job's numbers must
-    /// not be booleans. It never makes an 8-bit integer, the only other "c".
-    static func isBoolean(_ number: NSNumber) -> Bool {
-        String(cString: number.objCType) == "c"
     }
 }

@@ -59,8 +59,8 @@ struct LiveActivity {
             }
             aps["attributes-type"] = type
             aps["attributes"] = attributes
-            if let value = object["input_push_token"], !(value is NSNull) {
-                guard let number = value as? NSNumber, JobFields.isBoolean(number) else {
+            if let value = object["input_push_token"], !JSONValue.isNull(value) {
+                guard let number = JSONValue.number(value), JSONValue.isBoolean(number) else {
                     throw JobError(.invalidField, field: "live_activity.input_push_token", "live_activity.input_push_token must be true or false")
                 }
                 if number.boolValue { aps["input-push-token"] = 1 }
@@ -91,13 +91,13 @@ struct LiveActivity {
             }
             aps["dismissal-date"] = dismissal
         }
-        if let value = object["relevance_score"], !(value is NSNull) {
-            guard let number = value as? NSNumber, !JobFields.isBoolean(number), number.doubleValue.isFinite, number.doubleValue >= 0 else {
+        if let value = object["relevance_score"], !JSONValue.isNull(value) {
+            guard let number = JSONValue.number(value), !JSONValue.isBoolean(number), number.doubleValue.isFinite, number.doubleValue >= 0 else {
                 throw JobError(.invalidField, field: "live_activity.relevance_score", "live_activity.relevance_score must be a number, 0 or more")
             }
             aps["relevance-score"] = number
         }
-        if let value = object["alert"], !(value is NSNull) {
+        if let value = object["alert"], !JSONValue.isNull(value) {
             aps["alert"] = try Self.alert(value)
         }
         self.aps = aps
@@ -130,7 +130,7 @@ struct LiveActivity {
 
     /// Unix seconds, or an RFC 3339 time, as ActivityKit's dates are (whole seconds).
     private static func seconds(_ value: Any?, field: String) throws(JobError) -> Int64? {
-        guard let value, !(value is NSNull) else { return nil }
+        guard let value, !JSONValue.isNull(value) else { return nil }
         let name = "live_activity.\(field)"
         if let milliseconds = RFC3339.milliseconds(json: value) {
             // Whole seconds, rounded down as ActivityKit reads them (before 1970 too).

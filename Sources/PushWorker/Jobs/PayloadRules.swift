@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import Stores
 
 /// The rules Apple documents for alert and background payloads, which APNs itself does not
 /// enforce: it accepts such a push and then delivers it late, throttled, or not at all. A job
@@ -41,6 +42,6 @@ enum PayloadRules {
 
     /// `1` as APNs reads it; JSON `true` decodes to the same number.
     private static func isOne(_ value: Any?) -> Bool {
-        (value as? NSNumber)?.intValue == 1
+        (JSONValue.number(value))?.intValue == 1
     }
 }

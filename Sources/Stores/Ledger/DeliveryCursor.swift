@@ -26,7 +26,7 @@ public struct DeliveryCursor: Sendable, Hashable {
         base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
         guard let data = Data(base64Encoded: base64),
             let fields = (try? JSONSerialization.jsonObject(with: data)) as? [Any], fields.count == 4,
-            let number = fields[0] as? NSNumber, String(cString: number.objCType) != "c", let at = Int64(exactly: number.doubleValue),
+            let number = fields[0] as? NSNumber, !JSONValue.isBoolean(number), let at = Int64(exactly: number.doubleValue),
             let token = fields[1] as? String, let jobID = fields[2] as? String, let app = fields[3] as? String
         else { return nil }
         self.at = at

@@ -39,8 +39,8 @@ public enum ChannelRequest: Sendable, Hashable {
         switch name {
         case "create_channel":
             var policy = 1
-            if let value = object["message_storage_policy"], !(value is NSNull) {
-                guard let number = value as? NSNumber, String(cString: number.objCType) != "c", [0, 1].contains(number.doubleValue) else {
+            if let value = object["message_storage_policy"], !JSONValue.isNull(value) {
+                guard let number = JSONValue.number(value), !JSONValue.isBoolean(number), [0, 1].contains(number.doubleValue) else {
                     throw StoreError(.invalidField, field: "message_storage_policy",
                         "message_storage_policy must be 0 (no message stored) or 1 (the most recent message stored)")
                 }

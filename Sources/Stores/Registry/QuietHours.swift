@@ -32,8 +32,8 @@ public struct QuietHours: Sendable, Hashable {
         }
         var zone: String?
         switch object["zone"] {
-        case nil, is NSNull: zone = nil
         case let name as String: zone = try TimeZones.checked(name, field: "\(field).zone")
+        case nil, is NSNull: zone = nil
         default: throw StoreError(.invalidField, field: "\(field).zone", "\(field).zone must be an IANA time zone name such as Europe/Berlin")
         }
         self.init(from: from, to: to, zone: zone)

@@ -151,8 +151,8 @@ public enum RegistryCommand: Sendable, Hashable {
             var zone: String?
             switch object["zone"] {
             case nil: throw StoreError(.missingField, field: "zone", "zone is missing: an IANA time zone name such as Europe/Berlin, or null to clear it")
-            case is NSNull: zone = nil
             case let name as String: zone = try TimeZones.checked(name, field: "zone")
+            case is NSNull: zone = nil
             default: throw StoreError(.invalidField, field: "zone", "zone must be an IANA time zone name such as Europe/Berlin, or null")
             }
             self = .setTimeZone(scope, zone: zone)

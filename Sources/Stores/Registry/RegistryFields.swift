@@ -24,7 +24,7 @@ struct RegistryFields {
     }
 
     func optionalString(_ key: String) throws(StoreError) -> String? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let value = object[key], !JSONValue.isNull(value) else { return nil }
         guard let text = value as? String else { throw StoreError(.invalidField, field: key, "\(key) must be a string") }
         guard !text.isEmpty else { throw StoreError(.invalidField, field: key, "\(key) is empty") }
         guard text.utf8.count <= 256 else { throw StoreError(.invalidField, field: key, "\(key) is \(text.utf8.count) bytes; at most 256") }
@@ -55,7 +55,7 @@ struct RegistryFields {
 
     /// A Live Activity's id, as the app names it: non-empty, at most 128 bytes, no NUL.
     func activity(_ key: String = "activity") throws(StoreError) -> String {
-        guard let value = object[key], !(value is NSNull) else { throw StoreError(.missingField, field: key, "\(key) is missing") }
+        guard let value = object[key], !JSONValue.isNull(value) else { throw StoreError(.missingField, field: key, "\(key) is missing") }
         guard let id = value as? String else { throw StoreError(.invalidField, field: key, "\(key) must be a string: the Live Activity's id") }
         guard !id.isEmpty else { throw StoreError(.invalidField, field: key, "\(key) is empty") }
         guard id.utf8.count <= TokenNamespace.maximumActivityIDLength else {
@@ -110,7 +110,7 @@ struct RegistryFields {
     func scope() throws(StoreError) -> PreferenceScope {
         let user = try optionalString("user")
         let app = try optionalApp()
-        if let value = object["token"], !(value is NSNull) {
+        if let value = object["token"], !JSONValue.isNull(value) {
             guard user == nil else {
                 throw StoreError(.invalidField, field: "token", "token: name a user, or a device by app and token, not both")
             }
@@ -124,7 +124,7 @@ struct RegistryFields {
     /// A list entry: `"type"` with optional `"exceptions": [subtype, …]`, or the array form
     /// `"entry": [type, subtype, …]`.
     func entry() throws(StoreError) -> (type: String, exceptions: [String]) {
-        if let value = object["entry"], !(value is NSNull) {
+        if let value = object["entry"], !JSONValue.isNull(value) {
             guard object["type"] == nil && object["exceptions"] == nil else {
                 throw StoreError(.invalidField, field: "entry", "entry: give entry, or type and exceptions, not both")
             }
@@ -135,7 +135,7 @@ struct RegistryFields {
             return (type, Array(strings.dropFirst()))
         }
         let type = try string("type")
-        guard let value = object["exceptions"], !(value is NSNull) else { return (type, []) }
+        guard let value = object["exceptions"], !JSONValue.isNull(value) else { return (type, []) }
         guard let items = value as? [Any], let strings = items as? [String], strings.count == items.count else {
             throw StoreError(.invalidField, field: "exceptions", "exceptions must be a list of subtype strings")
         }
@@ -143,8 +143,8 @@ struct RegistryFields {
     }
 
     func bool(_ key: String) throws(StoreError) -> Bool? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
-        guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {
+        guard let value = object[key], !JSONValue.isNull(value) else { return nil }
+        guard let number = JSONValue.number(value), JSONValue.isBoolean(number) else {
             throw StoreError(.invalidField, field: key, "\(key) must be true or false")
         }
         return number.boolValue
@@ -152,7 +152,7 @@ struct RegistryFields {
 
     /// `{"type": ["subtype", …]}`; absent means empty.
     func exceptions(_ key: String) throws(StoreError) -> [String: [String]] {
-        guard let value = object[key], !(value is NSNull) else { return [:] }
+        guard let value = object[key], !JSONValue.isNull(value) else { return [:] }
         guard let map = value as? [String: Any] else {
             throw StoreError(.invalidField, field: key, "\(key) must map types to lists of exception subtypes, such as {\"grades\": [\"final-grade\"]}")
         }

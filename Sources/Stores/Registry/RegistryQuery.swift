@@ -59,21 +59,21 @@ public enum RegistryQuery: Sendable, Hashable {
         }
         let app = token == nil ? try reader.optionalApp() : try reader.app()
         func time(_ key: String) throws(StoreError) -> Int64? {
-            guard let value = reader.object[key], !(value is NSNull) else { return nil }
+            guard let value = reader.object[key], !JSONValue.isNull(value) else { return nil }
             guard let milliseconds = RFC3339.milliseconds(json: value) else {
                 throw StoreError(.invalidField, field: key, "\(key) must be an RFC 3339 time (2026-11-24T09:00:00Z) or Unix seconds")
             }
             return milliseconds
         }
         var after: DeliveryCursor?
-        if let value = reader.object["after"], !(value is NSNull) {
+        if let value = reader.object["after"], !JSONValue.isNull(value) {
             guard let text = value as? String, let cursor = DeliveryCursor(text) else {
                 throw StoreError(.invalidField, field: "after", "after must be the next of an earlier get_deliveries answer, as it was given")
             }
             after = cursor
         }
         var limit = 100
-        if let value = reader.object["limit"], !(value is NSNull) {
+        if let value = reader.object["limit"], !JSONValue.isNull(value) {
             guard let number = value as? Int, (1...DeliveryQuery.maximumLimit).contains(number) else {
                 throw StoreError(.invalidField, field: "limit", "limit must be a whole number from 1 to \(DeliveryQuery.maximumLimit)")
             }
@@ -134,8 +134,8 @@ public enum RegistryRequest: Sendable, Hashable {
         let object = try RegistryFields.object(json: body)
         let auth: String?
         switch object["auth"] {
-        case nil, is NSNull: auth = nil
         case let text as String: auth = text
+        case nil, is NSNull: auth = nil
         default: throw StoreError(.invalidField, field: "auth", "auth must be a string: the user's token (a JWT)")
         }
         return (try RegistryRequest(object), auth)
