@@ -1,6 +1,9 @@
 /// A message delivered to a consumer. Settle it exactly once with `ack`, `nack` or `reject`;
 /// until then the broker holds it for this consumer (and counts it against the prefetch).
-public struct AMQPDelivery: Sendable {
+///
+/// A class: a delivery passes through several hands on its way to a job, and each copy of a
+/// struct of its fields retained and released every one of them.
+public final class AMQPDelivery: Sendable {
     /// Empty when the body went to `streamedBody`.
     public let body: [UInt8]
     /// The receiver a streamed body went to (see `AMQPBodyStreaming`), which holds what it made of it.
@@ -16,6 +19,23 @@ public struct AMQPDelivery: Sendable {
     public let consumerTag: String
     let generation: UInt64
     let driver: ConnectionDriver
+
+    init(
+        body: [UInt8], streamedBody: (any AMQPBodyReceiver)?, bodySize: Int, properties: AMQPProperties, exchange: String, routingKey: String,
+        deliveryTag: UInt64, redelivered: Bool, consumerTag: String, generation: UInt64, driver: ConnectionDriver
+    ) {
+        self.body = body
+        self.streamedBody = streamedBody
+        self.bodySize = bodySize
+        self.properties = properties
+        self.exchange = exchange
+        self.routingKey = routingKey
+        self.deliveryTag = deliveryTag
+        self.redelivered = redelivered
+        self.consumerTag = consumerTag
+        self.generation = generation
+        self.driver = driver
+    }
 
     /// Confirms the message was handled; the broker forgets it.
     public func ack(multiple: Bool = false) async throws {

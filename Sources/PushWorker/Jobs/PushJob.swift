@@ -55,97 +55,213 @@ public struct PushJob: Sendable, Hashable {
             public var fcmTokens: [String] = []
         }
 
-        public private(set) var kind: Kind
+        /// One or the other, never both (`channel(_:)` makes the only audience with a channel).
+        /// Held as two fields, not as a `Kind`: a read of one field of an enum's payload copied
+        /// the whole payload, seven arrays and strings retained and released, and a job reads
+        /// its audience's fields many times.
+        private var deviceFields = Devices()
+        private var channelID: String?
+
+        public var kind: Kind {
+            channelID.map(Kind.channel) ?? .devices(deviceFields)
+        }
 
         public init(tokens: [String] = [], users: [String] = [], groups: [String] = [], devices: [Recipient] = [], filtered: [Recipient] = [],
             activity: String? = nil
         ) {
-            kind = .devices(Devices(tokens: tokens, users: users, groups: groups, devices: devices, filtered: filtered, activity: activity))
+            deviceFields = Devices(tokens: tokens, users: users, groups: groups, devices: devices, filtered: filtered, activity: activity)
         }
 
         /// A broadcast to `channel`, and nothing else.
         public static func channel(_ channel: String) -> Audience {
             var audience = Audience()
-            audience.kind = .channel(channel)
+            audience.channelID = channel
             return audience
         }
 
         /// The broadcast channel; nil for devices.
-        public var channel: String? {
-            if case .channel(let id) = kind { id } else { nil }
-        }
-
-        /// The device fields; empty for a channel.
-        private var fields: Devices {
-            if case .devices(let devices) = kind { devices } else { Devices() }
-        }
+        public var channel: String? { channelID }
 
         public var tokens: [String] {
-            get { fields.tokens }
+            get { deviceFields.tokens }
             set { editDevices { $0.tokens = newValue } }
         }
-        public var users: [String] { fields.users }
-        public var groups: [String] { fields.groups }
-        public var devices: [Recipient] { fields.devices }
-        public var filtered: [Recipient] { fields.filtered }
-        public var activity: String? { fields.activity }
+        public var users: [String] { deviceFields.users }
+        public var groups: [String] { deviceFields.groups }
+        public var devices: [Recipient] { deviceFields.devices }
+        public var filtered: [Recipient] { deviceFields.filtered }
+        public var activity: String? { deviceFields.activity }
         public var fcmTokens: [String] {
-            get { fields.fcmTokens }
+            get { deviceFields.fcmTokens }
             set { editDevices { $0.fcmTokens = newValue } }
         }
 
         /// Changes the device fields; a broadcast's audience has none.
         private mutating func editDevices(_ change: (inout Devices) -> Void) {
-            guard case .devices(var devices) = kind else { preconditionFailure("a broadcast's audience has no tokens") }
-            change(&devices)
-            kind = .devices(devices)
+            precondition(channelID == nil, "a broadcast's audience has no tokens")
+            change(&deviceFields)
         }
 
         /// Resolved already: a chunk or retry job carrying `(token, user)` pairs.
         public var isResolved: Bool { !devices.isEmpty || !filtered.isEmpty }
     }
 
-    public var id: String
+    /// The job's fields, held once however many hands hold the job: a pipeline passes a job
+    /// through its stages, its processor and its results, and each copy of twenty-odd strings,
+    /// arrays and optionals retained and released them all. Copied on a write while shared.
+    private struct Fields: Sendable, Hashable {
+        var id: String
+        var app: String
+        var audience: Audience
+        var type: String?
+        var subtype: String?
+        var payload: [UInt8]
+        var badge: BadgeIncrement?
+        var pushType: APNsPushType
+        var priority: APNsPriority?
+        var expiration: APNsExpiration?
+        var collapseID: String?
+        var topic: String?
+        var results: ResultsMode
+        var replyTo: String?
+        var liveActivity: LiveActivityEvent?
+        var tokenNamespace: TokenNamespace = .devices
+        var idempotencyKey: String?
+        var sendAt: Date?
+        var localTime: LocalTime?
+        var quietHours: QuietHoursMode?
+        var fcm: FCMMessage?
+        var androidOnlyPayload: Bool = false
+    }
+
+    private final class Box: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    /// The box, this value's own before a write.
+    private mutating func unique() -> Box {
+        if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
+        return box
+    }
+
+    public static func == (lhs: PushJob, rhs: PushJob) -> Bool {
+        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        box.fields.hash(into: &hasher)
+    }
+
+    public var id: String {
+        get { box.fields.id }
+        _modify { yield &unique().fields.id }
+    }
     /// The configured app's name.
-    public var app: String
-    public var audience: Audience
-    public var type: String?
-    public var subtype: String?
+    public var app: String {
+        get { box.fields.app }
+        _modify { yield &unique().fields.app }
+    }
+    public var audience: Audience {
+        get { box.fields.audience }
+        _modify { yield &unique().fields.audience }
+    }
+    public var type: String? {
+        get { box.fields.type }
+        _modify { yield &unique().fields.type }
+    }
+    public var subtype: String? {
+        get { box.fields.subtype }
+        _modify { yield &unique().fields.subtype }
+    }
     /// The payload object, serialised (with a placeholder badge when `badge` counts).
-    public var payload: [UInt8]
+    public var payload: [UInt8] {
+        get { box.fields.payload }
+        _modify { yield &unique().fields.payload }
+    }
     /// `aps.badge` asks for each device's counter: the payload is built per device.
-    public var badge: BadgeIncrement?
-    public var pushType: APNsPushType
-    public var priority: APNsPriority?
-    public var expiration: APNsExpiration?
-    public var collapseID: String?
-    public var topic: String?
-    public var results: ResultsMode
-    public var replyTo: String?
+    public var badge: BadgeIncrement? {
+        get { box.fields.badge }
+        _modify { yield &unique().fields.badge }
+    }
+    public var pushType: APNsPushType {
+        get { box.fields.pushType }
+        _modify { yield &unique().fields.pushType }
+    }
+    public var priority: APNsPriority? {
+        get { box.fields.priority }
+        _modify { yield &unique().fields.priority }
+    }
+    public var expiration: APNsExpiration? {
+        get { box.fields.expiration }
+        _modify { yield &unique().fields.expiration }
+    }
+    public var collapseID: String? {
+        get { box.fields.collapseID }
+        _modify { yield &unique().fields.collapseID }
+    }
+    public var topic: String? {
+        get { box.fields.topic }
+        _modify { yield &unique().fields.topic }
+    }
+    public var results: ResultsMode {
+        get { box.fields.results }
+        _modify { yield &unique().fields.results }
+    }
+    public var replyTo: String? {
+        get { box.fields.replyTo }
+        _modify { yield &unique().fields.replyTo }
+    }
     /// A Live Activity job's event (`live_activity.event`); its `aps` is in `payload`.
-    public var liveActivity: LiveActivityEvent?
+    public var liveActivity: LiveActivityEvent? {
+        get { box.fields.liveActivity }
+        _modify { yield &unique().fields.liveActivity }
+    }
     /// Where the job's tokens live in the registry: devices, or a Live Activity's tokens (a start
     /// reaches push-to-start tokens; an update or end an activity's). Resolution and the 410
     /// feedback both use it, so a dead activity token is removed where it was registered.
-    public var tokenNamespace: TokenNamespace = .devices
+    public var tokenNamespace: TokenNamespace {
+        get { box.fields.tokenNamespace }
+        _modify { yield &unique().fields.tokenNamespace }
+    }
     /// The producer's key for "this notification, once": a job whose key the fleet took within
     /// the window is not sent again (its summary names the first job). Never in chunk jobs.
-    public var idempotencyKey: String?
+    public var idempotencyKey: String? {
+        get { box.fields.idempotencyKey }
+        _modify { yield &unique().fields.idempotencyKey }
+    }
     /// When to send it (`send_at`): a job whose time is ahead is held in the schedule and
     /// released by any worker then. Never in chunk jobs.
-    public var sendAt: Date?
+    public var sendAt: Date? {
+        get { box.fields.sendAt }
+        _modify { yield &unique().fields.sendAt }
+    }
     /// `local_time`: each device gets the job at this wall-clock time in its own zone. Never in
     /// chunk jobs (their parts are held resolved, by zone).
-    public var localTime: LocalTime?
+    public var localTime: LocalTime? {
+        get { box.fields.localTime }
+        _modify { yield &unique().fields.localTime }
+    }
     /// `quiet_hours`; nil: the app's default (`apps[].quiet_hours`, else `defer`).
-    public var quietHours: QuietHoursMode?
+    public var quietHours: QuietHoursMode? {
+        get { box.fields.quietHours }
+        _modify { yield &unique().fields.quietHours }
+    }
     /// What Android devices are sent (`notification` and `fcm`, checked against FCM's rules);
     /// nil when the job names neither. The job's priority, expiration and collapse id fill what
     /// `fcm.android` leaves out, as the message goes (`fcmMessage()`).
-    public var fcm: FCMMessage?
+    public var fcm: FCMMessage? {
+        get { box.fields.fcm }
+        _modify { yield &unique().fields.fcm }
+    }
     /// The job named no payload and reaches Android devices alone: its APNs payload is a stand-in
     /// no device is sent (a streamed body's APNs tokens, unknown to the decoder, are checked for it).
-    public var androidOnlyPayload = false
+    public var androidOnlyPayload: Bool {
+        get { box.fields.androidOnlyPayload }
+        _modify { yield &unique().fields.androidOnlyPayload }
+    }
 
     /// The registry's key for the job's tokens.
     public var registryApp: String { tokenNamespace.registryApp(app) }
@@ -158,19 +274,9 @@ public struct PushJob: Sendable, Hashable {
         pushType: APNsPushType = .alert, priority: APNsPriority? = nil, expiration: APNsExpiration? = nil,
         collapseID: String? = nil, topic: String? = nil, results: ResultsMode = .all, replyTo: String? = nil, badge: BadgeIncrement? = nil
     ) {
-        self.badge = badge
-        self.id = id
-        self.app = app
-        self.audience = audience
-        self.type = type
-        self.subtype = subtype
-        self.payload = payload
-        self.pushType = pushType
-        self.priority = priority
-        self.expiration = expiration
-        self.collapseID = collapseID
-        self.topic = topic
-        self.results = results
-        self.replyTo = replyTo
+        box = Box(
+            Fields(
+                id: id, app: app, audience: audience, type: type, subtype: subtype, payload: payload, badge: badge, pushType: pushType,
+                priority: priority, expiration: expiration, collapseID: collapseID, topic: topic, results: results, replyTo: replyTo))
     }
 }

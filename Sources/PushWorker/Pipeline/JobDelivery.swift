@@ -1,34 +1,41 @@
 import AMQP
 
 /// A job as it came from the broker, without the connection it came on: what the pipeline reads.
-public struct JobDelivery: Sendable {
+///
+/// A class: every stage and the job's processor hold the delivery, and each copy of a struct of
+/// its fields retained and released every one of them.
+public final class JobDelivery: Sendable {
     /// The whole body; empty when the body was streamed.
-    public var body: [UInt8]
+    public let body: [UInt8]
     /// The reader a body over `Worker.streamJobsOverBytes` was parsed into as it arrived.
-    public var streamed: StreamedJobReader?
-    public var properties: AMQPProperties
+    public let streamed: StreamedJobReader?
+    public let properties: AMQPProperties
     /// The queue a message published straight to it (through the default exchange, as chunks
     /// are) came from; nil for one routed by an exchange.
-    public var queue: String?
+    public let queue: String?
     /// The broker delivered it before (to this worker or another, which may have sent some of it).
-    public var redelivered: Bool
+    public let redelivered: Bool
     /// False once the connection it came on is gone: the broker delivers it again, so sending
     /// more of it here would only send it twice.
-    public var isCurrent: @Sendable () -> Bool = { true }
+    public let isCurrent: @Sendable () -> Bool
 
-    public init(body: [UInt8], streamed: StreamedJobReader? = nil, properties: AMQPProperties, queue: String? = nil, redelivered: Bool = false) {
+    public init(
+        body: [UInt8], streamed: StreamedJobReader? = nil, properties: AMQPProperties, queue: String? = nil, redelivered: Bool = false,
+        isCurrent: @escaping @Sendable () -> Bool = { true }
+    ) {
         self.redelivered = redelivered
         self.body = body
         self.streamed = streamed
         self.properties = properties
         self.queue = queue
+        self.isCurrent = isCurrent
     }
 
-    public init(_ delivery: AMQPDelivery) {
+    public convenience init(_ delivery: AMQPDelivery) {
         self.init(
             body: delivery.body, streamed: delivery.streamedBody as? StreamedJobReader, properties: delivery.properties,
-            queue: delivery.exchange.isEmpty ? delivery.routingKey : nil, redelivered: delivery.redelivered)
-        isCurrent = { delivery.isCurrent }
+            queue: delivery.exchange.isEmpty ? delivery.routingKey : nil, redelivered: delivery.redelivered,
+            isCurrent: { delivery.isCurrent })
     }
 
     /// Whether some of its devices may have their result already: a redelivery, or a job made

@@ -13,7 +13,7 @@ import Stores
 /// It holds no connection: it sends through `NotificationSending` and publishes through
 /// `MessagePublishing`, so every branch (a job read whole or streamed, a chunk, a retry, a refusal)
 /// runs in a test with stand-ins, and the `Worker` around it only consumes and settles.
-public struct JobPipeline: Sendable {
+public final class JobPipeline: Sendable {
     /// A configured app: its name, default topic, the client that sends for it and its bound on
     /// devices in flight.
     public struct App: Sendable {
