@@ -56,7 +56,8 @@
 #                                   CPU per job of the worker, the broker and the server, the ratio
 #                                   to the Go worker, and each worker's p50/p99 latency at half its rate;
 #                                   THREADS=1 adds each worker thread's switches and CPU per job, by
-#                                   thread name; PERF=KIND records a perf profile of that worker
+#                                   thread name; PERF=KIND records a perf profile of that worker;
+#                                   COUNTS=KIND prints that worker's swift_retain and malloc calls per job
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -282,8 +283,26 @@ YAML
       perf record -g -F 999 -p "$worker_pid" -o "${PERF_OUT:-$PWD/perf-$1.data}" 2>/dev/null & perf_pid=$!
       sleep 0.5
     fi
+    # COUNTS=KIND: that worker's calls of swift_retain and malloc per job over its back-to-back
+    # run, counted by uprobes (`perf probe`, as root): a figure this machine's noise leaves alone.
+    local counts_pid=""
+    if [ "${COUNTS:-}" = "$1" ] && [ "$2" = 0 ]; then
+      perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libswiftCore.so/ {print $3}')" -a swift_retain 2>/dev/null || true
+      perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libc.so.6/ {print $3}')" -a malloc 2>/dev/null || true
+      perf stat -x, -e probe_libswiftCore:swift_retain,probe_libc:malloc -p "$worker_pid" -o "$work/counts-$1.csv" & counts_pid=$!
+      sleep 0.5
+    fi
     "$work/txbench" load --amqp "$amqp_url" --queue "$prefix.jobs" --jobs "$jobs" --rate "$2" --series "$series" | tee "$work/load-$1-$2.txt"
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
+    if [ -n "$counts_pid" ]; then
+      kill -INT "$counts_pid"; wait "$counts_pid" || true
+      python3 - "$work/counts-$1.csv" "$jobs" <<'PY' | tee -a "$work/load-$1-$2.txt"
+import sys
+counts = {line.split(',')[2].split(':')[-1]: int(line.split(',')[0]) for line in open(sys.argv[1]) if line.count(',') > 2 and line.split(',')[0].isdigit()}
+jobs = int(sys.argv[2])
+print(f"   calls per job: swift_retain {counts.get('swift_retain', 0) / jobs:.0f}, malloc {counts.get('malloc', 0) / jobs:.0f} (uprobes; the run is slower for them)")
+PY
+    fi
     local broker1=0
     for pid in $broker_pid; do broker1=$(python3 -c "print($broker1 + $(cpu_of $pid))"); done
     [ "$1" = postgres ] && python3 -c "print(f'   PostgreSQL CPU per job: {($(pg_cpu) - $pg0) / $jobs * 1e6:.0f} µs, {($(pg_xacts) - $xacts0) / $jobs:.2f} transactions per job')" | tee -a "$work/load-$1-$2.txt"
