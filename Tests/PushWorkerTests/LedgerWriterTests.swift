@@ -18,14 +18,14 @@ struct LedgerWriterTests {
         let store: SQLiteLedgerStore
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID().uuidString.prefix(8)).db").path
         private let state = Mutex<(writes: Int, events: [String], sizes: [Int])>((0, [], []))
-        private let gate: TestGate
+        private let gate: OpenOnce
         let concurrentWrites: Int
 
         /// - Parameter holdFirst: false for a store that writes at once.
         init(holdFirst: Bool = true, concurrentWrites: Int = 2) throws {
             store = try SQLiteLedgerStore(path: path)
             self.concurrentWrites = concurrentWrites
-            gate = TestGate(open: !holdFirst)
+            gate = OpenOnce(open: !holdFirst)
         }
 
         /// The number of records of each write, in order.
@@ -55,7 +55,7 @@ struct LedgerWriterTests {
                 return state.writes
             }
             record("start \(number)")
-            if number == 1 { await gate.pass() }
+            if number == 1 { await gate.wait() }
             try await store.write(records)
             record("end \(number)")
         }
@@ -91,6 +91,22 @@ struct LedgerWriterTests {
         }
     }
 
+    /// Runs `body` while `writer` runs in a service group, then shuts the group down, also when
+    /// `body` throws.
+    static func whileRunning(_ writer: LedgerWriter, _ body: () async throws -> Void) async throws {
+        let group = ServiceGroup(services: [writer], logger: Logger(label: "test.writer"))
+        let running = Task { try await group.run() }
+        do {
+            try await body()
+        } catch {
+            await group.triggerGracefulShutdown()
+            try? await running.value
+            throw error
+        }
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+
     static func record(_ token: String) -> DeliveryRecord {
         DeliveryRecord(jobID: "j", app: "demo", token: token, outcome: "delivered", status: 200, attempts: 1, at: Int64(Date().timeIntervalSince1970 * 1000))
     }
@@ -101,27 +117,25 @@ struct LedgerWriterTests {
         defer { try? FileManager.default.removeItem(atPath: ledger.path) }
         let logger = Logger(label: "test.writer")
         let writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: logger)
-        let group = ServiceGroup(services: [writer], logger: logger)
-        let running = Task { try await group.run() }
-        let given = Mutex<[String]>([])
-        await writer.append(Self.record("a"), othersWait: false) { given.withLock { $0.append("a") } }
-        #expect(await ledger.saw("start 1"))
-        await writer.append(Self.record("b"), othersWait: false) { given.withLock { $0.append("b") } }
-        #expect(await ledger.saw("end 2"), "the second batch is written while the first is held: \(ledger.events)")
-        let synced = Task {
-            await writer.sync()
-            return given.withLock { $0 }
+        try await Self.whileRunning(writer) {
+            let given = Mutex<[String]>([])
+            await writer.append(Self.record("a"), othersWait: false) { given.withLock { $0.append("a") } }
+            #expect(await ledger.saw("start 1"))
+            await writer.append(Self.record("b"), othersWait: false) { given.withLock { $0.append("b") } }
+            #expect(await ledger.saw("end 2"), "the second batch is written while the first is held: \(ledger.events)")
+            let synced = Task {
+                await writer.sync()
+                return given.withLock { $0 }
+            }
+            // Give the callbacks and the sync every chance to run too early.
+            for _ in 0..<100 { await Task.yield() }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(given.withLock { $0 }.isEmpty, "b's slot came back before a was written")
+            ledger.open()
+            #expect(await ledger.saw("end 1"))
+            #expect(await synced.value == ["a", "b"])
+            #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b"]).count == 2)
         }
-        // Give the callbacks and the sync every chance to run too early.
-        for _ in 0..<100 { await Task.yield() }
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(given.withLock { $0 }.isEmpty, "b's slot came back before a was written")
-        ledger.open()
-        #expect(await ledger.saw("end 1"))
-        #expect(await synced.value == ["a", "b"])
-        #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b"]).count == 2)
-        await group.triggerGracefulShutdown()
-        try await running.value
     }
 
     @Test("group commit: once busy, a record waits for the records that follow it and they are written in one transaction",
@@ -135,25 +149,23 @@ struct LedgerWriterTests {
         // inside it. The test waits the window out.
         let writer = LedgerWriter(
             ledger: ledger, retentionDays: 30, commitWindow: .seconds(15), busyGap: .seconds(120), ownThread: ownThread, logger: logger)
-        let group = ServiceGroup(services: [writer], logger: logger)
-        let running = Task { try await group.run() }
-        // The first record finds the writer idle: written alone, at once.
-        await writer.append([Self.record("a")])
-        await writer.sync()
-        #expect(ledger.sizes == [1])
-        let given = Mutex<[String]>([])
-        for token in ["b", "c", "d"] {
-            await writer.append(Self.record(token), othersWait: false) { given.withLock { $0.append(token) } }
-            // Time enough for a writer that did not wait to write each alone.
-            try await Task.sleep(for: .milliseconds(50))
+        try await Self.whileRunning(writer) {
+            // The first record finds the writer idle: written alone, at once.
+            await writer.append([Self.record("a")])
+            await writer.sync()
+            #expect(ledger.sizes == [1])
+            let given = Mutex<[String]>([])
+            for token in ["b", "c", "d"] {
+                await writer.append(Self.record(token), othersWait: false) { given.withLock { $0.append(token) } }
+                // Time enough for a writer that did not wait to write each alone.
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            await writer.sync()
+            #expect(ledger.sizes == [1, 3], "the three records that came together: \(ledger.sizes)")
+            #expect(ledger.events.contains { $0.hasSuffix("on the writer's thread") } == ownThread, "written where asked: \(ledger.events)")
+            #expect(given.withLock { $0 } == ["b", "c", "d"])
+            #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b", "c", "d"]).count == 4)
         }
-        await writer.sync()
-        #expect(ledger.sizes == [1, 3], "the three records that came together: \(ledger.sizes)")
-        #expect(ledger.events.contains { $0.hasSuffix("on the writer's thread") } == ownThread, "written where asked: \(ledger.events)")
-        #expect(given.withLock { $0 } == ["b", "c", "d"])
-        #expect(try await ledger.store.finals(job: "j", app: "demo", tokens: ["a", "b", "c", "d"]).count == 4)
-        await group.triggerGracefulShutdown()
-        try await running.value
     }
 
     @Test("a record whose slot other devices wait for is written at once, busy or not: the window would only hold the slot",
@@ -165,23 +177,21 @@ struct LedgerWriterTests {
         // Busy all along, and a window of a minute: a record that waited for it is plain.
         let writer = LedgerWriter(
             ledger: ledger, retentionDays: 30, commitWindow: .seconds(60), busyGap: .seconds(3_600), ownThread: ownThread, logger: logger)
-        let group = ServiceGroup(services: [writer], logger: logger)
-        let running = Task { try await group.run() }
-        await writer.append([Self.record("a")])
-        await writer.sync()
-        let given = Mutex<[String]>([])
-        for token in ["b", "c", "d"] {
-            let started = ContinuousClock.now
-            await writer.append(Self.record(token), othersWait: true) { given.withLock { $0.append(token) } }
+        try await Self.whileRunning(writer) {
+            await writer.append([Self.record("a")])
             await writer.sync()
-            // Half the window: only a record that waited for it, or a machine stalled that long.
-            let waited = ContinuousClock.now - started
-            #expect(waited < .seconds(30), "the record of \(token) waited \(waited) for the window")
+            let given = Mutex<[String]>([])
+            for token in ["b", "c", "d"] {
+                let started = ContinuousClock.now
+                await writer.append(Self.record(token), othersWait: true) { given.withLock { $0.append(token) } }
+                await writer.sync()
+                // Half the window: only a record that waited for it, or a machine stalled that long.
+                let waited = ContinuousClock.now - started
+                #expect(waited < .seconds(30), "the record of \(token) waited \(waited) for the window")
+            }
+            #expect(ledger.sizes == [1, 1, 1, 1], "each written alone: \(ledger.sizes)")
+            #expect(given.withLock { $0 } == ["b", "c", "d"])
         }
-        #expect(ledger.sizes == [1, 1, 1, 1], "each written alone: \(ledger.sizes)")
-        #expect(given.withLock { $0 } == ["b", "c", "d"])
-        await group.triggerGracefulShutdown()
-        try await running.value
     }
 
     @Test("on the writer's own thread, a record whose slot others wait for ends a window already open: written with those gathered so far")
@@ -190,21 +200,19 @@ struct LedgerWriterTests {
         defer { try? FileManager.default.removeItem(atPath: ledger.path) }
         let logger = Logger(label: "test.writer")
         let writer = LedgerWriter(ledger: ledger, retentionDays: 30, commitWindow: .seconds(60), busyGap: .seconds(3_600), logger: logger)
-        let group = ServiceGroup(services: [writer], logger: logger)
-        let running = Task { try await group.run() }
-        await writer.append([Self.record("a")])
-        await writer.sync()
-        let started = ContinuousClock.now
-        // Busy: "b" opens a window of a minute; "c", whose slot others wait for, ends it.
-        await writer.append(Self.record("b"), othersWait: false) {}
-        try await Task.sleep(for: .milliseconds(50))
-        await writer.append(Self.record("c"), othersWait: true) {}
-        await writer.sync()
-        let waited = ContinuousClock.now - started
-        #expect(waited < .seconds(30), "the window ran its course: \(waited)")
-        #expect(ledger.sizes == [1, 2], "b and c in one write: \(ledger.sizes)")
-        await group.triggerGracefulShutdown()
-        try await running.value
+        try await Self.whileRunning(writer) {
+            await writer.append([Self.record("a")])
+            await writer.sync()
+            let started = ContinuousClock.now
+            // Busy: "b" opens a window of a minute; "c", whose slot others wait for, ends it.
+            await writer.append(Self.record("b"), othersWait: false) {}
+            try await Task.sleep(for: .milliseconds(50))
+            await writer.append(Self.record("c"), othersWait: true) {}
+            await writer.sync()
+            let waited = ContinuousClock.now - started
+            #expect(waited < .seconds(30), "the window ran its course: \(waited)")
+            #expect(ledger.sizes == [1, 2], "b and c in one write: \(ledger.sizes)")
+        }
     }
 
     @Test("at start the writer forgets the idempotency keys past their window and keeps the others: a key's job is found by it only while it holds")
@@ -220,18 +228,16 @@ struct LedgerWriterTests {
         let logger = Logger(label: "test.writer")
         // Thirty days' retention, a two-hour window: only the window can take the lapsed key.
         let writer = LedgerWriter(ledger: ledger, retentionDays: 30, idempotencyHours: 2, logger: logger)
-        let group = ServiceGroup(services: [writer], logger: logger)
-        let running = Task { try await group.run() }
-        // The one step awaited: the first expiry, which runs as the writer starts.
-        var polls = 0
-        while try await !ledger.deliveries(DeliveryQuery(.idempotencyKey("lapsed"))).isEmpty, polls < 3_000 {
-            try await Task.sleep(for: .milliseconds(10))
-            polls += 1
+        try await Self.whileRunning(writer) {
+            // The one step awaited: the first expiry, which runs as the writer starts.
+            var polls = 0
+            while try await !ledger.deliveries(DeliveryQuery(.idempotencyKey("lapsed"))).isEmpty, polls < 3_000 {
+                try await Task.sleep(for: .milliseconds(10))
+                polls += 1
+            }
+            #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("lapsed"))).isEmpty, "the lapsed key still finds its job")
+            #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("held"))).map(\.jobID) == ["job-held"])
+            #expect(try await ledger.deliveries(DeliveryQuery(.job("job-lapsed"))).count == 1, "the job's records stay until the retention")
         }
-        #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("lapsed"))).isEmpty, "the lapsed key still finds its job")
-        #expect(try await ledger.deliveries(DeliveryQuery(.idempotencyKey("held"))).map(\.jobID) == ["job-held"])
-        #expect(try await ledger.deliveries(DeliveryQuery(.job("job-lapsed"))).count == 1, "the job's records stay until the retention")
-        await group.triggerGracefulShutdown()
-        try await running.value
     }
 }

@@ -9,7 +9,7 @@ struct LookupCoalescerTests {
     /// A lookup whose first query waits until the test opens it, counting the queries and their items.
     final class HeldLookup: Sendable {
         let calls = Mutex<[[String]]>([])
-        private let gate = TestGate()
+        private let gate = OpenOnce()
         let failing: Bool
 
         init(failing: Bool = false) { self.failing = failing }
@@ -21,7 +21,7 @@ struct LookupCoalescerTests {
                 calls.append(items)
                 return calls.count == 1
             }
-            if first { await gate.pass() }
+            if first { await gate.wait() }
             if failing && !first { throw StoreError(.storeUnavailable, "down") }
             // Odd items are "registered".
             return Dictionary(uniqueKeysWithValues: items.filter { Int($0)! % 2 == 1 }.map { ($0, "\(group):\($0)") })

@@ -3,6 +3,7 @@ import APNs
 import FCMHTTP2
 import Logging
 import Synchronization
+import Stores
 
 /// Opens a worker's broker connections in the order a worker needs them, and closes them in the
 /// reverse: the results publishers first (the first declares the topology), then the fleet's

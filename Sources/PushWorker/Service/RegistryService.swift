@@ -1,6 +1,7 @@
 import AMQP
 import Logging
 import ServiceLifecycle
+import Stores
 
 /// Consumes registry commands from `push.registry` and hands each to the `RegistryCommandHandler`,
 /// settling its delivery as the handler says, in order. Built from ready parts; connects in `run()`.

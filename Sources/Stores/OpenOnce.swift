@@ -2,7 +2,8 @@ import Synchronization
 
 /// A door that opens once: whoever waits before then waits, whoever comes after passes. The
 /// registry service's channel requests wait at it for the worker's provider tokens to be agreed
-/// on, so that they never present APNs a token of their own signed in the meantime.
+/// on, so that they never present APNs a token of their own signed in the meantime; tests hold a
+/// stand-in's step (a write, a lookup) at one while they arrange what happens meanwhile.
 public final class OpenOnce: Sendable {
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
