@@ -1,7 +1,7 @@
 import Foundation
 
 /// The basic-class properties of a message. `nil` means the property is absent on the wire.
-public struct AMQPProperties: Sendable, Hashable {
+public struct AMQPProperties: Sendable, Hashable, CustomReflectable {
     /// The properties, held once however many hands hold them: a delivery's and a message's
     /// pass through several on their way, and each copy of a dozen optionals retained and
     /// released them all. Copied on a write while shared.
@@ -42,59 +42,62 @@ public struct AMQPProperties: Sendable, Hashable {
         box.fields.hash(into: &hasher)
     }
 
+    /// Printed and reflected as its fields, as before they moved into the box.
+    public var customMirror: Mirror { Mirror(reflecting: box.fields) }
+
     public var contentType: String? {
-        get { box.fields.contentType }
+        _read { yield box.fields.contentType }
         _modify { yield &unique().fields.contentType }
     }
     public var contentEncoding: String? {
-        get { box.fields.contentEncoding }
+        _read { yield box.fields.contentEncoding }
         _modify { yield &unique().fields.contentEncoding }
     }
     public var headers: AMQPTable? {
-        get { box.fields.headers }
+        _read { yield box.fields.headers }
         _modify { yield &unique().fields.headers }
     }
     /// `true` for delivery mode 2, so the broker writes the message to disk.
     public var persistent: Bool? {
-        get { box.fields.persistent }
+        _read { yield box.fields.persistent }
         _modify { yield &unique().fields.persistent }
     }
     public var priority: UInt8? {
-        get { box.fields.priority }
+        _read { yield box.fields.priority }
         _modify { yield &unique().fields.priority }
     }
     public var correlationID: String? {
-        get { box.fields.correlationID }
+        _read { yield box.fields.correlationID }
         _modify { yield &unique().fields.correlationID }
     }
     public var replyTo: String? {
-        get { box.fields.replyTo }
+        _read { yield box.fields.replyTo }
         _modify { yield &unique().fields.replyTo }
     }
     /// Per-message TTL in milliseconds, as a decimal string (that is the wire format).
     public var expiration: String? {
-        get { box.fields.expiration }
+        _read { yield box.fields.expiration }
         _modify { yield &unique().fields.expiration }
     }
     public var messageID: String? {
-        get { box.fields.messageID }
+        _read { yield box.fields.messageID }
         _modify { yield &unique().fields.messageID }
     }
     /// Seconds since the Unix epoch.
     public var timestamp: UInt64? {
-        get { box.fields.timestamp }
+        _read { yield box.fields.timestamp }
         _modify { yield &unique().fields.timestamp }
     }
     public var type: String? {
-        get { box.fields.type }
+        _read { yield box.fields.type }
         _modify { yield &unique().fields.type }
     }
     public var userID: String? {
-        get { box.fields.userID }
+        _read { yield box.fields.userID }
         _modify { yield &unique().fields.userID }
     }
     public var appID: String? {
-        get { box.fields.appID }
+        _read { yield box.fields.appID }
         _modify { yield &unique().fields.appID }
     }
 

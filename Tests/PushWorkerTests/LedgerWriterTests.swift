@@ -118,6 +118,8 @@ struct LedgerWriterTests {
         let logger = Logger(label: "test.writer")
         let writer = LedgerWriter(ledger: ledger, retentionDays: 30, logger: logger)
         try await Self.whileRunning(writer) {
+            // Whatever happens, the held write ends, so the writer can shut down.
+            defer { ledger.open() }
             let given = Mutex<[String]>([])
             await writer.append(Self.record("a"), othersWait: false) { given.withLock { $0.append("a") } }
             #expect(await ledger.saw("start 1"))

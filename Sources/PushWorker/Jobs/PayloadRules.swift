@@ -42,6 +42,7 @@ enum PayloadRules {
 
     /// `1` as APNs reads it; JSON `true` decodes to the same number.
     private static func isOne(_ value: Any?) -> Bool {
-        (JSONValue.number(value))?.intValue == 1
+        guard let value else { return false }
+        return JSONValue.number(value)?.intValue == 1
     }
 }

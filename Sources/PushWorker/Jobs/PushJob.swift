@@ -4,7 +4,7 @@ import Foundation
 import Stores
 
 /// A validated push job, as the job contract of the design page defines it.
-public struct PushJob: Sendable, Hashable {
+public struct PushJob: Sendable, Hashable, CustomReflectable {
     /// What a job does with a device whose user is in their quiet hours.
     public enum QuietHoursMode: String, Sendable, Hashable, CaseIterable {
         /// Hold the device until the window ends, then send it.
@@ -155,111 +155,114 @@ public struct PushJob: Sendable, Hashable {
         box.fields.hash(into: &hasher)
     }
 
+    /// Printed and reflected as its fields, as before they moved into the box.
+    public var customMirror: Mirror { Mirror(reflecting: box.fields) }
+
     public var id: String {
-        get { box.fields.id }
+        _read { yield box.fields.id }
         _modify { yield &unique().fields.id }
     }
     /// The configured app's name.
     public var app: String {
-        get { box.fields.app }
+        _read { yield box.fields.app }
         _modify { yield &unique().fields.app }
     }
     public var audience: Audience {
-        get { box.fields.audience }
+        _read { yield box.fields.audience }
         _modify { yield &unique().fields.audience }
     }
     public var type: String? {
-        get { box.fields.type }
+        _read { yield box.fields.type }
         _modify { yield &unique().fields.type }
     }
     public var subtype: String? {
-        get { box.fields.subtype }
+        _read { yield box.fields.subtype }
         _modify { yield &unique().fields.subtype }
     }
     /// The payload object, serialised (with a placeholder badge when `badge` counts).
     public var payload: [UInt8] {
-        get { box.fields.payload }
+        _read { yield box.fields.payload }
         _modify { yield &unique().fields.payload }
     }
     /// `aps.badge` asks for each device's counter: the payload is built per device.
     public var badge: BadgeIncrement? {
-        get { box.fields.badge }
+        _read { yield box.fields.badge }
         _modify { yield &unique().fields.badge }
     }
     public var pushType: APNsPushType {
-        get { box.fields.pushType }
+        _read { yield box.fields.pushType }
         _modify { yield &unique().fields.pushType }
     }
     public var priority: APNsPriority? {
-        get { box.fields.priority }
+        _read { yield box.fields.priority }
         _modify { yield &unique().fields.priority }
     }
     public var expiration: APNsExpiration? {
-        get { box.fields.expiration }
+        _read { yield box.fields.expiration }
         _modify { yield &unique().fields.expiration }
     }
     public var collapseID: String? {
-        get { box.fields.collapseID }
+        _read { yield box.fields.collapseID }
         _modify { yield &unique().fields.collapseID }
     }
     public var topic: String? {
-        get { box.fields.topic }
+        _read { yield box.fields.topic }
         _modify { yield &unique().fields.topic }
     }
     public var results: ResultsMode {
-        get { box.fields.results }
+        _read { yield box.fields.results }
         _modify { yield &unique().fields.results }
     }
     public var replyTo: String? {
-        get { box.fields.replyTo }
+        _read { yield box.fields.replyTo }
         _modify { yield &unique().fields.replyTo }
     }
     /// A Live Activity job's event (`live_activity.event`); its `aps` is in `payload`.
     public var liveActivity: LiveActivityEvent? {
-        get { box.fields.liveActivity }
+        _read { yield box.fields.liveActivity }
         _modify { yield &unique().fields.liveActivity }
     }
     /// Where the job's tokens live in the registry: devices, or a Live Activity's tokens (a start
     /// reaches push-to-start tokens; an update or end an activity's). Resolution and the 410
     /// feedback both use it, so a dead activity token is removed where it was registered.
     public var tokenNamespace: TokenNamespace {
-        get { box.fields.tokenNamespace }
+        _read { yield box.fields.tokenNamespace }
         _modify { yield &unique().fields.tokenNamespace }
     }
     /// The producer's key for "this notification, once": a job whose key the fleet took within
     /// the window is not sent again (its summary names the first job). Never in chunk jobs.
     public var idempotencyKey: String? {
-        get { box.fields.idempotencyKey }
+        _read { yield box.fields.idempotencyKey }
         _modify { yield &unique().fields.idempotencyKey }
     }
     /// When to send it (`send_at`): a job whose time is ahead is held in the schedule and
     /// released by any worker then. Never in chunk jobs.
     public var sendAt: Date? {
-        get { box.fields.sendAt }
+        _read { yield box.fields.sendAt }
         _modify { yield &unique().fields.sendAt }
     }
     /// `local_time`: each device gets the job at this wall-clock time in its own zone. Never in
     /// chunk jobs (their parts are held resolved, by zone).
     public var localTime: LocalTime? {
-        get { box.fields.localTime }
+        _read { yield box.fields.localTime }
         _modify { yield &unique().fields.localTime }
     }
     /// `quiet_hours`; nil: the app's default (`apps[].quiet_hours`, else `defer`).
     public var quietHours: QuietHoursMode? {
-        get { box.fields.quietHours }
+        _read { yield box.fields.quietHours }
         _modify { yield &unique().fields.quietHours }
     }
     /// What Android devices are sent (`notification` and `fcm`, checked against FCM's rules);
     /// nil when the job names neither. The job's priority, expiration and collapse id fill what
     /// `fcm.android` leaves out, as the message goes (`fcmMessage()`).
     public var fcm: FCMMessage? {
-        get { box.fields.fcm }
+        _read { yield box.fields.fcm }
         _modify { yield &unique().fields.fcm }
     }
     /// The job named no payload and reaches Android devices alone: its APNs payload is a stand-in
     /// no device is sent (a streamed body's APNs tokens, unknown to the decoder, are checked for it).
     public var androidOnlyPayload: Bool {
-        get { box.fields.androidOnlyPayload }
+        _read { yield box.fields.androidOnlyPayload }
         _modify { yield &unique().fields.androidOnlyPayload }
     }
 
