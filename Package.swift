@@ -37,10 +37,13 @@ let package = Package(
             name: "CRabbitMQ",
             linkerSettings: [.linkedLibrary("rabbitmq")]
         ),
+        // One box for a struct of many fields, so that copies of it retain one object.
+        .target(name: "CopyOnWrite"),
         .target(
             name: "AMQP",
             dependencies: [
                 "CRabbitMQ",
+                "CopyOnWrite",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -187,6 +190,7 @@ let package = Package(
         .target(
             name: "PushWorker",
             dependencies: [
+                "CopyOnWrite",
                 "FCM",
                 "FCMHTTP2",
                 "AMQP",

@@ -1,3 +1,4 @@
+import CopyOnWrite
 import Foundation
 
 /// The basic-class properties of a message. `nil` means the property is absent on the wire.
@@ -21,84 +22,65 @@ public struct AMQPProperties: Sendable, Hashable, CustomReflectable {
         var appID: String?
     }
 
-    private final class Box: @unchecked Sendable {
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var box: Box
-
-    /// The box, this value's own before a write.
-    private mutating func unique() -> Box {
-        if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
-        return box
-    }
-
-    public static func == (lhs: AMQPProperties, rhs: AMQPProperties) -> Bool {
-        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        box.fields.hash(into: &hasher)
-    }
+    private var fields: CopyOnWrite<Fields>
 
     /// Printed and reflected as its fields, as before they moved into the box.
-    public var customMirror: Mirror { Mirror(reflecting: box.fields) }
+    public var customMirror: Mirror { Mirror(reflecting: fields.value) }
 
     public var contentType: String? {
-        _read { yield box.fields.contentType }
-        _modify { yield &unique().fields.contentType }
+        _read { yield fields.value.contentType }
+        _modify { yield &fields.value.contentType }
     }
     public var contentEncoding: String? {
-        _read { yield box.fields.contentEncoding }
-        _modify { yield &unique().fields.contentEncoding }
+        _read { yield fields.value.contentEncoding }
+        _modify { yield &fields.value.contentEncoding }
     }
     public var headers: AMQPTable? {
-        _read { yield box.fields.headers }
-        _modify { yield &unique().fields.headers }
+        _read { yield fields.value.headers }
+        _modify { yield &fields.value.headers }
     }
     /// `true` for delivery mode 2, so the broker writes the message to disk.
     public var persistent: Bool? {
-        _read { yield box.fields.persistent }
-        _modify { yield &unique().fields.persistent }
+        _read { yield fields.value.persistent }
+        _modify { yield &fields.value.persistent }
     }
     public var priority: UInt8? {
-        _read { yield box.fields.priority }
-        _modify { yield &unique().fields.priority }
+        _read { yield fields.value.priority }
+        _modify { yield &fields.value.priority }
     }
     public var correlationID: String? {
-        _read { yield box.fields.correlationID }
-        _modify { yield &unique().fields.correlationID }
+        _read { yield fields.value.correlationID }
+        _modify { yield &fields.value.correlationID }
     }
     public var replyTo: String? {
-        _read { yield box.fields.replyTo }
-        _modify { yield &unique().fields.replyTo }
+        _read { yield fields.value.replyTo }
+        _modify { yield &fields.value.replyTo }
     }
     /// Per-message TTL in milliseconds, as a decimal string (that is the wire format).
     public var expiration: String? {
-        _read { yield box.fields.expiration }
-        _modify { yield &unique().fields.expiration }
+        _read { yield fields.value.expiration }
+        _modify { yield &fields.value.expiration }
     }
     public var messageID: String? {
-        _read { yield box.fields.messageID }
-        _modify { yield &unique().fields.messageID }
+        _read { yield fields.value.messageID }
+        _modify { yield &fields.value.messageID }
     }
     /// Seconds since the Unix epoch.
     public var timestamp: UInt64? {
-        _read { yield box.fields.timestamp }
-        _modify { yield &unique().fields.timestamp }
+        _read { yield fields.value.timestamp }
+        _modify { yield &fields.value.timestamp }
     }
     public var type: String? {
-        _read { yield box.fields.type }
-        _modify { yield &unique().fields.type }
+        _read { yield fields.value.type }
+        _modify { yield &fields.value.type }
     }
     public var userID: String? {
-        _read { yield box.fields.userID }
-        _modify { yield &unique().fields.userID }
+        _read { yield fields.value.userID }
+        _modify { yield &fields.value.userID }
     }
     public var appID: String? {
-        _read { yield box.fields.appID }
-        _modify { yield &unique().fields.appID }
+        _read { yield fields.value.appID }
+        _modify { yield &fields.value.appID }
     }
 
     public init(
@@ -116,7 +98,7 @@ public struct AMQPProperties: Sendable, Hashable, CustomReflectable {
         userID: String? = nil,
         appID: String? = nil
     ) {
-        box = Box(
+        fields = CopyOnWrite(
             Fields(
                 contentType: contentType, contentEncoding: contentEncoding, headers: headers, persistent: persistent, priority: priority,
                 correlationID: correlationID, replyTo: replyTo, expiration: expiration, messageID: messageID, timestamp: timestamp,

@@ -1,5 +1,6 @@
 import APNs
 import FCM
+import CopyOnWrite
 import Foundation
 import Stores
 
@@ -134,136 +135,117 @@ public struct PushJob: Sendable, Hashable, CustomReflectable {
         var androidOnlyPayload: Bool = false
     }
 
-    private final class Box: @unchecked Sendable {
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var box: Box
-
-    /// The box, this value's own before a write.
-    private mutating func unique() -> Box {
-        if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
-        return box
-    }
-
-    public static func == (lhs: PushJob, rhs: PushJob) -> Bool {
-        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        box.fields.hash(into: &hasher)
-    }
+    private var fields: CopyOnWrite<Fields>
 
     /// Printed and reflected as its fields, as before they moved into the box.
-    public var customMirror: Mirror { Mirror(reflecting: box.fields) }
+    public var customMirror: Mirror { Mirror(reflecting: fields.value) }
 
     public var id: String {
-        _read { yield box.fields.id }
-        _modify { yield &unique().fields.id }
+        _read { yield fields.value.id }
+        _modify { yield &fields.value.id }
     }
     /// The configured app's name.
     public var app: String {
-        _read { yield box.fields.app }
-        _modify { yield &unique().fields.app }
+        _read { yield fields.value.app }
+        _modify { yield &fields.value.app }
     }
     public var audience: Audience {
-        _read { yield box.fields.audience }
-        _modify { yield &unique().fields.audience }
+        _read { yield fields.value.audience }
+        _modify { yield &fields.value.audience }
     }
     public var type: String? {
-        _read { yield box.fields.type }
-        _modify { yield &unique().fields.type }
+        _read { yield fields.value.type }
+        _modify { yield &fields.value.type }
     }
     public var subtype: String? {
-        _read { yield box.fields.subtype }
-        _modify { yield &unique().fields.subtype }
+        _read { yield fields.value.subtype }
+        _modify { yield &fields.value.subtype }
     }
     /// The payload object, serialised (with a placeholder badge when `badge` counts).
     public var payload: [UInt8] {
-        _read { yield box.fields.payload }
-        _modify { yield &unique().fields.payload }
+        _read { yield fields.value.payload }
+        _modify { yield &fields.value.payload }
     }
     /// `aps.badge` asks for each device's counter: the payload is built per device.
     public var badge: BadgeIncrement? {
-        _read { yield box.fields.badge }
-        _modify { yield &unique().fields.badge }
+        _read { yield fields.value.badge }
+        _modify { yield &fields.value.badge }
     }
     public var pushType: APNsPushType {
-        _read { yield box.fields.pushType }
-        _modify { yield &unique().fields.pushType }
+        _read { yield fields.value.pushType }
+        _modify { yield &fields.value.pushType }
     }
     public var priority: APNsPriority? {
-        _read { yield box.fields.priority }
-        _modify { yield &unique().fields.priority }
+        _read { yield fields.value.priority }
+        _modify { yield &fields.value.priority }
     }
     public var expiration: APNsExpiration? {
-        _read { yield box.fields.expiration }
-        _modify { yield &unique().fields.expiration }
+        _read { yield fields.value.expiration }
+        _modify { yield &fields.value.expiration }
     }
     public var collapseID: String? {
-        _read { yield box.fields.collapseID }
-        _modify { yield &unique().fields.collapseID }
+        _read { yield fields.value.collapseID }
+        _modify { yield &fields.value.collapseID }
     }
     public var topic: String? {
-        _read { yield box.fields.topic }
-        _modify { yield &unique().fields.topic }
+        _read { yield fields.value.topic }
+        _modify { yield &fields.value.topic }
     }
     public var results: ResultsMode {
-        _read { yield box.fields.results }
-        _modify { yield &unique().fields.results }
+        _read { yield fields.value.results }
+        _modify { yield &fields.value.results }
     }
     public var replyTo: String? {
-        _read { yield box.fields.replyTo }
-        _modify { yield &unique().fields.replyTo }
+        _read { yield fields.value.replyTo }
+        _modify { yield &fields.value.replyTo }
     }
     /// A Live Activity job's event (`live_activity.event`); its `aps` is in `payload`.
     public var liveActivity: LiveActivityEvent? {
-        _read { yield box.fields.liveActivity }
-        _modify { yield &unique().fields.liveActivity }
+        _read { yield fields.value.liveActivity }
+        _modify { yield &fields.value.liveActivity }
     }
     /// Where the job's tokens live in the registry: devices, or a Live Activity's tokens (a start
     /// reaches push-to-start tokens; an update or end an activity's). Resolution and the 410
     /// feedback both use it, so a dead activity token is removed where it was registered.
     public var tokenNamespace: TokenNamespace {
-        _read { yield box.fields.tokenNamespace }
-        _modify { yield &unique().fields.tokenNamespace }
+        _read { yield fields.value.tokenNamespace }
+        _modify { yield &fields.value.tokenNamespace }
     }
     /// The producer's key for "this notification, once": a job whose key the fleet took within
     /// the window is not sent again (its summary names the first job). Never in chunk jobs.
     public var idempotencyKey: String? {
-        _read { yield box.fields.idempotencyKey }
-        _modify { yield &unique().fields.idempotencyKey }
+        _read { yield fields.value.idempotencyKey }
+        _modify { yield &fields.value.idempotencyKey }
     }
     /// When to send it (`send_at`): a job whose time is ahead is held in the schedule and
     /// released by any worker then. Never in chunk jobs.
     public var sendAt: Date? {
-        _read { yield box.fields.sendAt }
-        _modify { yield &unique().fields.sendAt }
+        _read { yield fields.value.sendAt }
+        _modify { yield &fields.value.sendAt }
     }
     /// `local_time`: each device gets the job at this wall-clock time in its own zone. Never in
     /// chunk jobs (their parts are held resolved, by zone).
     public var localTime: LocalTime? {
-        _read { yield box.fields.localTime }
-        _modify { yield &unique().fields.localTime }
+        _read { yield fields.value.localTime }
+        _modify { yield &fields.value.localTime }
     }
     /// `quiet_hours`; nil: the app's default (`apps[].quiet_hours`, else `defer`).
     public var quietHours: QuietHoursMode? {
-        _read { yield box.fields.quietHours }
-        _modify { yield &unique().fields.quietHours }
+        _read { yield fields.value.quietHours }
+        _modify { yield &fields.value.quietHours }
     }
     /// What Android devices are sent (`notification` and `fcm`, checked against FCM's rules);
     /// nil when the job names neither. The job's priority, expiration and collapse id fill what
     /// `fcm.android` leaves out, as the message goes (`fcmMessage()`).
     public var fcm: FCMMessage? {
-        _read { yield box.fields.fcm }
-        _modify { yield &unique().fields.fcm }
+        _read { yield fields.value.fcm }
+        _modify { yield &fields.value.fcm }
     }
     /// The job named no payload and reaches Android devices alone: its APNs payload is a stand-in
     /// no device is sent (a streamed body's APNs tokens, unknown to the decoder, are checked for it).
     public var androidOnlyPayload: Bool {
-        _read { yield box.fields.androidOnlyPayload }
-        _modify { yield &unique().fields.androidOnlyPayload }
+        _read { yield fields.value.androidOnlyPayload }
+        _modify { yield &fields.value.androidOnlyPayload }
     }
 
     /// The registry's key for the job's tokens.
@@ -277,7 +259,7 @@ public struct PushJob: Sendable, Hashable, CustomReflectable {
         pushType: APNsPushType = .alert, priority: APNsPriority? = nil, expiration: APNsExpiration? = nil,
         collapseID: String? = nil, topic: String? = nil, results: ResultsMode = .all, replyTo: String? = nil, badge: BadgeIncrement? = nil
     ) {
-        box = Box(
+        fields = CopyOnWrite(
             Fields(
                 id: id, app: app, audience: audience, type: type, subtype: subtype, payload: payload, badge: badge, pushType: pushType,
                 priority: priority, expiration: expiration, collapseID: collapseID, topic: topic, results: results, replyTo: replyTo))
