@@ -272,7 +272,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AMQPTests",
-            dependencies: ["AMQP", "TestSupport"]
+            dependencies: ["AMQP", "CRabbitMQ", "TestSupport"]
         ),
         .testTarget(
             name: "StoresTests",

@@ -179,6 +179,41 @@ extension BrokerTests {
             await publisher.close()
         }
 
+        @Test("a message with a field longer than AMQP allows fails by name; the publishes before and after it arrive, a large one too")
+        func fieldTooLong() async throws {
+            let queue = TestBroker.uniqueName("toolong")
+            let publisher = try await TestBroker.publisher(topology: AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)]))
+            let consumer = try await TestBroker.consumer(queue: queue)
+            // One publish more than a frame holds goes through the library, between the others.
+            let large = [UInt8](repeating: 5, count: 300_000)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await publisher.publish(.toQueue(queue, body: [1], properties: AMQPProperties(messageID: "before"))) }
+                group.addTask {
+                    do {
+                        try await publisher.publish(.toQueue(queue, body: [2], properties: AMQPProperties(correlationID: String(repeating: "c", count: 300))))
+                        Issue.record("a 300-byte correlation_id was published")
+                    } catch let error as AMQPError {
+                        #expect(error.kind == .library)
+                        #expect(error.message.contains("its correlation_id is 300 bytes long; AMQP allows at most 255"))
+                        #expect(error.message.contains("routing key '\(queue)'"))
+                    }
+                }
+                group.addTask { try await publisher.publish(.toQueue(queue, body: large, properties: AMQPProperties(messageID: "large"))) }
+                group.addTask { try await publisher.publish(.toQueue(queue, body: [3], properties: AMQPProperties(messageID: "after"))) }
+                try await group.waitForAll()
+            }
+            var seen: [String: Int] = [:]
+            for _ in 0..<3 {
+                let delivery = try await consumer.next()
+                seen[delivery.properties.messageID ?? "?"] = delivery.body.count
+                try await delivery.ack()
+            }
+            #expect(seen == ["before": 1, "large": 300_000, "after": 1])
+            await #expect(throws: TestFailure.self) { _ = try await consumer.next(within: .milliseconds(300)) }
+            await consumer.close()
+            await publisher.close()
+        }
+
         @Test("publishing to a missing exchange fails with the broker's 404, and the publisher recovers")
         func missingExchange() async throws {
             let queue = TestBroker.uniqueName("recover")

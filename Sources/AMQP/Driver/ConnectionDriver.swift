@@ -280,9 +280,14 @@ final class ConnectionDriver: @unchecked Sendable {
         try acks.send(settling: &unsettled) { tag, multiple in
             try send(.ack(multiple: multiple), tag: tag, on: handle)
         }
+        try handle.flush()
     }
 
     private func send(_ settlement: DriverCommand.Settlement, tag: UInt64, on handle: ConnectionHandle) throws {
+        if handle.outbound != nil {
+            handle.outbound!.append(settlement, tag: tag, channel: ConnectionHandle.channel)
+            return
+        }
         let status: Int32
         switch settlement {
         case .ack(let multiple):
@@ -310,6 +315,8 @@ final class ConnectionDriver: @unchecked Sendable {
             unsettled.settle(settlement, tag: tag)
             try send(settlement, tag: tag, on: handle)
         case .queue(let operation, let continuation):
+            // The library writes the operation's frames: what waits goes first.
+            try handle.flush()
             do {
                 continuation.resume(returning: try handle.perform(operation, timeout: configuration.rpcTimeout))
             } catch {
@@ -322,8 +329,30 @@ final class ConnectionDriver: @unchecked Sendable {
         }
     }
 
+    /// Publishes what the confirm window has room for: encoded into the connection's outbound
+    /// frames and written once at the end, or (TLS, a body larger than a frame) by the library.
     private func sendWaiting(on handle: ConnectionHandle) throws {
+        // Without confirms a publish is done once written: these wait for the write.
+        var written: [PendingPublish] = []
+        defer {
+            // Thrown before the write: they may not have reached the broker.
+            for pending in written {
+                pending.fail(AMQPError(.connectionLost, "the connection was lost while publishing; the message may not have reached the broker, publish it again"))
+            }
+        }
         while confirmWindow.count < configuration.maxUnconfirmedPublishes, let pending = waiting.popFirst() {
+            if handle.outbound?.fits(pending.message) == true {
+                do {
+                    try handle.outbound!.append(publish: pending.message, channel: ConnectionHandle.channel)
+                } catch {
+                    pending.fail(AMQPError(.library, "encoding a message for exchange '\(pending.message.exchange)' with routing key '\(pending.message.routingKey.prefix(64))': \(error.message)"))
+                    continue
+                }
+                if confirms { confirmWindow.append(pending) } else { written.append(pending) }
+                if handle.outbound!.count >= OutboundFrames.flushThreshold { try flush() }
+                continue
+            }
+            try flush()
             let status = Self.publish(pending.message, on: handle)
             switch status {
             case AMQP_STATUS_OK.rawValue:
@@ -340,6 +369,13 @@ final class ConnectionDriver: @unchecked Sendable {
                 pending.fail(AMQPError(.connectionLost, "\(error.message); the message may not have reached the broker, publish it again"))
                 throw error
             }
+        }
+        try flush()
+
+        func flush() throws {
+            try handle.flush()
+            for pending in written { pending.succeed() }
+            written.removeAll()
         }
     }
 

@@ -18,6 +18,11 @@ final class ConnectionHandle {
     /// False once the connection failed or was closed.
     var isUsable: Bool { isOpen }
 
+    /// Publishes and settlements encoded for one write per turn of the I/O loop; nil over TLS,
+    /// whose socket only the library writes. Empty whenever the library is called, so that the
+    /// frames of the two never interleave.
+    var outbound: OutboundFrames?
+
     private init(state: amqp_connection_state_t) {
         self.state = state
     }
@@ -81,7 +86,21 @@ final class ConnectionHandle {
 
         amqp_channel_open(state, channel)
         try handle.check(amqp_get_rpc_reply(state), during: "opening a channel on \(target)", timeout: configuration.rpcTimeout)
+        if address.tls == nil {
+            handle.outbound = OutboundFrames(frameMax: Int(amqp_get_frame_max(state)))
+        }
         return handle
+    }
+
+    /// Writes the frames waiting in `outbound`, if any.
+    func flush() throws(AMQPError) {
+        guard outbound?.isEmpty == false else { return }
+        do {
+            try outbound!.write(to: socketDescriptor)
+        } catch {
+            markBroken()
+            throw error
+        }
     }
 
     private func makeSocket(_ tls: AMQPTLSConfiguration?) throws -> OpaquePointer {
