@@ -57,7 +57,8 @@
 #                                   to the Go worker, and each worker's p50/p99 latency at half its rate;
 #                                   THREADS=1 adds each worker thread's switches and CPU per job, by
 #                                   thread name; PERF=KIND records a perf profile of that worker;
-#                                   COUNTS=KIND prints that worker's swift_retain and malloc calls per job
+#                                   COUNTS=KIND prints that worker's swift_retain and malloc calls,
+#                                   system calls and context switches per job
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -284,12 +285,13 @@ YAML
       sleep 0.5
     fi
     # COUNTS=KIND: that worker's calls of swift_retain and malloc per job over its back-to-back
-    # run, counted by uprobes (`perf probe`, as root): a figure this machine's noise leaves alone.
+    # run, counted by uprobes (`perf probe`, as root), and its system calls and context switches:
+    # figures this machine's noise leaves alone.
     local counts_pid=""
     if [ "${COUNTS:-}" = "$1" ] && [ "$2" = 0 ]; then
       perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libswiftCore.so/ {print $3}')" -a swift_retain 2>/dev/null || true
       perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libc.so.6/ {print $3}')" -a malloc 2>/dev/null || true
-      perf stat -x, -e probe_libswiftCore:swift_retain,probe_libc:malloc -p "$worker_pid" -o "$work/counts-$1.csv" & counts_pid=$!
+      perf stat -x, -e probe_libswiftCore:swift_retain,probe_libc:malloc,raw_syscalls:sys_enter,context-switches -p "$worker_pid" -o "$work/counts-$1.csv" & counts_pid=$!
       sleep 0.5
     fi
     "$work/txbench" load --amqp "$amqp_url" --queue "$prefix.jobs" --jobs "$jobs" --rate "$2" --series "$series" | tee "$work/load-$1-$2.txt"
@@ -300,7 +302,7 @@ YAML
 import sys
 counts = {line.split(',')[2].split(':')[-1]: int(line.split(',')[0]) for line in open(sys.argv[1]) if line.count(',') > 2 and line.split(',')[0].isdigit()}
 jobs = int(sys.argv[2])
-print(f"   calls per job: swift_retain {counts.get('swift_retain', 0) / jobs:.0f}, malloc {counts.get('malloc', 0) / jobs:.0f} (uprobes; the run is slower for them)")
+print(f"   calls per job: swift_retain {counts.get('swift_retain', 0) / jobs:.0f}, malloc {counts.get('malloc', 0) / jobs:.0f} (uprobes; the run is slower for them); system calls {counts.get('sys_enter', 0) / jobs:.1f}, context switches {counts.get('context-switches', 0) / jobs:.1f}")
 PY
     fi
     local broker1=0
