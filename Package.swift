@@ -276,7 +276,10 @@ let package = Package(
         ),
         .testTarget(
             name: "StoresTests",
-            dependencies: ["Stores", "SQLiteStores", "RegistryAuth", "PostgresStores", "APNs", "TestSupport", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "Stores", "SQLiteStores", "RegistryAuth", "PostgresStores", "APNs", "TestSupport", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         .testTarget(
             name: "FCMTests",

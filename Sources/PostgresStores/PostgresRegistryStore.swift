@@ -27,9 +27,16 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
     /// Connects (the pool runs until the store is released) and creates or migrates the schema.
     /// A server that does not answer within `connectTimeout` fails the start: the pool itself
     /// would wait for it forever.
-    public init(url: String, maximumConnections: Int = 8, connectTimeout: Duration = .seconds(30), logger: Logger) async throws(StoreError) {
+    /// - Parameter holdsConnections: a worker's store: its pool opens `maximumConnections` at once,
+    ///   keeps them, and keeps them alive itself (see `PostgresPool`). A command's store opens what
+    ///   it uses.
+    public init(
+        url: String, maximumConnections: Int = 8, holdsConnections: Bool = false, keepAliveInterval: Duration = PostgresPool.keepAliveInterval,
+        connectTimeout: Duration = .seconds(30), logger: Logger
+    ) async throws(StoreError) {
         let (configuration, redacted) = try Self.configuration(url: url, maximumConnections: maximumConnections)
-        database = PostgresDatabase(pool: PostgresPool(configuration: configuration, logger: logger), logger: logger, redactedURL: redacted)
+        let pool = PostgresPool(configuration: configuration, holdsConnections: holdsConnections, keepAliveInterval: keepAliveInterval, logger: logger)
+        database = PostgresDatabase(pool: pool, logger: logger, redactedURL: redacted)
         ledger = PostgresLedgerStore(database: database)
         schedule = PostgresScheduleStore(database: database)
         deviceLookups = LookupCoalescer { [database] app, tokens throws(StoreError) in try await Self.devices(app: app, tokens: tokens, in: database) }

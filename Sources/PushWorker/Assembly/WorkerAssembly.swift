@@ -42,7 +42,7 @@ public struct WorkerAssembly: Sendable {
         _ plan: WorkerPlan, apns: APNsParts = .http2, metrics: WorkerMetrics = WorkerMetrics(), health: WorkerHealth = WorkerHealth(), logger: Logger
     ) async throws -> WorkerAssembly {
         if plan.settings.registry != nil { health.registryOpening() }
-        let registry = try await plan.configuration.openRegistry(file: plan.file, logger: logger)
+        let registry = try await plan.configuration.openRegistry(file: plan.file, forWorker: true, logger: logger)
         let authorizer = try await plan.configuration.registryAuthorizer(file: plan.file)
         if let store = registry?.store { health.watch(registry: store) }
         let stores = try await plan.openStores(in: registry, rebuildingIndexes: true, logger: logger)

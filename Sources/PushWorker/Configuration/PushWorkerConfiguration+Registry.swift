@@ -29,8 +29,10 @@ extension PushWorkerConfiguration {
         }
     }
 
+    /// - Parameter forWorker: a worker's registry: a PostgreSQL pool holds its connections open
+    ///   (see `PostgresPool`); a command's opens what it uses.
     func openRegistry(
-        file: String, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger
+        file: String, environment: [String: String] = ProcessInfo.processInfo.environment, forWorker: Bool = false, logger: Logger
     ) async throws(ConfigurationError) -> OpenedRegistry? {
         guard let settings = worker.registry else { return nil }
         if settings.postgres != nil && settings.sqlite != nil {
@@ -40,7 +42,7 @@ extension PushWorkerConfiguration {
             let url = environment["PUSHWORKER_POSTGRES_URL"] ?? configured
             let key = environment["PUSHWORKER_POSTGRES_URL"] != nil ? "PUSHWORKER_POSTGRES_URL" : "registry.postgres"
             do {
-                return .postgres(try await PostgresRegistryStore(url: url, logger: logger))
+                return .postgres(try await PostgresRegistryStore(url: url, holdsConnections: forWorker, logger: logger))
             } catch {
                 throw ConfigurationError(file: file, key: key, error.message)
             }
