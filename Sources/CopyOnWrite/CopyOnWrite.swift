@@ -5,17 +5,20 @@
 /// retains one box instead of every field. Sendable as the standard library's own copy-on-write
 /// types are: a write goes in place only while this copy is the box's only holder.
 public struct CopyOnWrite<Value: Hashable & Sendable>: Hashable, Sendable {
-    private final class Box: @unchecked Sendable {
-        var value: Value
-        init(_ value: Value) { self.value = value }
+    @usableFromInline
+    final class Box: @unchecked Sendable {
+        @usableFromInline var value: Value
+        @inlinable init(_ value: Value) { self.value = value }
     }
 
-    private var box: Box
+    @usableFromInline var box: Box
 
+    @inlinable
     public init(_ value: Value) {
         box = Box(value)
     }
 
+    @inlinable
     public var value: Value {
         _read { yield box.value }
         _modify {
@@ -24,10 +27,12 @@ public struct CopyOnWrite<Value: Hashable & Sendable>: Hashable, Sendable {
         }
     }
 
+    @inlinable
     public static func == (lhs: CopyOnWrite, rhs: CopyOnWrite) -> Bool {
         lhs.box === rhs.box || lhs.box.value == rhs.box.value
     }
 
+    @inlinable
     public func hash(into hasher: inout Hasher) {
         box.value.hash(into: &hasher)
     }

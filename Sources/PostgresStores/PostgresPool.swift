@@ -54,8 +54,10 @@ public final class PostgresPool: Service {
             }
             try? await gracefulShutdown()
             group.cancelAll()
+            // A keep-alive query does not end on its task's cancellation; closing the pool ends it
+            // (a server that stopped answering would otherwise hold the shutdown until TCP gives up).
+            self.runner.cancel()
         }
-        runner.cancel()
         let runner = runner
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await runner.value }
@@ -68,8 +70,10 @@ public final class PostgresPool: Service {
     static let closing: Duration = .seconds(3)
 
     /// One round per interval: as many concurrent `SELECT 1` as the pool holds connections, so
-    /// the idle ones each take one. A round waits for the last before the next sleeps, so a
-    /// server that is away never piles rounds up.
+    /// that the idle ones mostly each take one (one that answers fast may serve two, and a
+    /// connection then waits a round: a minute against the minutes a NAT gives an idle flow). A
+    /// round waits for its last query before the next sleeps, so a server that is away never
+    /// piles rounds up.
     private func keepConnectionsAlive(_ keepAlive: KeepAlive) async {
         while !Task.isCancelled {
             do {

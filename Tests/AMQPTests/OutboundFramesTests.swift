@@ -1,6 +1,7 @@
 @testable import AMQP
 import CRabbitMQ
 import Foundation
+import Synchronization
 import Testing
 
 /// The frames `OutboundFrames` encodes must be the bytes librabbitmq would have written for the
@@ -9,8 +10,7 @@ import Testing
 struct OutboundFramesTests {
     /// What librabbitmq writes for `call`, on a connection state whose socket is one end of a pair.
     private static func libraryBytes(_ call: (amqp_connection_state_t) -> Int32) throws -> [UInt8] {
-        var pair: [Int32] = [0, 0]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        let pair = try Self.socketPair()
         defer { close(pair[1]) }
         let state = try #require(amqp_new_connection())
         defer { amqp_destroy_connection(state) }
@@ -24,6 +24,26 @@ struct OutboundFramesTests {
             let read = chunk.withUnsafeMutableBytes { recv(pair[1], $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             guard read > 0 else { break }
             bytes += chunk[..<read]
+        }
+        return bytes
+    }
+
+    private static func socketPair() throws -> [Int32] {
+        var pair: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        return pair
+    }
+
+    /// Reads everything from `socket` until `count` bytes came, a few at a time with pauses: a
+    /// broker that reads slowly.
+    private static func readSlowly(_ socket: Int32, count: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 7000)
+        while bytes.count < count {
+            let read = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            guard read > 0 else { break }
+            bytes += chunk[..<read]
+            usleep(200)
         }
         return bytes
     }
@@ -124,5 +144,75 @@ struct OutboundFramesTests {
         let frames = OutboundFrames(frameMax: 4096)
         #expect(frames.fits(.toQueue("q", body: Array(repeating: 0, count: 4088))))
         #expect(!frames.fits(.toQueue("q", body: Array(repeating: 0, count: 4089))))
+    }
+
+    /// Many publishes, written to a socket with a small send buffer that the other end reads
+    /// slowly: the write goes on through every partial write and full buffer.
+    static func buffered(_ count: Int) throws -> OutboundFrames {
+        var frames = OutboundFrames(frameMax: 131_072)
+        for index in 0..<count {
+            try frames.append(publish: .toQueue("q", body: Array(repeating: UInt8(index % 251), count: 1000)), channel: 1)
+        }
+        return frames
+    }
+
+    @Test("a write through a full socket, a piece at a time, delivers every byte in order")
+    func partialWrites() throws {
+        let pair = try Self.socketPair()
+        defer { close(pair[0]); close(pair[1]) }
+        var size: Int32 = 4096
+        setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var frames = try Self.buffered(1000)
+        let expected = frames.bytes
+        let received = Mutex<[UInt8]>([])
+        let reader = Thread { received.withLock { $0 = Self.readSlowly(pair[1], count: expected.count) } }
+        reader.start()
+        try frames.write(to: pair[0], stall: .seconds(30))
+        #expect(frames.isEmpty)
+        shutdown(pair[0], Int32(SHUT_WR))
+        while reader.isExecuting || !reader.isFinished { usleep(1000) }
+        #expect(received.withLock { $0 } == expected)
+    }
+
+    @Test("a write that can put nothing out while nothing comes back fails after the stall; one that hears from the peer waits")
+    func stall() throws {
+        let pair = try Self.socketPair()
+        defer { close(pair[0]); close(pair[1]) }
+        var frames = try Self.buffered(3000)
+        let error = try #require(throws: AMQPError.self) { try frames.write(to: pair[0], stall: .milliseconds(300)) }
+        #expect(error.kind == .connectionLost)
+        #expect(error.message.contains("nothing could be written to the broker, and nothing came from it"))
+
+        // The same, but the peer says something every 100 ms (as a broker's heartbeats do) for a
+        // second, then reads: the write waits it out.
+        let other = try Self.socketPair()
+        defer { close(other[0]); close(other[1]) }
+        frames = try Self.buffered(3000)
+        let expected = frames.bytes.count
+        let received = Mutex(0)
+        let peer = Thread {
+            for _ in 0..<10 {
+                var beat: UInt8 = 8
+                _ = send(other[1], &beat, 1, 0)
+                usleep(100_000)
+            }
+            let bytes = Self.readSlowly(other[1], count: expected)
+            received.withLock { $0 = bytes.count }
+        }
+        peer.start()
+        try frames.write(to: other[0], stall: .milliseconds(300))
+        shutdown(other[0], Int32(SHUT_WR))
+        while peer.isExecuting || !peer.isFinished { usleep(1000) }
+        #expect(received.withLock { $0 } == expected)
+    }
+
+    @Test("headers larger than a frame are refused by size, before anything is buffered")
+    func headersTooLarge() throws {
+        var frames = OutboundFrames(frameMax: 4096)
+        let message = AMQPMessage.toQueue("q", body: [1], properties: AMQPProperties(headers: ["big": .string(String(repeating: "h", count: 5000))]))
+        let error = try #require(throws: OutboundFrames.EncodingError.self) { try frames.append(publish: message, channel: 1) }
+        #expect(error.message.contains("a frame of this connection holds at most 4088") || error.message.contains("more than the 4088 bytes"))
+        #expect(frames.isEmpty)
+        #expect(throws: OutboundFrames.EncodingError.self) { try frames.check(message) }
     }
 }

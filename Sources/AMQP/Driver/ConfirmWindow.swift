@@ -3,8 +3,9 @@
 ///
 /// Publisher confirms carry no message identity, only a tag the broker counts per channel from 1
 /// in the order publishes arrive; so the window must number the publishes exactly as the broker
-/// does, which is why a tag is taken only once a publish has been written, and why the numbering
-/// starts over with the window on a new connection. A confirm may cover one tag or (`multiple`)
+/// does, which is why a tag is taken only once a publish is on its way in order (written, or
+/// buffered for the turn's one write: a write that fails loses the connection, and the window with
+/// it), and why the numbering starts over with the window on a new connection. A confirm may cover one tag or (`multiple`)
 /// every tag up to it, and confirms of single tags may arrive in any order (a quorum queue
 /// confirms as its replicas commit). A basic.return comes before the confirm of the same publish
 /// and names no tag at all: it is remembered on the publish, which the confirm then fails.

@@ -315,9 +315,9 @@ final class ConnectionDriver: @unchecked Sendable {
             unsettled.settle(settlement, tag: tag)
             try send(settlement, tag: tag, on: handle)
         case .queue(let operation, let continuation):
-            // The library writes the operation's frames: what waits goes first.
-            try handle.flush()
             do {
+                // The library writes the operation's frames: what waits goes first.
+                try handle.flush()
                 continuation.resume(returning: try handle.perform(operation, timeout: configuration.rpcTimeout))
             } catch {
                 continuation.resume(throwing: error)
@@ -340,19 +340,28 @@ final class ConnectionDriver: @unchecked Sendable {
                 pending.fail(AMQPError(.connectionLost, "the connection was lost while publishing; the message may not have reached the broker, publish it again"))
             }
         }
-        while confirmWindow.count < configuration.maxUnconfirmedPublishes, let pending = waiting.popFirst() {
-            if handle.outbound?.fits(pending.message) == true {
+        while confirmWindow.count < configuration.maxUnconfirmedPublishes, let next = waiting.first {
+            if handle.outbound?.fits(next.message) == true {
+                let pending = waiting.removeFirst()
                 do {
                     try handle.outbound!.append(publish: pending.message, channel: ConnectionHandle.channel)
                 } catch {
-                    pending.fail(AMQPError(.library, "encoding a message for exchange '\(pending.message.exchange)' with routing key '\(pending.message.routingKey.prefix(64))': \(error.message)"))
+                    pending.fail(Self.encodingError(error, of: pending.message))
                     continue
                 }
                 if confirms { confirmWindow.append(pending) } else { written.append(pending) }
                 if handle.outbound!.count >= OutboundFrames.flushThreshold { try flush() }
                 continue
             }
+            // Written before this one is taken: should the write fail, it stays for the next connection.
             try flush()
+            let pending = waiting.removeFirst()
+            do {
+                try handle.frames.check(pending.message)
+            } catch {
+                pending.fail(Self.encodingError(error, of: pending.message))
+                continue
+            }
             let status = Self.publish(pending.message, on: handle)
             switch status {
             case AMQP_STATUS_OK.rawValue:
@@ -362,8 +371,8 @@ final class ConnectionDriver: @unchecked Sendable {
                     pending.succeed()
                 }
             case AMQP_STATUS_TABLE_TOO_BIG.rawValue, AMQP_STATUS_INVALID_PARAMETER.rawValue, AMQP_STATUS_BAD_AMQP_DATA.rawValue:
-                // Refused while encoding, before anything was written: only this message is bad.
-                pending.fail(AMQPStatus.error(status, during: "encoding a message for exchange '\(pending.message.exchange)'", default: .library))
+                // The header checked above, only the body is left, which cannot fail to encode.
+                pending.fail(AMQPStatus.error(status, during: "encoding a message for exchange '\(pending.message.exchange.prefix(64))'", default: .library))
             default:
                 let error = AMQPStatus.error(status, during: "publishing", default: .connectionLost)
                 pending.fail(AMQPError(.connectionLost, "\(error.message); the message may not have reached the broker, publish it again"))
@@ -377,6 +386,10 @@ final class ConnectionDriver: @unchecked Sendable {
             for pending in written { pending.succeed() }
             written.removeAll()
         }
+    }
+
+    private static func encodingError(_ error: OutboundFrames.EncodingError, of message: AMQPMessage) -> AMQPError {
+        AMQPError(.library, "encoding a message for exchange '\(message.exchange.prefix(64))' with routing key '\(message.routingKey.prefix(64))': \(error.message)")
     }
 
     private static func publish(_ message: AMQPMessage, on handle: ConnectionHandle) -> Int32 {

@@ -22,6 +22,11 @@ final class ConnectionHandle {
     /// whose socket only the library writes. Empty whenever the library is called, so that the
     /// frames of the two never interleave.
     var outbound: OutboundFrames?
+    /// Checks a message before the library writes it (TLS, a body larger than a frame).
+    private(set) var frames = OutboundFrames(frameMax: 131_072)
+    /// How long a write may find the socket full with nothing heard from the broker: two
+    /// heartbeats, as the broker itself waits; nil without heartbeats.
+    private var stall: Duration?
 
     private init(state: amqp_connection_state_t) {
         self.state = state
@@ -86,17 +91,19 @@ final class ConnectionHandle {
 
         amqp_channel_open(state, channel)
         try handle.check(amqp_get_rpc_reply(state), during: "opening a channel on \(target)", timeout: configuration.rpcTimeout)
-        if address.tls == nil {
-            handle.outbound = OutboundFrames(frameMax: Int(amqp_get_frame_max(state)))
-        }
+        handle.frames = OutboundFrames(frameMax: Int(amqp_get_frame_max(state)))
+        if address.tls == nil { handle.outbound = handle.frames }
+        let heartbeatSeconds = amqp_get_heartbeat(state)  // as negotiated with the broker
+        handle.stall = heartbeatSeconds > 0 ? .seconds(2 * Int(heartbeatSeconds)) : nil
         return handle
     }
 
-    /// Writes the frames waiting in `outbound`, if any.
+    /// Writes the frames waiting in `outbound`, if any: before the library writes anything, and
+    /// at the end of each turn. A failed write leaves the connection unusable.
     func flush() throws(AMQPError) {
         guard outbound?.isEmpty == false else { return }
         do {
-            try outbound!.write(to: socketDescriptor)
+            try outbound!.write(to: socketDescriptor, stall: stall)
         } catch {
             markBroken()
             throw error

@@ -15,8 +15,9 @@ import Foundation
 /// A value type; only `write(to:)` touches the socket.
 struct OutboundFrames {
     private(set) var bytes: [UInt8] = []
-    /// Bodies up to this size go in one body frame: the connection's frame size less the frame's
-    /// own 8 bytes.
+    /// The most a frame's payload may hold (the connection's frame size less the frame's own 8
+    /// bytes): a larger body is split, which only the library does here; a larger header is
+    /// refused, as the broker would refuse it by closing the connection.
     let largestBody: Int
 
     /// Written before the buffer grows past this, so that a window of large messages never holds
@@ -46,14 +47,22 @@ struct OutboundFrames {
         precondition(fits(message), "a body larger than one frame goes through the library")
         let start = bytes.count
         do {
-            try appendFrames(message, channel: channel)
+            try appendFrames(message, channel: channel, body: true)
         } catch {
             bytes.removeSubrange(start...)
             throw error
         }
     }
 
-    private mutating func appendFrames(_ message: AMQPMessage, channel: UInt16) throws(EncodingError) {
+    /// Throws what `append(publish:)` would for this message's method and header, without
+    /// keeping them: the library writes the method frame before it finds a bad header, which
+    /// leaves the broker a publish without content, and it closes the channel.
+    func check(_ message: AMQPMessage) throws(EncodingError) {
+        var scratch = OutboundFrames(frameMax: largestBody + 8)
+        try scratch.appendFrames(message, channel: 1, body: false)
+    }
+
+    private mutating func appendFrames(_ message: AMQPMessage, channel: UInt16, body: Bool) throws(EncodingError) {
         // basic.publish: ticket, exchange, routing key, then mandatory and immediate as bits.
         var frame = beginFrame(type: 1, channel: channel)
         appendUInt16(60)
@@ -106,10 +115,14 @@ struct OutboundFrames {
         try string(p.appID, PW_FLAG_APP_ID, "app_id")
         bytes[flagsAt] = UInt8(flags >> 8)
         bytes[flagsAt + 1] = UInt8(truncatingIfNeeded: flags)
+        let headerSize = bytes.count - frame.sizeAt - 4
+        guard headerSize <= largestBody else {
+            throw EncodingError(message: "its properties and headers take \(headerSize) bytes; a frame of this connection holds at most \(largestBody)")
+        }
         endFrame(&frame)
 
         // No body frame for an empty body, as the library does.
-        guard !message.body.isEmpty else { return }
+        guard body, !message.body.isEmpty else { return }
         frame = beginFrame(type: 3, channel: channel)
         bytes += message.body
         endFrame(&frame)
@@ -136,10 +149,12 @@ struct OutboundFrames {
         endFrame(&frame)
     }
 
-    /// Writes the whole buffer, waiting while the socket is full (a broker that stops reading,
-    /// as under a resource alarm, holds the thread as the library's own write would), and empties
-    /// it. Throws when the socket fails; what was written of it then is unknown.
-    mutating func write(to socket: Int32) throws(AMQPError) {
+    /// Writes the whole buffer and empties it, waiting while the socket is full: a broker under
+    /// a resource alarm stops reading, and its publishers wait. Throws when the socket fails, or
+    /// when for `stall` nothing could be written and nothing came from the broker either (its
+    /// heartbeats stop only when it is gone without closing the connection: a host lost, a flow
+    /// dropped on the way); nil waits for ever. What was written of the buffer is then unknown.
+    mutating func write(to socket: Int32, stall: Duration?) throws(AMQPError) {
         defer {
             // Kept for the next turn, unless one large turn grew it.
             if bytes.capacity > 4 * Self.flushThreshold {
@@ -149,12 +164,15 @@ struct OutboundFrames {
             }
         }
         var offset = 0
+        var lastSign = ContinuousClock.now
+        var waiting = Self.bytesWaiting(on: socket)
         while offset < bytes.count {
             let sent = bytes.withUnsafeBytes { buffer in
                 send(socket, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
             }
             if sent > 0 {
                 offset += sent
+                lastSign = .now
                 continue
             }
             let error = errno
@@ -163,11 +181,25 @@ struct OutboundFrames {
                 throw AMQPError(.connectionLost, "writing to the broker: \(sent == 0 ? "nothing written" : String(cString: strerror(error)))")
             }
             var writable = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
-            let ready = poll(&writable, 1, -1)
+            let ready = poll(&writable, 1, stall.map { Int32(clamping: Int(max($0 / .milliseconds(1) / 2, 1))) } ?? -1)
             if ready < 0 && errno != EINTR {
                 throw AMQPError(.connectionLost, "waiting to write to the broker: \(String(cString: strerror(errno)))")
             }
+            guard ready == 0, let stall else { continue }
+            let now = Self.bytesWaiting(on: socket)
+            if now != waiting {
+                waiting = now
+                lastSign = .now
+            } else if ContinuousClock.now - lastSign >= stall {
+                throw AMQPError(.connectionLost, "nothing could be written to the broker, and nothing came from it, for \(stall); it is gone, or the way to it")
+            }
         }
+    }
+
+    /// The bytes received and not read yet: when they grow, the broker is still there.
+    private static func bytesWaiting(on socket: Int32) -> Int32 {
+        var count: Int32 = 0
+        return ioctl(socket, UInt(FIONREAD), &count) == 0 ? count : -1
     }
 
     // MARK: - Encoding
@@ -222,6 +254,8 @@ struct OutboundFrames {
     private mutating func appendTable(_ table: AMQPTable) throws(EncodingError) {
         var capacity = 4096
         while true {
+            // A table larger than a frame fails the header's own check anyway.
+            capacity = min(capacity, largestBody + 4)
             let (status, encoded): (Int32, [UInt8]) = CArena.with { arena in
                 var cTable = arena.table(table)
                 var scratch = [UInt8](repeating: 0, count: capacity)
@@ -235,8 +269,11 @@ struct OutboundFrames {
                 bytes += encoded
                 return
             }
-            guard status == AMQP_STATUS_TABLE_TOO_BIG.rawValue, capacity < Int(UInt32.max) / 4 else {
-                throw EncodingError(message: "its headers cannot be encoded: \(AMQPStatus.text(status))")
+            guard status == AMQP_STATUS_TABLE_TOO_BIG.rawValue, capacity < largestBody + 4 else {
+                throw EncodingError(
+                    message: status == AMQP_STATUS_TABLE_TOO_BIG.rawValue
+                        ? "its headers take more than the \(largestBody) bytes a frame of this connection holds"
+                        : "its headers cannot be encoded: \(AMQPStatus.text(status))")
             }
             capacity *= 4
         }
