@@ -176,6 +176,37 @@ struct PushWorkerConfigurationTests {
         #expect(try await none.openStores(rebuildingIndexes: true, environment: [:], logger: logger).ledger == nil)
     }
 
+    @Test("registry.postgres_connections: 8 unless set and printed by config check; out of range, or on SQLite, refused naming the key before connecting")
+    func postgresConnections() async throws {
+        let url = "postgres://pushworker:hunter2@127.0.0.1:1/pushworker"
+        #expect(try PushWorkerConfiguration.parse("registry: {postgres: \"\(url)\"}\napps: []\n", file: "/tmp/f.yaml").worker.registry?.postgresConnections == 8)
+        let twenty = try EffectiveConfiguration.check(
+            try PushWorkerConfiguration.parse("registry: {postgres: \"\(url)\", postgres_connections: 20}\napps: []\n", file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:])
+        #expect(twenty.contains("postgres_connections: 20"), "\(twenty)")
+        #expect(!twenty.contains("hunter2"))
+        for (registry, expected) in [
+            ("{postgres: \"\(url)\", postgres_connections: 0}", "registry.postgres_connections: 0 is not between 1 and 64"),
+            ("{postgres: \"\(url)\", postgres_connections: 65}", "registry.postgres_connections: 65 is not between 1 and 64"),
+            ("{sqlite: r.db, postgres_connections: 4}", "registry.postgres_connections: is for a PostgreSQL registry; this one is SQLite"),
+        ] {
+            let configuration = try PushWorkerConfiguration.parse("registry: \(registry)\napps: []\n", file: "/tmp/f.yaml")
+            do {
+                _ = try EffectiveConfiguration.check(configuration, file: "/tmp/f.yaml", environment: [:])
+                Issue.record("config check accepted \(registry)")
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+            }
+            // The worker refuses it too, before it tries the server (port 1 answers nobody).
+            let plan = try WorkerPlan(configuration, file: "/tmp/f.yaml", environment: [:])
+            do {
+                _ = try await plan.openStores(rebuildingIndexes: true, environment: [:], logger: Logger(label: "test.registry"))
+                Issue.record("opened a registry with \(registry)")
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+            }
+        }
+    }
+
     @Test("lanes.due_prefetch: 64 unless set; out of range is refused naming the key, by run and config check alike")
     func duePrefetch() throws {
         #expect(try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml").worker.lanes.duePrefetch == 64)

@@ -74,13 +74,17 @@ public enum EffectiveConfiguration {
                 if let variable = settings.hs256SecretEnv { auth.append(("hs256_secret_env", scalar(variable))) }
             }
             let authEntry: [(String, Node)] = auth.isEmpty ? [] : [("auth", mapping(auth))]
+            let connections = try PushWorkerConfiguration.postgresConnections(registry, file: file)
             if let postgres = registry.postgres {
                 let fromEnvironment = environment["PUSHWORKER_POSTGRES_URL"] != nil
                 let url: String
                 do { url = try PostgresRegistryStore.redacted(checking: environment["PUSHWORKER_POSTGRES_URL"] ?? postgres) } catch {
                     throw ConfigurationError(file: file, key: fromEnvironment ? "PUSHWORKER_POSTGRES_URL" : "registry.postgres", error.message)
                 }
-                root.append(("registry", mapping([("postgres", scalar(url + (fromEnvironment ? "  (from PUSHWORKER_POSTGRES_URL)" : "")))] + authEntry)))
+                root.append(("registry", mapping([
+                    ("postgres", scalar(url + (fromEnvironment ? "  (from PUSHWORKER_POSTGRES_URL)" : ""))),
+                    ("postgres_connections", scalar(connections)),
+                ] + authEntry)))
             } else if let sqlite = registry.sqlite, !sqlite.isEmpty {
                 root.append(("registry", mapping([("sqlite", scalar(sqlite))] + authEntry)))
             } else {

@@ -31,6 +31,19 @@ extension PushWorkerConfiguration {
 
     /// - Parameter forWorker: a worker's registry: a PostgreSQL pool holds its connections open
     ///   (see `PostgresPool`); a command's opens what it uses.
+    /// `registry.postgres_connections`, checked.
+    static func postgresConnections(_ settings: WorkerSettings.Registry, file: String) throws(ConfigurationError) -> Int {
+        let range = WorkerSettings.Registry.postgresConnectionsRange
+        guard range.contains(settings.postgresConnections) else {
+            throw ConfigurationError(
+                file: file, key: "registry.postgres_connections", "\(settings.postgresConnections) is not between \(range.lowerBound) and \(range.upperBound)")
+        }
+        if settings.postgres == nil && settings.postgresConnections != WorkerSettings.Registry.defaultPostgresConnections {
+            throw ConfigurationError(file: file, key: "registry.postgres_connections", "is for a PostgreSQL registry; this one is SQLite")
+        }
+        return settings.postgresConnections
+    }
+
     func openRegistry(
         file: String, environment: [String: String] = ProcessInfo.processInfo.environment, forWorker: Bool = false, logger: Logger
     ) async throws(ConfigurationError) -> OpenedRegistry? {
@@ -38,11 +51,12 @@ extension PushWorkerConfiguration {
         if settings.postgres != nil && settings.sqlite != nil {
             throw ConfigurationError(file: file, key: "registry", "names both sqlite and postgres; choose one")
         }
+        let connections = try Self.postgresConnections(settings, file: file)
         if let configured = settings.postgres {
             let url = environment["PUSHWORKER_POSTGRES_URL"] ?? configured
             let key = environment["PUSHWORKER_POSTGRES_URL"] != nil ? "PUSHWORKER_POSTGRES_URL" : "registry.postgres"
             do {
-                return .postgres(try await PostgresRegistryStore(url: url, holdsConnections: forWorker, logger: logger))
+                return .postgres(try await PostgresRegistryStore(url: url, maximumConnections: connections, holdsConnections: forWorker, logger: logger))
             } catch {
                 throw ConfigurationError(file: file, key: key, error.message)
             }

@@ -239,8 +239,16 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         public var sqlite: String?
         /// A PostgreSQL URL, for workers on many hosts.
         public var postgres: String?
+        /// The connections a worker holds open to PostgreSQL: the fleet's workers times this must
+        /// stay under the server's `max_connections`.
+        public var postgresConnections: Int = Self.defaultPostgresConnections
         /// Commands tied to the user's own token; off when absent.
         public var auth: Auth?
+
+        public static let defaultPostgresConnections = 8
+        /// A worker's statements are few and short (lookups and records in batches): past this, more
+        /// connections only cost the server.
+        public static let postgresConnectionsRange = 1...64
 
         public init(sqlite: String? = nil, postgres: String? = nil, auth: Auth? = nil) {
             self.sqlite = sqlite
@@ -250,6 +258,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case sqlite, postgres, auth
+            case postgresConnections = "postgres_connections"
         }
 
         public init(from decoder: Decoder) throws {
@@ -257,6 +266,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             sqlite = try container.decodeIfPresent(String.self, forKey: .sqlite)
             postgres = try container.decodeIfPresent(String.self, forKey: .postgres)
+            postgresConnections = try container.decodeIfPresent(Int.self, forKey: .postgresConnections) ?? postgresConnections
             auth = try container.decodeIfPresent(Auth.self, forKey: .auth)
         }
 
