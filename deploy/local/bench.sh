@@ -58,7 +58,8 @@
 #                                   THREADS=1 adds each worker thread's switches and CPU per job, by
 #                                   thread name; PERF=KIND records a perf profile of that worker;
 #                                   COUNTS=KIND prints that worker's swift_retain and malloc calls,
-#                                   system calls and context switches per job
+#                                   system calls and context switches per job; POSTGRES_CONNECTIONS
+#                                   sets the PostgreSQL worker's registry.postgres_connections (8)
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -242,7 +243,7 @@ PY
         if [ "$1" = postgres ]; then
           local database="bench_tx_$(date +%s%N)"
           psql -q "$postgres_base" -c "CREATE DATABASE $database"
-          registry="registry: {postgres: \"${postgres_base%/*}/$database\"}"
+          registry="registry: {postgres: \"${postgres_base%/*}/$database\", postgres_connections: ${POSTGRES_CONNECTIONS:-8}}"
         fi
         cat > "$work/$2.yaml" <<YAML
 metrics_address: null
