@@ -183,15 +183,16 @@ struct OutboundFramesTests {
         #expect(error.kind == .connectionLost)
         #expect(error.message.contains("nothing could be written to the broker, and nothing came from it"))
 
-        // The same, but the peer says something every 100 ms (as a broker's heartbeats do) for a
-        // second, then reads: the write waits it out.
+        // The same, but the peer says something every 100 ms (as a broker's heartbeats do) for
+        // three seconds, then reads: the write waits it out. The stall is 2 s there, so that a
+        // beat delayed by a loaded machine is not taken for silence.
         let other = try Self.socketPair()
         defer { close(other[0]); close(other[1]) }
         frames = try Self.buffered(3000)
         let expected = frames.bytes.count
         let received = Mutex(0)
         let peer = Thread {
-            for _ in 0..<10 {
+            for _ in 0..<30 {
                 var beat: UInt8 = 8
                 _ = send(other[1], &beat, 1, 0)
                 usleep(100_000)
@@ -200,7 +201,7 @@ struct OutboundFramesTests {
             received.withLock { $0 = bytes.count }
         }
         peer.start()
-        try frames.write(to: other[0], stall: .milliseconds(300))
+        try frames.write(to: other[0], stall: .seconds(2))
         shutdown(other[0], Int32(SHUT_WR))
         while peer.isExecuting || !peer.isFinished { usleep(1000) }
         #expect(received.withLock { $0 } == expected)

@@ -29,21 +29,21 @@ extension PushWorkerConfiguration {
         }
     }
 
-    /// - Parameter forWorker: a worker's registry: a PostgreSQL pool holds its connections open
-    ///   (see `PostgresPool`); a command's opens what it uses.
-    /// `registry.postgres_connections`, checked.
+    /// `registry.postgres_connections`, checked; its default when not set.
     static func postgresConnections(_ settings: WorkerSettings.Registry, file: String) throws(ConfigurationError) -> Int {
-        let range = WorkerSettings.Registry.postgresConnectionsRange
-        guard range.contains(settings.postgresConnections) else {
-            throw ConfigurationError(
-                file: file, key: "registry.postgres_connections", "\(settings.postgresConnections) is not between \(range.lowerBound) and \(range.upperBound)")
-        }
-        if settings.postgres == nil && settings.postgresConnections != WorkerSettings.Registry.defaultPostgresConnections {
+        guard let connections = settings.postgresConnections else { return WorkerSettings.Registry.defaultPostgresConnections }
+        if settings.postgres == nil {
             throw ConfigurationError(file: file, key: "registry.postgres_connections", "is for a PostgreSQL registry; this one is SQLite")
         }
-        return settings.postgresConnections
+        let range = WorkerSettings.Registry.postgresConnectionsRange
+        guard range.contains(connections) else {
+            throw ConfigurationError(file: file, key: "registry.postgres_connections", "\(connections) is not between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return connections
     }
 
+    /// - Parameter forWorker: a worker's registry: a PostgreSQL pool holds its connections open
+    ///   (see `PostgresPool`); a command's opens what it uses.
     func openRegistry(
         file: String, environment: [String: String] = ProcessInfo.processInfo.environment, forWorker: Bool = false, logger: Logger
     ) async throws(ConfigurationError) -> OpenedRegistry? {

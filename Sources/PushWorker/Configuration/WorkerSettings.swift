@@ -240,8 +240,9 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// A PostgreSQL URL, for workers on many hosts.
         public var postgres: String?
         /// The connections a worker holds open to PostgreSQL: the fleet's workers times this must
-        /// stay under the server's `max_connections`.
-        public var postgresConnections: Int = Self.defaultPostgresConnections
+        /// stay under the server's `max_connections`. Nil when not set (8), so that setting it on
+        /// an SQLite registry is told, whatever the number.
+        public var postgresConnections: Int?
         /// Commands tied to the user's own token; off when absent.
         public var auth: Auth?
 
@@ -266,7 +267,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             sqlite = try container.decodeIfPresent(String.self, forKey: .sqlite)
             postgres = try container.decodeIfPresent(String.self, forKey: .postgres)
-            postgresConnections = try container.decodeIfPresent(Int.self, forKey: .postgresConnections) ?? postgresConnections
+            postgresConnections = try container.decodeIfPresent(Int.self, forKey: .postgresConnections)
             auth = try container.decodeIfPresent(Auth.self, forKey: .auth)
         }
 
