@@ -47,6 +47,9 @@ public struct MockAPNsConfiguration: Sendable {
     public var fcmFailures: [String: MockFCMFailure] = [:]
     /// Seconds an access token from the token endpoint is good for (Google's: 3599).
     public var fcmTokenLifetime = 3599
+    /// Grant requests the token endpoint answers 503 before it grants again: Google's endpoint
+    /// briefly unwell, which callers are to ride out.
+    public var fcmTokenEndpointOutages = 0
 
     public init(certificateFile: String, privateKeyFile: String) {
         self.certificateFile = certificateFile

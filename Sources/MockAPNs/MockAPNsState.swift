@@ -22,6 +22,7 @@ final class MockAPNsState: Sendable {
         var fcmTokens: [String: (project: String, expiresAt: Date)] = [:]
         var fcmGrantsIssued = 0
         var fcmGrantRefusals = 0
+        var fcmOutagesLeft: Int
         var fcmUnregistered: Set<String>
         var fcmFailures: [String: MockFCMFailure]
         var fcmMessages: [RecordedFCMMessage] = []
@@ -33,7 +34,7 @@ final class MockAPNsState: Sendable {
     init(configuration: MockAPNsConfiguration) {
         state = Mutex(State(
             channels: configuration.channels, faults: configuration.faults, unregistered: configuration.unregisteredTokens,
-            fcmUnregistered: configuration.fcmUnregisteredTokens, fcmFailures: configuration.fcmFailures))
+            fcmOutagesLeft: configuration.fcmTokenEndpointOutages, fcmUnregistered: configuration.fcmUnregisteredTokens, fcmFailures: configuration.fcmFailures))
     }
 
     // MARK: FCM
@@ -47,6 +48,15 @@ final class MockAPNsState: Sendable {
 
     func fcmToken(_ token: String) -> (project: String, expiresAt: Date)? {
         state.withLock { $0.fcmTokens[token] }
+    }
+
+    /// Whether this grant request is one of the scripted outages (and uses it up).
+    func fcmTokenEndpointDown() -> Bool {
+        state.withLock { state in
+            guard state.fcmOutagesLeft > 0 else { return false }
+            state.fcmOutagesLeft -= 1
+            return true
+        }
     }
 
     func fcmGrantRefused() {

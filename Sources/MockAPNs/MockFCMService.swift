@@ -58,6 +58,7 @@ struct MockFCMService: Sendable {
 
     /// The token endpoint: a form with the grant type and the assertion.
     private func grant(_ body: [UInt8], now: Date) async -> Answer {
+        if state.fcmTokenEndpointDown() { return Self.googleError(503, "UNAVAILABLE", "The service is currently unavailable.") }
         var form: [String: String] = [:]
         for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0) }

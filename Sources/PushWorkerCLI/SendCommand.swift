@@ -101,7 +101,9 @@ struct SendCommand: AsyncParsableCommand {
         }
         if message.collapseKey == nil { message.collapseKey = collapseID }
         do { try message.validate() } catch { throw CommandFailure("the payload's \(error)") }
-        let client = FCMClient(configuration: fcm.client, tokens: FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, proxy: fcm.client.proxy))
+        let tokens = FCMAccessTokenSource(account: fcm.account, caFile: fcm.client.caFile, proxy: fcm.client.proxy)
+        try await Self.accessToken(from: tokens)
+        let client = FCMClient(configuration: fcm.client, tokens: tokens)
         defer { client.shutdown() }
         switch await client.send(message.encoded(), to: [token])[0] {
         case .accepted(let name):
@@ -111,6 +113,24 @@ struct SendCommand: AsyncParsableCommand {
             throw ExitCode.failure
         case .unanswered(let why):
             throw CommandFailure("no answer from FCM: \(why)")
+        }
+    }
+
+    /// Gets the access token before the message is sent, riding out a token endpoint that is
+    /// briefly away or slow (a timeout, a 503) as a worker does, but for a few tries only: someone
+    /// is waiting at the terminal. A refused grant is the credentials failing and is said at once.
+    static func accessToken(from tokens: FCMAccessTokenSource, tries: Int = 3) async throws {
+        for attempt in 1...tries {
+            do {
+                _ = try await tokens.token()
+                return
+            } catch {
+                guard case .unreachable = error, attempt < tries else { throw CommandFailure("no FCM access token: \(error)") }
+                let pause = FCMAccessTokenSource.retryAfterUnreachable
+                FileHandle.standardError.write(Data("\(error); asking again in \(Int(pause)) s (try \(attempt + 1) of \(tries))\n".utf8))
+                // Just past the source's hold, so the next call asks the endpoint again.
+                try await Task.sleep(for: .seconds(pause + 0.2))
+            }
         }
     }
 

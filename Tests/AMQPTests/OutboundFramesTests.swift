@@ -14,8 +14,9 @@ struct OutboundFramesTests {
         defer { close(pair[1]) }
         let state = try #require(amqp_new_connection())
         defer { amqp_destroy_connection(state) }
-        // The state owns pair[0] from here and closes it when destroyed.
-        amqp_set_sockfd(state, pair[0])
+        // The state owns the socket, and so pair[0], from here and closes it when destroyed.
+        let socket = try #require(amqp_tcp_socket_new(state))
+        amqp_tcp_socket_set_sockfd(socket, pair[0])
         #expect(amqp_get_frame_max(state) == Int32(Self.frameMax))
         #expect(call(state) == AMQP_STATUS_OK.rawValue)
         var bytes: [UInt8] = []

@@ -125,7 +125,7 @@ struct MockValidationTests {
         if testCase.method == "POST" { arguments += ["--data-binary", "@-"] }
         arguments.append(fixture.server.url + testCase.path)
 
-        let output = try Self.curl(arguments, input: Data(testCase.body.utf8))
+        let output = try await Self.curl(arguments, input: Data(testCase.body.utf8))
         let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
         let statusLine = try #require(lines.last).split(separator: " ")
         #expect(statusLine.last == "2", "HTTP version \(statusLine)")
@@ -141,7 +141,7 @@ struct MockValidationTests {
         }
     }
 
-    static func curl(_ arguments: [String], input: Data) throws -> String {
-        try Program.run(arguments, input: input, program: URL(fileURLWithPath: "/usr/bin/curl")).standardOutput
+    static func curl(_ arguments: [String], input: Data) async throws -> String {
+        try await Program.running(arguments, input: input, program: URL(fileURLWithPath: "/usr/bin/curl")).standardOutput
     }
 }

@@ -12,7 +12,7 @@ struct ConfigCommandTests {
     }
 
     @Test("prints the effective configuration with defaults and environment overrides, secrets masked, without connecting")
-    func effective() throws {
+    func effective() async throws {
         let key = try write(try TestKeys.newP8())
         let config = try write("""
             amqp: {url: "amqp://worker:file-secret@broker.invalid:5672/", prefetch: 8}
@@ -23,7 +23,7 @@ struct ConfigCommandTests {
               - {name: chat, topic: com.example.chat, environment: production, token: {key_env: CHAT_KEY, key_id: ABC123DEFG, team_id: DEF123GHIJ}}
             """)
         let p8 = try TestKeys.newP8()
-        let result = try Program.run(["config", "check", "--config", config.path], environment: [
+        let result = try await Program.running(["config", "check", "--config", config.path], environment: [
             "PUSHWORKER_AMQP_URL": "amqp://worker:env-secret@rabbit.invalid:5673/", "CHAT_KEY": p8,
         ])
         #expect(result.status == 0, "\(result.standardError)")
@@ -42,33 +42,33 @@ struct ConfigCommandTests {
     }
 
     @Test("a misspelt key, an unset variable or an unreadable key file: exit 1, naming the file and the key")
-    func refused() throws {
+    func refused() async throws {
         let typo = try write("amqp: {prefech: 3}\napps: []\n")
-        let misspelt = try Program.run(["config", "check", "--config", typo.path])
+        let misspelt = try await Program.running(["config", "check", "--config", typo.path])
         #expect(misspelt.status == 1)
         #expect(misspelt.standardError.contains("\(typo.path): amqp.prefech: unknown key; did you mean prefetch?"), "\(misspelt.standardError)")
         #expect(misspelt.standardOutput.isEmpty)
 
         let unset = try write("apps:\n  - {name: a, topic: t, environment: sandbox, token: {key_env: NO_SUCH_KEY_VARIABLE, key_id: K, team_id: T}}\n")
-        let missing = try Program.run(["config", "check", "--config", unset.path])
+        let missing = try await Program.running(["config", "check", "--config", unset.path])
         #expect(missing.status == 1 && missing.standardError.contains("apps[0].token.key_env: environment variable NO_SUCH_KEY_VARIABLE is not set"), "\(missing.standardError)")
 
         let badURL = try write("registry: {postgres: \"postgres://app:pa^ss word@/push\"}\napps: []\n")
-        let postgres = try Program.run(["config", "check", "--config", badURL.path])
+        let postgres = try await Program.running(["config", "check", "--config", badURL.path])
         #expect(postgres.status == 1 && postgres.standardError.contains("registry.postgres"), "\(postgres.standardError)")
         #expect(!(postgres.standardOutput + postgres.standardError).contains("pa^ss"))
 
         let unreadable = try write("apps:\n  - {name: a, topic: t, environment: sandbox, token: {key_file: /nonexistent.p8, key_id: K, team_id: T}}\n")
-        let file = try Program.run(["config", "check", "--config", unreadable.path])
+        let file = try await Program.running(["config", "check", "--config", unreadable.path])
         #expect(file.status == 1 && file.standardError.contains("apps[0].token.key_file: cannot read '/nonexistent.p8'"), "\(file.standardError)")
     }
 
     @Test("PUSHWORKER_AMQP_URL_FILE and PUSHWORKER_POSTGRES_URL_FILE: read from the files, masked; given twice, refused naming both")
-    func secretFiles() throws {
+    func secretFiles() async throws {
         let config = try write("registry: {postgres: \"postgres://app:file-pg@db.invalid/push\"}\napps: []\n")
         let amqp = try write("amqp://worker:amqp-from-file@rabbit.invalid:5673/\n")
         let postgres = try write("postgres://app:pg-from-file@db2.invalid/push\n")
-        let result = try Program.run(["config", "check", "--config", config.path], environment: [
+        let result = try await Program.running(["config", "check", "--config", config.path], environment: [
             "PUSHWORKER_AMQP_URL_FILE": amqp.path, "PUSHWORKER_POSTGRES_URL_FILE": postgres.path,
         ])
         #expect(result.status == 0, "\(result.standardError)")
@@ -77,19 +77,19 @@ struct ConfigCommandTests {
         #expect(((document["amqp"] as? [String: Any])?["url"] as? String)?.hasPrefix("amqp://worker:***@rabbit.invalid:5673/") == true, "\(result.standardOutput)")
         #expect(((document["registry"] as? [String: Any])?["postgres"] as? String)?.contains("app:***@db2.invalid") == true, "\(result.standardOutput)")
 
-        let twice = try Program.run(["config", "check", "--config", config.path], environment: [
+        let twice = try await Program.running(["config", "check", "--config", config.path], environment: [
             "PUSHWORKER_AMQP_URL_FILE": amqp.path, "PUSHWORKER_AMQP_URL": "amqp://worker:in-env@rabbit.invalid/",
         ])
         #expect(twice.status == 1)
         #expect(twice.standardError.contains("PUSHWORKER_AMQP_URL and PUSHWORKER_AMQP_URL_FILE are both set"), "\(twice.standardError)")
         #expect(!(twice.standardOutput + twice.standardError).contains("in-env") && !twice.standardError.contains("from-file"))
 
-        let unreadable = try Program.run(["queues", "check", "--config", config.path], environment: ["PUSHWORKER_AMQP_URL_FILE": "/nonexistent/amqp-url"])
+        let unreadable = try await Program.running(["queues", "check", "--config", config.path], environment: ["PUSHWORKER_AMQP_URL_FILE": "/nonexistent/amqp-url"])
         #expect(unreadable.status == 1 && unreadable.standardError.contains("PUSHWORKER_AMQP_URL_FILE: cannot read '/nonexistent/amqp-url'"), "\(unreadable.standardError)")
     }
 
     @Test("an app's fcm side: the service account file proved and shown without its key; a file that cannot serve names the key and the field")
-    func fcm() throws {
+    func fcm() async throws {
         let key = try write(try TestKeys.newP8())
         let account = try TestServiceAccount.file(tokenURI: "https://oauth2.googleapis.com/token")
         func app(_ fcm: String) -> String {
@@ -102,7 +102,7 @@ struct ConfigCommandTests {
                 fcm: \(fcm)
             """
         }
-        let good = try Program.run(["config", "check", "--config", try write(app("{service_account: \(account.path), connections: 6}")).path])
+        let good = try await Program.running(["config", "check", "--config", try write(app("{service_account: \(account.path), connections: 6}")).path])
         #expect(good.status == 0, "\(good.standardError)")
         #expect(!good.standardOutput.contains("PRIVATE KEY"))
         let document = try #require(try Yams.load(yaml: good.standardOutput) as? [String: Any])
@@ -112,7 +112,7 @@ struct ConfigCommandTests {
         #expect(fcm["token_uri"] as? String == "https://oauth2.googleapis.com/token")
 
         // From a variable, as a secret would come.
-        let fromEnv = try Program.run(
+        let fromEnv = try await Program.running(
             ["config", "check", "--config", try write(app("{service_account_env: FCM_SA}")).path],
             environment: ["FCM_SA": String(decoding: try Data(contentsOf: account), as: UTF8.self)])
         #expect(fromEnv.status == 0, "\(fromEnv.standardError)")
@@ -121,24 +121,24 @@ struct ConfigCommandTests {
         var fields = TestServiceAccount.fields()
         fields["private_key"] = nil
         let noKey = try write(String(decoding: TestServiceAccount.json(fields), as: UTF8.self))
-        let missing = try Program.run(["config", "check", "--config", try write(app("{service_account: \(noKey.path)}")).path])
+        let missing = try await Program.running(["config", "check", "--config", try write(app("{service_account: \(noKey.path)}")).path])
         #expect(missing.status == 1)
         #expect(missing.standardError.contains("apps[0].fcm.service_account: \(noKey.path) has no private_key"), "\(missing.standardError)")
         let googleServices = try write(#"{"project_info": {"project_id": "x"}, "client": []}"#)
-        let wrongFile = try Program.run(["config", "check", "--config", try write(app("{service_account: \(googleServices.path)}")).path])
+        let wrongFile = try await Program.running(["config", "check", "--config", try write(app("{service_account: \(googleServices.path)}")).path])
         #expect(wrongFile.status == 1 && wrongFile.standardError.contains("google-services.json, which holds no key"), "\(wrongFile.standardError)")
-        let unset = try Program.run(["config", "check", "--config", try write(app("{service_account_env: FCM_SA}")).path], environment: [:])
+        let unset = try await Program.running(["config", "check", "--config", try write(app("{service_account_env: FCM_SA}")).path], environment: [:])
         #expect(unset.status == 1 && unset.standardError.contains("apps[0].fcm.service_account_env: environment variable FCM_SA is not set"), "\(unset.standardError)")
-        let neither = try Program.run(["config", "check", "--config", try write(app("{url: https://fcm.example.com}")).path])
+        let neither = try await Program.running(["config", "check", "--config", try write(app("{url: https://fcm.example.com}")).path])
         #expect(neither.status == 1 && neither.standardError.contains("apps[0].fcm: names no service account"), "\(neither.standardError)")
-        let typo = try Program.run(["config", "check", "--config", try write(app("{service_acount: \(account.path)}")).path])
+        let typo = try await Program.running(["config", "check", "--config", try write(app("{service_acount: \(account.path)}")).path])
         #expect(typo.status == 1 && typo.standardError.contains("service_acount: unknown key"), "\(typo.standardError)")
         // The app's proxy is FCM's too: a socks5 one needs the curl transport there as well.
         let socks = try write(app("{service_account: \(account.path)}").replacingOccurrences(of: "    fcm:", with: "    transport: curl\n    proxy: socks5://10.0.0.1:1080\n    fcm:"))
-        let socksRun = try Program.run(["config", "check", "--config", socks.path])
+        let socksRun = try await Program.running(["config", "check", "--config", socks.path])
         #expect(socksRun.status == 1 && socksRun.standardError.contains("apps[0].fcm.transport: the app's socks5:// proxy needs transport: curl"), "\(socksRun.standardError)")
         let socksCurl = try write(app("{service_account: \(account.path), transport: curl}").replacingOccurrences(of: "    fcm:", with: "    transport: curl\n    proxy: socks5://10.0.0.1:1080\n    fcm:"))
-        let curlRun = try Program.run(["config", "check", "--config", socksCurl.path])
+        let curlRun = try await Program.running(["config", "check", "--config", socksCurl.path])
         #expect(curlRun.status == 0, "\(curlRun.standardError)")
     }
 }

@@ -17,8 +17,8 @@ struct DLQCommandTests {
             try await publisher.publish(.toQueue(dead, body: Array(#"{"job": "\#(id)"}"#.utf8), properties: AMQPProperties(headers: headers, persistent: true, messageID: id)))
         }
         let base = ["--amqp", TestBroker.url, "--queue", dead]
-        func list() throws -> [String: String] {
-            let result = try Program.run(["dlq", "list", "--json"] + base)
+        func list() async throws -> [String: String] {
+            let result = try await Program.running(["dlq", "list", "--json"] + base)
             #expect(result.status == 0, "\(result.standardError)")
             var codes: [String: String] = [:]
             for line in result.standardOutput.split(separator: "\n") {
@@ -27,16 +27,16 @@ struct DLQCommandTests {
             }
             return codes
         }
-        #expect(try list() == ["a1": "invalid_field", "a2": "invalid_field", "a3": "invalid_field", "b1": "unknown_app", "b2": "unknown_app"])
+        #expect(try await list() == ["a1": "invalid_field", "a2": "invalid_field", "a3": "invalid_field", "b1": "unknown_app", "b2": "unknown_app"])
 
-        let dry = try Program.run(["dlq", "replay", "--error", "unknown_app", "--dry-run", "--to", target] + base)
+        let dry = try await Program.running(["dlq", "replay", "--error", "unknown_app", "--dry-run", "--to", target] + base)
         #expect(dry.status == 0, "\(dry.standardError)")
         #expect(dry.standardOutput.contains("would replay b1") && dry.standardOutput.contains("dry run: nothing moved"))
-        #expect(try list().count == 5)
+        #expect(try await list().count == 5)
 
-        let replay = try Program.run(["dlq", "replay", "--error", "unknown_app", "--to", target] + base)
+        let replay = try await Program.running(["dlq", "replay", "--error", "unknown_app", "--to", target] + base)
         #expect(replay.standardOutput.contains("replayed 2"), "\(replay.standardOutput)\(replay.standardError)")
-        #expect(try list().keys.sorted() == ["a1", "a2", "a3"])
+        #expect(try await list().keys.sorted() == ["a1", "a2", "a3"])
         let replayed = try await TestBroker.consumer(queue: target, topology: topology)
         var ids: Set<String> = []
         for _ in 0..<2 {
@@ -53,14 +53,14 @@ struct DLQCommandTests {
         await #expect(throws: TestFailure.self) { _ = try await replayed.next(within: .milliseconds(500)) }
         await replayed.close()
 
-        let show = try Program.run(["dlq", "show", "a2"] + base)
+        let show = try await Program.running(["dlq", "show", "a2"] + base)
         #expect(show.standardOutput.contains(#"{"job": "a2"}"#) && show.standardOutput.contains("invalid_field for a2"))
-        let refused = try Program.run(["dlq", "purge", "--id", "a1"] + base)
+        let refused = try await Program.running(["dlq", "purge", "--id", "a1"] + base)
         #expect(refused.status != 0 && refused.standardError.contains("--yes"))
-        let purge = try Program.run(["dlq", "purge", "--id", "a1", "--yes"] + base)
+        let purge = try await Program.running(["dlq", "purge", "--id", "a1", "--yes"] + base)
         #expect(purge.standardOutput.contains("purged 1"))
-        #expect(try list().keys.sorted() == ["a2", "a3"])
-        let nothing = try Program.run(["dlq", "replay"] + base)
+        #expect(try await list().keys.sorted() == ["a2", "a3"])
+        let nothing = try await Program.running(["dlq", "replay"] + base)
         #expect(nothing.status == 64 && nothing.standardError.contains("--id, --error or --all"))
         await publisher.close()
     }

@@ -18,7 +18,7 @@ struct EnqueueCommandTests {
         try Data(document.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
 
-        let result = try Program.run(["enqueue", "--amqp", TestBroker.url, "--queue", queue, "--file", file.path])
+        let result = try await Program.running(["enqueue", "--amqp", TestBroker.url, "--queue", queue, "--file", file.path])
         #expect(result.status == 0, "\(result.standardError)")
         let id = result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(UUID(uuidString: id) != nil, "printed '\(id)'")
@@ -42,7 +42,7 @@ struct EnqueueCommandTests {
         topology.bindings = [.init(queue: queue, exchange: exchange, routingKey: "jobs")]
         let consumer = try await TestBroker.consumer(queue: queue, topology: topology)
 
-        let result = try Program.run(
+        let result = try await Program.running(
             ["enqueue", "--amqp", TestBroker.url, "--exchange", exchange, "--routing-key", "jobs", "--message-id", "job-42"],
             input: Data("[1, 2, 3]\n".utf8))
         #expect(result.status == 0, "\(result.standardError)")
@@ -58,7 +58,7 @@ struct EnqueueCommandTests {
     func notJSON() async throws {
         let queue = TestBroker.uniqueName("enqueue")
         let consumer = try await TestBroker.consumer(queue: queue, topology: queueTopology(queue))
-        let result = try Program.run(
+        let result = try await Program.running(
             ["enqueue", "--amqp", TestBroker.url, "--queue", queue],
             input: Data("{\n  \"app\": \"demo\",\n  \"payload\": {aps: 1}\n}".utf8))
         #expect(result.status != 0)
@@ -70,26 +70,26 @@ struct EnqueueCommandTests {
     }
 
     @Test("a queue that does not exist is an error, not a silent loss")
-    func missingQueue() throws {
-        let result = try Program.run(["enqueue", "--amqp", TestBroker.url, "--queue", TestBroker.uniqueName("nowhere")], input: Data("{}".utf8))
+    func missingQueue() async throws {
+        let result = try await Program.running(["enqueue", "--amqp", TestBroker.url, "--queue", TestBroker.uniqueName("nowhere")], input: Data("{}".utf8))
         #expect(result.status != 0)
         #expect(result.standardError.contains("no queue took the mandatory message"), "\(result.standardError)")
         #expect(result.standardError.contains("NO_ROUTE"))
     }
 
     @Test("contradictory destinations are a usage error")
-    func usage() throws {
-        let both = try Program.run(["enqueue", "--queue", "q", "--exchange", "e", "--routing-key", "k"])
+    func usage() async throws {
+        let both = try await Program.running(["enqueue", "--queue", "q", "--exchange", "e", "--routing-key", "k"])
         #expect(both.status == 64)
         #expect(both.standardError.contains("either --queue, or --exchange with --routing-key"))
-        let neither = try Program.run(["enqueue"])
+        let neither = try await Program.running(["enqueue"])
         #expect(neither.status == 64)
         #expect(neither.standardError.contains("say where to publish"))
     }
 
     @Test("a bad broker URL is reported without its password")
-    func badURL() throws {
-        let result = try Program.run(["enqueue", "--amqp", "amqp://me:s3cret@localhost:70000/", "--queue", "q"], input: Data("{}".utf8))
+    func badURL() async throws {
+        let result = try await Program.running(["enqueue", "--amqp", "amqp://me:s3cret@localhost:70000/", "--queue", "q"], input: Data("{}".utf8))
         #expect(result.status != 0)
         #expect(result.standardError.contains("port 70000 is out of range"), "\(result.standardError)")
         #expect(!result.standardError.contains("s3cret"))

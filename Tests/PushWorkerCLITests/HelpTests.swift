@@ -4,23 +4,23 @@ import Testing
 @Suite("pushworker --version and help")
 struct HelpTests {
     @Test("--version prints the version and exits 0")
-    func version() throws {
-        let result = try Program.run(["--version"])
+    func version() async throws {
+        let result = try await Program.running(["--version"])
         #expect(result.status == 0, "\(result.standardError)")
         #expect(result.standardOutput.split(separator: ".").count == 3, "\(result.standardOutput)")
     }
 
     @Test("run --help says where the broker URL comes from and what a signal does")
-    func runHelp() throws {
-        let help = try Program.run(["run", "--help"]).standardOutput
+    func runHelp() async throws {
+        let help = try await Program.running(["run", "--help"]).standardOutput
         #expect(help.contains("PUSHWORKER_AMQP_URL"))
         #expect(help.contains("SIGTERM"))
     }
 
     @Test("every option of send, channels create and the benchmarks has a help text")
-    func optionsExplained() throws {
+    func optionsExplained() async throws {
         for (program, command) in [("pushworker", ["send"]), ("pushworker", ["channels", "create"]), ("pushworker-bench", ["apns"]), ("pushworker-bench", ["e2e"])] {
-            let help = try Program.run(command + ["--help"], program: Program.built(program)).standardOutput
+            let help = try await Program.running(command + ["--help"], program: Program.built(program)).standardOutput
             let lines = help.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             // `  --name <value>   text`, or the text on the next, deeper-indented line.
             let option = /^  (-\w, )?--[\w-]+( <[\w-]+>)?( +\S.*)?$/

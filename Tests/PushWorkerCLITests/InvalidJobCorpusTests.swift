@@ -52,9 +52,9 @@ struct InvalidJobCorpusTests {
         var listed = ""
         let deadline = ContinuousClock.now + .seconds(20)
         while !listed.contains("again") && ContinuousClock.now < deadline {
-            listed = try Program.run(["dlq", "list", "--config", setup.config.path]).standardOutput
+            listed = try await Program.running(["dlq", "list", "--config", setup.config.path]).standardOutput
         }
-        let replay = try Program.run(["dlq", "replay", "--config", setup.config.path, "--all"])
+        let replay = try await Program.running(["dlq", "replay", "--config", setup.config.path, "--all"])
         #expect(replay.standardOutput.contains("replayed 1"), "\(replay.standardOutput)\(replay.standardError)")
         let deadAgain = try await TestBroker.consumer(queue: "\(prefix).dead", topology: topology)
         defer { Task { await deadAgain.close() } }

@@ -46,7 +46,7 @@ struct MockAPNsProgramTests {
             """)
         let token = String(repeating: "5e", count: 32)
         for _ in 0..<3 {
-            let sent = try Program.run(["send", "--config", config.path, "--token", token, "--payload", #"{"aps":{"alert":"x"}}"#])
+            let sent = try await Program.running(["send", "--config", config.path, "--token", token, "--payload", #"{"aps":{"alert":"x"}}"#])
             #expect(sent.status == 0, "\(sent.standardError)")
         }
 

@@ -238,10 +238,10 @@ struct OperatorEndpointTests {
         #expect(notReady.body.contains(#""apps":"ok""#))
         #expect(worker.process.isRunning)
         // `pushworker health`, the image's HEALTHCHECK: not ready (1, saying why), but alive (0).
-        let unhealthy = try Program.run(["health", "--config", config.path])
+        let unhealthy = try await Program.running(["health", "--config", config.path])
         #expect(unhealthy.status == 1, "\(unhealthy.standardOutput)")
         #expect(unhealthy.standardError.contains("http://127.0.0.1:\(metricsPort)/readyz answered 503: ") && unhealthy.standardError.contains("publisher: cannot connect"), "\(unhealthy.standardError)")
-        let alive = try Program.run(["health", "--live", "--config", config.path])
+        let alive = try await Program.running(["health", "--live", "--config", config.path])
         #expect(alive.status == 0 && alive.standardOutput == "http://127.0.0.1:\(metricsPort)/healthz answered 200\n", "\(alive.standardOutput)\(alive.standardError)")
 
         let relay = try TCPRelay(port: brokerPort, targetHost: broker.address.host, targetPort: broker.address.port)
@@ -250,28 +250,28 @@ struct OperatorEndpointTests {
         // Each connection named with the node it is on, the password masked.
         let node = "amqp://\(broker.address.user):***@127.0.0.1:\(brokerPort)/"
         #expect(ready.body == #"{"ready":true,"checks":{"broker":"ok: publisher → \#(node), bulk publisher → \#(node), jobs → \#(node), bulk jobs → \#(node), tokens → \#(node), schedule → \#(node), registry-replies → \#(node), registry → \#(node)","topology":"ok","apps":"ok","registry":"ok"}}"# + "\n")
-        let healthy = try Program.run(["health", "--url", "http://127.0.0.1:\(metricsPort)"])
+        let healthy = try await Program.running(["health", "--url", "http://127.0.0.1:\(metricsPort)"])
         #expect(healthy.status == 0 && healthy.standardOutput == "http://127.0.0.1:\(metricsPort)/readyz answered 200\n", "\(healthy.standardError)")
         // Logged as `run` begins, a moment after the last connection is up.
         try await worker.waitForLog("worker started")
         #expect(try await worker.stop() == 0, "\(worker.log)")
         // Nobody listening any more, or nothing to ask: 1, naming the address or the key.
-        let gone = try Program.run(["health", "--config", config.path, "--timeout", "3"])
+        let gone = try await Program.running(["health", "--config", config.path, "--timeout", "3"])
         #expect(gone.status == 1 && gone.standardError.contains("http://127.0.0.1:\(metricsPort)/readyz: cannot connect to 127.0.0.1:\(metricsPort)"), "\(gone.standardError)")
-        let gone6 = try Program.run(["health", "--url", "http://[::1]:\(metricsPort)", "--timeout", "3"])
+        let gone6 = try await Program.running(["health", "--url", "http://[::1]:\(metricsPort)", "--timeout", "3"])
         #expect(gone6.status == 1 && gone6.standardError.contains("http://[::1]:\(metricsPort)/readyz: cannot connect to ::1:\(metricsPort)"), "\(gone6.standardError)")
         // A listener whose kernel completes the handshake and which never answers.
         let silent = try SilentListener()
         let silentPort = silent.port
-        let hung = try Program.run(["health", "--url", "http://127.0.0.1:\(silentPort)", "--timeout", "1"])
+        let hung = try await Program.running(["health", "--url", "http://127.0.0.1:\(silentPort)", "--timeout", "1"])
         #expect(hung.status == 1 && hung.standardError.contains("http://127.0.0.1:\(silentPort)/readyz: no answer within 1.0 s"), "\(hung.standardError)")
         // PUSHWORKER_METRICS_ADDRESS is asked without the file.
-        let fromEnvironment = try Program.run(["health", "--config", "/nonexistent.yaml", "--timeout", "1"], environment: ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:\(silentPort)"])
+        let fromEnvironment = try await Program.running(["health", "--config", "/nonexistent.yaml", "--timeout", "1"], environment: ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:\(silentPort)"])
         #expect(fromEnvironment.status == 1 && fromEnvironment.standardError.contains("http://127.0.0.1:\(silentPort)/readyz: no answer"), "\(fromEnvironment.standardError)")
         let off = try MockAPNsFixture.writeConfiguration("metrics_address: null\napps: []\n")
-        let nothing = try Program.run(["health", "--config", off.path])
+        let nothing = try await Program.running(["health", "--config", off.path])
         #expect(nothing.status == 1 && nothing.standardError.contains("metrics_address is null"), "\(nothing.standardError)")
-        let usage = try Program.run(["health", "--url", "https://127.0.0.1:1/"])
+        let usage = try await Program.running(["health", "--url", "https://127.0.0.1:1/"])
         #expect(usage.status == 64 && usage.standardError.contains("--url: 'https://127.0.0.1:1/' is not http://HOST:PORT"), "\(usage.standardError)")
     }
 
@@ -309,7 +309,7 @@ struct OperatorEndpointTests {
             apps:
               - {name: demo, topic: com.example.app, environment: sandbox, url: "https://127.0.0.1:1", token: {key_file: \(MockAPNsFixture.path("key.p8")), key_id: \(MockAPNsFixture.keyID), team_id: \(MockAPNsFixture.teamID)}}
             """)
-        let run = try Program.run(["run", "--config", config.path])
+        let run = try await Program.running(["run", "--config", config.path])
         #expect(run.status != 0)
         #expect(run.standardError.contains("metrics_address"), "\(run.standardError)")
         #expect(run.standardError.contains("cannot listen on 127.0.0.1:\(taken.port)"), "\(run.standardError)")
@@ -335,12 +335,12 @@ struct OperatorEndpointTests {
         _ = try await Self.poll(port: filePort, "/readyz") { $0.status == 200 }
 
         // The same file again: the port is taken, and the error says which key and what to do.
-        let refused = try Program.run(["run", "--config", config.path])
+        let refused = try await Program.running(["run", "--config", config.path])
         #expect(refused.status != 0)
         #expect(refused.standardError.contains("metrics_address: cannot listen on 127.0.0.1:\(filePort)"), "\(refused.standardError)")
         #expect(refused.standardError.contains("PUSHWORKER_METRICS_ADDRESS"), "\(refused.standardError)")
         // A bad override names the variable, not the file's key.
-        let malformed = try Program.run(["run", "--config", config.path], environment: ["PUSHWORKER_METRICS_ADDRESS": "9100"])
+        let malformed = try await Program.running(["run", "--config", config.path], environment: ["PUSHWORKER_METRICS_ADDRESS": "9100"])
         #expect(malformed.status != 0)
         #expect(malformed.standardError.contains("PUSHWORKER_METRICS_ADDRESS: '9100' is not HOST:PORT"), "\(malformed.standardError)")
 

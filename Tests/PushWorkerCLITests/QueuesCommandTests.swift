@@ -39,12 +39,12 @@ struct QueuesCommandTests {
             try await publisher.publish(.toQueue(retry, body: Array("retry \(index)".utf8), properties: AMQPProperties(persistent: true, messageID: "j\(index)")))
         }
 
-        let refused = try Program.run(["run", "--config", config.path], killAfter: .seconds(60))
+        let refused = try await Program.running(["run", "--config", config.path], killAfter: .seconds(60))
         #expect(refused.status != 0)
         #expect(refused.standardError.contains("queues migrate --config \(config.path)"), "\(refused.standardError)")
         #expect(refused.standardError.contains("x-queue-type"), "\(refused.standardError)")
 
-        let check = try Program.run(["queues", "check", "--config", config.path])
+        let check = try await Program.running(["queues", "check", "--config", config.path])
         #expect(check.status == 1)
         #expect(check.standardOutput.contains("\(results): DIFFERS, 2000 message(s)"), "\(check.standardOutput)\(check.standardError)")
         #expect(check.standardOutput.contains("\(retry): DIFFERS, 30 message(s)"), "\(check.standardOutput)")
@@ -53,18 +53,18 @@ struct QueuesCommandTests {
 
         // A consumer still reading the results: nothing is touched.
         let reader = try await TestBroker.consumer(queue: results, prefetch: 1)
-        let busy = try Program.run(["queues", "migrate", "--config", config.path])
+        let busy = try await Program.running(["queues", "migrate", "--config", config.path])
         #expect(busy.status != 0)
         #expect(busy.standardError.contains("\(results) has 1 consumer(s)"), "\(busy.standardError)")
         await reader.close()
         #expect(try await publisher.perform(.inspect(results))?.messages == 2000)
 
-        let migrate = try Program.run(["queues", "migrate", "--config", config.path])
+        let migrate = try await Program.running(["queues", "migrate", "--config", config.path])
         #expect(migrate.status == 0, "\(migrate.standardError)")
         #expect(migrate.standardOutput.contains("\(results): declared as configured"), "\(migrate.standardOutput)")
         #expect(migrate.standardOutput.contains("2000 message(s) moved out and 2000 back"), "\(migrate.standardOutput)")
         #expect(migrate.standardOutput.contains("30 message(s) moved out and 30 back"), "\(migrate.standardOutput)")
-        let again = try Program.run(["queues", "check", "--config", config.path])
+        let again = try await Program.running(["queues", "check", "--config", config.path])
         #expect(again.status == 0, "\(again.standardOutput)")
         #expect(try await publisher.perform(.inspect("\(results).migrating")) == nil)
         #expect(try await publisher.perform(.inspect(retry))?.messages == 30)

@@ -515,7 +515,7 @@ struct RegistryWorkerTests {
         func letters(until done: ([DeadLetter.Listing]) -> Bool) async throws -> [DeadLetter.Listing] {
             let deadline = ContinuousClock.now + .seconds(30)
             while true {
-                let listed = try Program.run(["dlq", "list", "--json"] + dlq)
+                let listed = try await Program.running(["dlq", "list", "--json"] + dlq)
                 #expect(listed.status == 0, "\(listed.standardError)")
                 let listings = try listed.standardOutput.split(separator: "\n").map { try JSONDecoder().decode(DeadLetter.Listing.self, from: Data($0.utf8)) }
                 if done(listings) || ContinuousClock.now > deadline { return listings }
@@ -532,7 +532,7 @@ struct RegistryWorkerTests {
         #expect(first.map(\.id) == ["join-later"] && first.first?.queue == "\(setup.prefix).registry" && first.first?.error == "unknown_group", "\(first)")
 
         // Still no such group: refused again by the registry consumer, not as a job.
-        let replay = try Program.run(["dlq", "replay", "--error", "unknown_group"] + dlq)
+        let replay = try await Program.running(["dlq", "replay", "--error", "unknown_group"] + dlq)
         #expect(replay.status == 0 && replay.standardOutput.contains("to \(setup.prefix).registry"), "\(replay.standardOutput)\(replay.standardError)")
         #expect(errorCode(try await answer()) == "unknown_group")
         let again = try await letters { $0.first?.replays == 1 }
@@ -542,7 +542,7 @@ struct RegistryWorkerTests {
 
         // Once the group exists the replayed command is applied, and no dead letter is left.
         try await SQLiteRegistryStore(path: file).apply(.addToGroup(user: "u-2", group: "later", createGroup: true))
-        #expect(try Program.run(["dlq", "replay", "--all"] + dlq).status == 0)
+        #expect(try await Program.running(["dlq", "replay", "--all"] + dlq).status == 0)
         #expect(try await answer()["ok"] as? Bool == true)
         #expect(try await letters { $0.isEmpty }.isEmpty)
         #expect(try await worker.stop() == 0, "\(worker.log)")

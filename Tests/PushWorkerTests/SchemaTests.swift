@@ -17,8 +17,8 @@ struct SchemaTests {
     /// Jobs that are invalid only with the app's configuration, which a schema does not see.
     static let beyondSchemaFiles: Set<String> = ["voip-no-topic.json"]
 
-    static func validate(_ schema: String, _ files: [URL]) throws -> [String] {
-        let result = try Program.run(
+    static func validate(_ schema: String, _ files: [URL]) async throws -> [String] {
+        let result = try await Program.running(
             [schemas.appendingPathComponent("validate.py").path, schemas.appendingPathComponent(schema).path] + files.map(\.path),
             program: URL(fileURLWithPath: "/usr/bin/python3"))
         guard result.status == 0 else { throw TestFailure("validate.py failed (is python3-jsonschema installed?): \(result.standardError)") }
@@ -26,9 +26,9 @@ struct SchemaTests {
     }
 
     @Test("the job schema refuses every corpus job the decoder refuses for a reason a schema can express")
-    func corpus() throws {
+    func corpus() async throws {
         let entries = JobDecoderTests.corpus
-        let verdicts = try Self.validate("job.schema.json", entries.map { JobDecoderTests.corpusDirectory.appendingPathComponent($0.file) })
+        let verdicts = try await Self.validate("job.schema.json", entries.map { JobDecoderTests.corpusDirectory.appendingPathComponent($0.file) })
         #expect(verdicts.count == entries.count)
         for (entry, verdict) in zip(entries, verdicts) {
             if Self.beyondSchema.contains(entry.code) || Self.beyondSchemaFiles.contains(entry.file) {
@@ -40,7 +40,7 @@ struct SchemaTests {
     }
 
     @Test("jobs the decoder accepts pass the schema")
-    func validJobs() throws {
+    func validJobs() async throws {
         let token = String(repeating: "ab", count: 32)
         let jobs = [
             #"{"audience": {"tokens": []}, "payload": {"aps": {}}}"#,
@@ -66,11 +66,11 @@ struct SchemaTests {
         }
         let decoder = JobDecoder(apps: ["demo": "com.example.app"])
         for file in files { _ = try decoder.decode(Array(try Data(contentsOf: file))) }
-        #expect(try Self.validate("job.schema.json", files) == Array(repeating: "valid", count: files.count))
+        #expect(try await Self.validate("job.schema.json", files) == Array(repeating: "valid", count: files.count))
     }
 
     @Test("the registry command schema accepts the commands and queries docs/registry.md shows and the parser accepts, and refuses every malformed one a schema can decide")
-    func registryCommands() throws {
+    func registryCommands() async throws {
         let page = try String(contentsOf: Self.root.appendingPathComponent("docs/registry.md"), encoding: .utf8)
         // The examples block after "One example of each", and the queries' requests.
         let examples = page.components(separatedBy: "One example of each")[1].components(separatedBy: "```json\n")[1].components(separatedBy: "```")[0]
@@ -94,17 +94,17 @@ struct SchemaTests {
             #"{"command": "get_deliveries", "idempotency_key": "order-1", "app": "demo", "limit": 2, "after": "WzE3OTUwMDAwMDAwMDAsImFiYWIiLCJqLTEiLCJkZW1vIl0"}"#,
         ]
         for text in valid { _ = try RegistryRequest(json: Array(text.utf8)) }
-        #expect(try Self.validate("registry-command.schema.json", try files(valid, "valid")) == Array(repeating: "valid", count: valid.count))
+        #expect(try await Self.validate("registry-command.schema.json", try files(valid, "valid")) == Array(repeating: "valid", count: valid.count))
         // Refusals a schema cannot make: the app's configuration, the group's existence; and bodies that are not JSON objects.
         let malformed = MalformedRegistryCommand.corpus.filter { !["unknown_app", "unknown_group", "invalid_json"].contains($0.code) }
-        let verdicts = try Self.validate("registry-command.schema.json", try files(malformed.map(\.json), "bad"))
+        let verdicts = try await Self.validate("registry-command.schema.json", try files(malformed.map(\.json), "bad"))
         for (entry, verdict) in zip(malformed, verdicts) {
             #expect(verdict.hasPrefix("invalid"), "\(entry.json) (\(entry.code)) passes the schema")
         }
     }
 
     @Test("results and summaries as the worker writes them pass their schemas; a summary's bytes are the encoder's")
-    func published() throws {
+    func published() async throws {
         let encoder = JSONEncoder()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -141,7 +141,7 @@ struct SchemaTests {
         let androidObject = try #require(try JSONSerialization.jsonObject(with: Data(android.json)) as? [String: Any])
         #expect(androidObject["platform"] as? String == "fcm" && androidObject["fcm_name"] as? String == "projects/demo/messages/1")
         #expect(try JSONDecoder().decode(PushResult.self, from: Data(android.json)) == android)
-        #expect(try Self.validate("result.schema.json", results + [broadcastFile, androidFile]) == ["valid", "valid", "valid", "valid", "valid"])
+        #expect(try await Self.validate("result.schema.json", results + [broadcastFile, androidFile]) == ["valid", "valid", "valid", "valid", "valid"])
         // A batched job's message, as ResultBatch writes it; and one with a result missing a key.
         let batch = ResultBatch(jobID: "j", app: "demo", chunk: "1/2")
         for index in 0..<3 {
@@ -151,7 +151,7 @@ struct SchemaTests {
         try Data(try #require(batch.drain()).body).write(to: packed)
         let broken = directory.appendingPathComponent("b2.json")
         try Data(#"{"job_id": "j", "app": "demo", "chunk": null, "results": [{"job_id": "j"}]}"#.utf8).write(to: broken)
-        let verdicts = try Self.validate("result-batch.schema.json", [packed, broken])
+        let verdicts = try await Self.validate("result-batch.schema.json", [packed, broken])
         #expect(verdicts.first == "valid" && verdicts.last?.hasPrefix("invalid: results/0") == true, "\(verdicts)")
         var chunk = JobSummary(jobID: "j", app: "demo", devices: 3, outcomes: [.delivered: 2, .failed: 1], durationMilliseconds: 12)
         chunk.chunk = "2/5"
@@ -176,6 +176,6 @@ struct SchemaTests {
             try Data(summary.json).write(to: file)
             summaries.append(file)
         }
-        #expect(try Self.validate("summary.schema.json", summaries) == Array(repeating: "valid", count: summaries.count))
+        #expect(try await Self.validate("summary.schema.json", summaries) == Array(repeating: "valid", count: summaries.count))
     }
 }
