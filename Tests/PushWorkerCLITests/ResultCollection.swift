@@ -11,8 +11,9 @@ import Testing
 /// on a loaded two-core machine passes; a stuck one fails, saying how far it got.
 func collectResults(
     from results: AMQPConsumer, devices: Int, chunks: Int, stall: Duration = .seconds(30)
-) async throws -> (perDevice: [String: Int], chunks: Set<String>, jobs: Set<String>) {
+) async throws -> (perDevice: [String: Int], chunks: Set<String>, jobs: Set<String>, resends: Int) {
     var perDevice: [String: Int] = [:]
+    var resends = 0
     var summaries = Set<String>()
     var jobs = Set<String>()
     let start = ContinuousClock.now
@@ -31,10 +32,12 @@ func collectResults(
         if delivery.properties.type == "summary" {
             summaries.insert(try JSONDecoder().decode(JobSummary.self, from: Data(delivery.body)).chunk ?? "whole")
         } else {
-            perDevice[try JSONDecoder().decode(PushResult.self, from: Data(delivery.body)).token, default: 0] += 1
+            let result = try JSONDecoder().decode(PushResult.self, from: Data(delivery.body))
+            perDevice[result.token, default: 0] += 1
+            resends += max(0, result.attempts - 1)
         }
     }
-    return (perDevice, summaries, jobs)
+    return (perDevice, summaries, jobs, resends)
 }
 
 /// A message on a reply queue, read with the worker's own types: a device's result, or a summary.
