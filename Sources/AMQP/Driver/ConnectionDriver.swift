@@ -32,6 +32,8 @@ final class ConnectionDriver: @unchecked Sendable {
     /// The broker cancelled the consumer: a reconnect must not consume again. The consumer's
     /// life, not the connection's, so it outlives reconnects.
     private var consumerCancelled = false
+    /// When librabbitmq last read (or found nothing): it must be called once a poll interval.
+    private var lastRead = ContinuousClock.now
 
     init(
         configuration: AMQPConfiguration, confirms: Bool, consume: ConsumeSpecification?,
@@ -235,11 +237,17 @@ final class ConnectionDriver: @unchecked Sendable {
         guard let handle = lifecycle.connection else { return }
         try execute(mailbox.take(), on: handle)
         try sendWaiting(on: handle)
+        var mayRead = true
         if !handle.hasBufferedInput && !lifecycle.isShuttingDown && mailbox.beginWait() {
-            wait(for: handle.socketDescriptor, milliseconds: pollInterval)
+            mayRead = wait(for: handle.socketDescriptor, milliseconds: pollInterval)
             mailbox.endWait()
         }
-        try readFrames(on: handle, budget: 4096)
+        // Woken only by a command, with nothing from the broker: librabbitmq would try a read and
+        // a poll to find nothing. It is still called once a poll interval, for its heartbeats.
+        if mayRead || ContinuousClock.now - lastRead >= .milliseconds(Int(pollInterval)) {
+            lastRead = .now
+            try readFrames(on: handle, budget: 4096)
+        }
         amqp_maybe_release_buffers(handle.state)
         if confirmWindow.nackStreakExceeds(Self.nackStreakLimit) {
             // Seen on RabbitMQ 3.10: a channel opened while a quorum queue's leader was being
@@ -404,7 +412,9 @@ final class ConnectionDriver: @unchecked Sendable {
         }
     }
 
-    private func wait(for socket: Int32, milliseconds: Int32) {
+    /// Waits for the broker or a command; false when only a command came (nothing to read).
+    @discardableResult
+    private func wait(for socket: Int32, milliseconds: Int32) -> Bool {
         var fds = [
             pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
             pollfd(fd: mailbox.wakeDescriptor, events: Int16(POLLIN), revents: 0),
@@ -413,6 +423,7 @@ final class ConnectionDriver: @unchecked Sendable {
         if ready > 0 && fds[1].revents != 0 {
             mailbox.drainWake()
         }
+        return ready <= 0 || fds[0].revents != 0
     }
 
     private func readFrames(on handle: ConnectionHandle, budget: Int) throws {
@@ -425,8 +436,10 @@ final class ConnectionDriver: @unchecked Sendable {
                 handle.markBroken()
                 throw AMQPStatus.error(status, during: "reading from the broker", default: .connectionLost)
             }
-            guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { continue }
-            try handleMethod(frame.payload.method, on: handle)
+            if frame.frame_type == UInt8(AMQP_FRAME_METHOD) { try handleMethod(frame.payload.method, on: handle) }
+            // Every byte read has been taken: a further call would only find the socket empty
+            // (a read and a poll). What arrives meanwhile wakes the next turn's poll.
+            if !handle.hasBufferedInput { return }
         }
     }
 

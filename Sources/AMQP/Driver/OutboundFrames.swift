@@ -165,7 +165,8 @@ struct OutboundFrames {
         }
         var offset = 0
         var lastSign = ContinuousClock.now
-        var waiting = Self.bytesWaiting(on: socket)
+        // Read once the socket is first found full, not on every turn: a system call saved per write.
+        var waiting: Int32?
         while offset < bytes.count {
             let sent = bytes.withUnsafeBytes { buffer in
                 send(socket, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
@@ -180,6 +181,7 @@ struct OutboundFrames {
             guard sent < 0 && (error == EAGAIN || error == EWOULDBLOCK) else {
                 throw AMQPError(.connectionLost, "writing to the broker: \(sent == 0 ? "nothing written" : String(cString: strerror(error)))")
             }
+            if waiting == nil { waiting = Self.bytesWaiting(on: socket) }
             var writable = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
             let ready = poll(&writable, 1, stall.map { Int32(clamping: Int(max($0 / .milliseconds(1) / 2, 1))) } ?? -1)
             if ready < 0 && errno != EINTR {
