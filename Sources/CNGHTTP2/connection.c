@@ -130,6 +130,9 @@ struct pw_h2_conn {
   unsigned char *output;
   size_t output_length, output_offset, output_capacity;
   unsigned char input[INPUT_BUFFER];
+  /// read_input stopped for want of bytes: what OpenSSL holds is at most part of a record, which
+  /// only the socket can complete (I/O thread only).
+  int input_partial;
 };
 
 static int64_t now_ms(void) {
@@ -505,6 +508,7 @@ static void close_transport(pw_h2_conn *c) {
     SSL_free(c->ssl);
     c->ssl = NULL;
   }
+  c->input_partial = 0;
   if (c->ssl_context) {
     SSL_CTX_free(c->ssl_context);
     c->ssl_context = NULL;
@@ -690,7 +694,16 @@ static int read_input(pw_h2_conn *c, char *message, size_t length) {
       continue;
     }
     int reason = SSL_get_error(c->ssl, n);
-    if (reason == SSL_ERROR_WANT_READ || reason == SSL_ERROR_WANT_WRITE) return 0;
+    if (reason == SSL_ERROR_WANT_READ) {
+      c->input_partial = 1;
+      return 0;
+    }
+    if (reason == SSL_ERROR_WANT_WRITE) {
+      // OpenSSL must write before it reads on (a key update under back-pressure): wake on writable.
+      c->input_partial = 0;
+      set_output_event(c, 1);
+      return 0;
+    }
     return transport_failure(c, n, message, length);
   }
 }
@@ -918,9 +931,11 @@ static void *run(void *argument) {
   char message[512];
   for (;;) {
     struct epoll_event events[4];
-    // Bytes OpenSSL read ahead (with the handshake, say) are not the socket's any more: epoll
-    // would not tell of them, so they are read without waiting.
-    int buffered = c->session && c->ssl && SSL_has_pending(c->ssl);
+    // Whole records OpenSSL read ahead (with the handshake, say) are not the socket's any more:
+    // epoll would not tell of them, so they are read without waiting. Part of a record is not
+    // (SSL_has_pending counts it too): the socket brings the rest, and reading for it at once
+    // would spin.
+    int buffered = c->session && c->ssl && !c->input_partial && SSL_has_pending(c->ssl);
     int n = epoll_wait(c->epoll_fd, events, 4, buffered ? 0 : next_wait_ms(c, now_ms()));
     int readable = buffered;
     for (int i = 0; i < n; i++) {

@@ -244,6 +244,10 @@ final class ConnectionHandle {
         amqp_get_sockfd(state)
     }
 
+    /// Frames or bytes librabbitmq took from the socket and has not handed out. It cannot see
+    /// OpenSSL's own buffer: on TLS connections that holds at most part of one record, because
+    /// librabbitmq 0.11 does not turn read-ahead on (if it ever did, the loop's early returns
+    /// would leave whole frames there, unseen by `poll`).
     var hasBufferedInput: Bool {
         amqp_frames_enqueued(state) != 0 || amqp_data_in_buffer(state) != 0
     }

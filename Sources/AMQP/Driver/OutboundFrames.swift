@@ -181,7 +181,7 @@ struct OutboundFrames {
             guard sent < 0 && (error == EAGAIN || error == EWOULDBLOCK) else {
                 throw AMQPError(.connectionLost, "writing to the broker: \(sent == 0 ? "nothing written" : String(cString: strerror(error)))")
             }
-            if waiting == nil { waiting = Self.bytesWaiting(on: socket) }
+            if waiting == nil, stall != nil { waiting = Self.bytesWaiting(on: socket) }
             var writable = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
             let ready = poll(&writable, 1, stall.map { Int32(clamping: Int(max($0 / .milliseconds(1) / 2, 1))) } ?? -1)
             if ready < 0 && errno != EINTR {
