@@ -31,8 +31,9 @@ struct WorkerVolumeTests {
         #expect(perDevice.count == count && perDevice.values.allSatisfy { $0 == 1 })
         #expect(Set(setup.mock.recorded.map(\.connection)).count == 2, "both workers should have sent some")
         // Once each, but for sends a worker made again after losing a connection (a PING
-        // unanswered on a starved machine), which its results count as attempts.
-        #expect(Set(setup.mock.recorded.map(\.token)).count == count && setup.mock.recorded.count == count + resends, "resent: \(resends)")
+        // unanswered on a starved machine): its results count them as attempts, and the mock saw
+        // those that reached it before the connection went.
+        #expect(Set(setup.mock.recorded.map(\.token)).count == count && (count...count + resends).contains(setup.mock.recorded.count), "resent: \(resends)")
         #expect(try await first.stop() == 0)
         #expect(try await second.stop() == 0)
         await results.close()
@@ -60,7 +61,7 @@ struct WorkerVolumeTests {
         let (perDevice, chunks, _, resends) = try await collectResults(from: results, devices: unique, chunks: 15)
         #expect(chunks == Set((1...15).map { "\($0)/15" }))
         #expect(perDevice.count == unique && perDevice.values.allSatisfy { $0 == 1 })
-        #expect(setup.mock.recorded.count == unique + resends, "resent: \(resends)")
+        #expect((unique...unique + resends).contains(setup.mock.recorded.count), "resent: \(resends)")
 
         // The same below 1 MiB, where the job is read whole: 2,000 devices, 500 named twice.
         let small = (20_000..<22_000).map { WorkerProcessTests.token($0) } + (20_000..<20_500).map { WorkerProcessTests.token($0) }
@@ -68,7 +69,8 @@ struct WorkerVolumeTests {
             #"{"id": "dups-small", "audience": {"tokens": [\#(small.map { "\"\($0)\"" }.joined(separator: ","))]}, "payload": {"aps": {}}}"#.utf8)))
         let (smallDevices, _, _, smallResends) = try await collectResults(from: results, devices: 2_000, chunks: 2)
         #expect(smallDevices.count == 2_000 && smallDevices.values.allSatisfy { $0 == 1 })
-        #expect(setup.mock.recorded.count == unique + 2_000 + resends + smallResends)
+        let sentBefore = setup.mock.recorded.count
+        #expect((unique + 2_000...unique + 2_000 + resends + smallResends).contains(sentBefore))
 
         // 20,000 tokens, one of them bad: nothing is sent, the original goes to the dead letters.
         var tokens = (0..<20_000).map { "\"\(WorkerProcessTests.token($0))\"" }
@@ -86,7 +88,7 @@ struct WorkerVolumeTests {
         let error = try #require(try Reply(summary).summary?.error)
         #expect(error.code == .invalidToken)
         #expect(error.message.contains("audience.tokens[17777]"))
-        #expect(setup.mock.recorded.count == unique + 2_000 + resends + smallResends, "nothing of the invalid job was sent")
+        #expect(setup.mock.recorded.count == sentBefore, "nothing of the invalid job was sent")
         #expect(try await worker.stop() == 0)
         await dead.close()
         await results.close()
