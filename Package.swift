@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        // jwt-kit's own crypto, named for the mock's synchronous check of an FCM grant's signature.
+        .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"6.0.0"),
         // Deque: the first-in first-out queues (publishes waiting for the confirm window, devices
         // waiting for a slot). Named as swift-nio names it, which depends on it too.
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
@@ -169,6 +171,8 @@ let package = Package(
             dependencies: [
                 "FCM",
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 "APNs",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -59,7 +59,7 @@ public final class MockAPNsServer: Sendable {
             configuration: configuration, state: state, validator: validator,
             channels: MockChannelService(validator: validator, state: state, maxChannels: configuration.maxChannels),
             fcm: configuration.fcmAccounts.isEmpty
-                ? nil : try await MockFCMService(accounts: configuration.fcmAccounts, state: state, tokenLifetime: configuration.fcmTokenLifetime),
+                ? nil : try MockFCMService(accounts: configuration.fcmAccounts, state: state, tokenLifetime: configuration.fcmTokenLifetime),
             managementOnMainListener: configuration.managementPort == nil)
 
         var tls = TLSConfiguration.makeServerConfiguration(

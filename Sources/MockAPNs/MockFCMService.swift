@@ -1,3 +1,5 @@
+import Crypto
+import CryptoExtras
 import FCM
 import Foundation
 import JWTKit
@@ -33,31 +35,49 @@ struct MockFCMService: Sendable {
     }
 
     let accounts: [MockFCMAccount]
-    let keys: JWTKeyCollection
+    /// Each account's public key by its key id. The assertion is checked here, synchronously, not
+    /// by jwt-kit's `JWTKeyCollection`: that is an actor, and awaiting it needs a thread of Swift's
+    /// cooperative pool. The mock answers on its event loop, so it keeps answering when tests in
+    /// its process hold every thread of that pool.
+    let keys: [String: _RSA.Signing.PublicKey]
     let state: MockAPNsState
     let tokenLifetime: Int
 
-    init(accounts: [MockFCMAccount], state: MockAPNsState, tokenLifetime: Int) async throws {
+    init(accounts: [MockFCMAccount], state: MockAPNsState, tokenLifetime: Int) throws {
         self.accounts = accounts
         self.state = state
         self.tokenLifetime = tokenLifetime
-        let keys = JWTKeyCollection()
+        var keys: [String: _RSA.Signing.PublicKey] = [:]
         for account in accounts {
-            await keys.add(rsa: try Insecure.RSA.PublicKey(pem: account.publicKeyPEM), digestAlgorithm: .sha256, kid: JWKIdentifier(string: account.keyID))
+            keys[account.keyID] = try _RSA.Signing.PublicKey(pemRepresentation: account.publicKeyPEM)
         }
         self.keys = keys
     }
 
-    func answer(_ route: Route, method: String, headers: [String: [String]], body: [UInt8], connection: Int, now: Date = Date()) async -> Answer {
+    func answer(_ route: Route, method: String, headers: [String: [String]], body: [UInt8], connection: Int, now: Date = Date()) -> Answer {
         guard method == "POST" else { return Self.googleError(405, "METHOD_NOT_ALLOWED", "only POST") }
         switch route {
-        case .token: return await grant(body, now: now)
+        case .token: return grant(body, now: now)
         case .send(let project): return send(project, headers: headers, body: body, connection: connection, now: now)
         }
     }
 
+    /// The assertion's claims when it is an RS256 JWT signed by the key its `kid` names and not
+    /// expired; nil otherwise, as Google answers every such fault with one "Invalid JWT Signature.".
+    func verifiedClaims(_ assertion: String, now: Date) -> FCMGrant.Claims? {
+        guard let (header, claims, signature) = try? DefaultJWTParser().parse(Array(assertion.utf8), as: FCMGrant.Claims.self),
+            header.alg == "RS256", let kid = header.kid, let key = keys[kid],
+            let signedEnd = assertion.utf8.lastIndex(of: UInt8(ascii: "."))
+        else { return nil }
+        let digest = SHA256.hash(data: Array(assertion.utf8[..<signedEnd]))
+        guard key.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: digest, padding: .insecurePKCS1v1_5),
+            (try? claims.exp.verifyNotExpired(currentDate: now)) != nil
+        else { return nil }
+        return claims
+    }
+
     /// The token endpoint: a form with the grant type and the assertion.
-    private func grant(_ body: [UInt8], now: Date) async -> Answer {
+    private func grant(_ body: [UInt8], now: Date) -> Answer {
         if state.fcmTokenEndpointDown() { return Self.googleError(503, "UNAVAILABLE", "The service is currently unavailable.") }
         var form: [String: String] = [:]
         for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
@@ -70,12 +90,7 @@ struct MockFCMService: Sendable {
         }
         guard form["grant_type"] == FCMGrant.grantType else { return refuse("unsupported_grant_type", "Invalid grant_type: \(form["grant_type"] ?? "")") }
         guard let assertion = form["assertion"] else { return refuse("invalid_request", "Missing required parameter: assertion") }
-        let claims: FCMGrant.Claims
-        do {
-            claims = try await keys.verify(assertion, as: FCMGrant.Claims.self)
-        } catch {
-            return refuse("invalid_grant", "Invalid JWT Signature.")
-        }
+        guard let claims = verifiedClaims(assertion, now: now) else { return refuse("invalid_grant", "Invalid JWT Signature.") }
         guard let account = accounts.first(where: { $0.clientEmail == claims.iss.value }) else { return refuse("invalid_grant", "Invalid issuer: unknown account") }
         guard claims.scope == FCMGrant.scope else { return refuse("invalid_scope", "Invalid OAuth scope or ID token audience provided.") }
         guard claims.aud.value.count == 1, let audience = claims.aud.value.first.flatMap(URL.init(string:)), audience.path == "/token" else {

@@ -219,33 +219,33 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    /// FCM's token endpoint or messages:send. The grant's signature is checked with jwt-kit,
-    /// whose keys answer asynchronously: the answer is written back on the stream's event loop.
+    /// FCM's token endpoint or messages:send, answered on the stream's event loop (after a
+    /// scripted latency, if any).
     private func respondAsFCM(
         _ fcm: MockFCMService, _ route: MockFCMService.Route, headers: [String: [String]], context: ChannelHandlerContext, parent: Channel
     ) {
-        let (method, body, number) = (head?.method.rawValue ?? "", self.body, connection.number)
-        var extra = Duration.zero
+        var delay = Duration.zero
         var sentTo = ""
         if case .send = route, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] {
             sentTo = (object["message"] as? [String: Any])?["token"] as? String ?? ""
             for action in server.state.firingFaults(token: sentTo, where: { if case .latency = $0 { true } else { false } }) {
-                if case .latency(let latency) = action { extra += latency }
+                if case .latency(let latency) = action { delay += latency }
             }
         }
-        let (delay, token) = (extra, sentTo)
-        let promise = context.eventLoop.makePromise(of: MockFCMService.Answer.self)
-        promise.completeWithTask {
-            if delay > .zero { try? await Task.sleep(for: delay) }
-            return await fcm.answer(route, method: method, headers: headers, body: body, connection: number)
-        }
-        promise.futureResult.assumeIsolated().whenSuccess { [self] answer in
+        let (method, body, number, token) = (head?.method.rawValue ?? "", self.body, connection.number, sentTo)
+        let respond = { [self] in
+            let answer = fcm.answer(route, method: method, headers: headers, body: body, connection: number)
             if let accepted = answer.accepted { server.state.record(accepted) }
             var responseHeaders = HTTPHeaders()
             for (name, value) in answer.headers.sorted(by: { $0.key < $1.key }) { responseHeaders.add(name: name, value: value) }
             write(
                 status: answer.status, headers: responseHeaders, body: context.channel.allocator.buffer(bytes: answer.body), accepted: answer.status == 200,
                 faultToken: token, faultChannel: nil, context: context, parent: parent)
+        }
+        if delay == .zero {
+            respond()
+        } else {
+            context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(delay / .nanoseconds(1)))) { respond() }
         }
     }
 

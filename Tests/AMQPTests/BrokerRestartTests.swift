@@ -57,10 +57,10 @@ struct BrokerRestartTests {
 
         try await Task.sleep(for: .seconds(1))
         let confirmedBeforeStop = confirmed.withLock { $0.count }
-        try TestBroker.rabbitmqctl("stop_app")
+        try await TestBroker.rabbitmqctl("stop_app")
         try await Task.sleep(for: .seconds(1))
-        try TestBroker.rabbitmqctl("start_app")
-        try TestBroker.rabbitmqctl("await_startup")
+        try await TestBroker.rabbitmqctl("start_app")
+        try await TestBroker.rabbitmqctl("await_startup")
 
         try await withTimeout(.seconds(120), "publishing through the restart") { try await publishing.value }
         #expect(confirmedBeforeStop > 0 && confirmedBeforeStop < total, "the restart should fall mid-stream (\(confirmedBeforeStop) confirmed before it)")

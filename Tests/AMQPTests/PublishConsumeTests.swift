@@ -138,7 +138,7 @@ extension BrokerTests {
         func brokerCancel() async throws {
             let queue = TestBroker.uniqueName("cancel")
             let consumer = try await TestBroker.consumer(queue: queue, topology: AMQPTopology(queues: [.init(queue, arguments: TestBroker.expiry)]))
-            try TestBroker.rabbitmqctl("delete_queue", queue)
+            try await TestBroker.rabbitmqctl("delete_queue", queue)
             do {
                 _ = try await consumer.next()
                 Issue.record("the consumer went on after its queue was deleted")

@@ -114,7 +114,7 @@ struct FCMEndpointTests {
         let (mock, _) = try await Self.start()
         defer { Task { try? await mock.server.shutdown() } }
         var fields = TestServiceAccount.fields(tokenURI: "\(mock.server.url)/token")
-        fields["private_key"] = try TestKeys.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+        fields["private_key"] = try await TestKeys.newRSAKey()
         let stranger = try FCMServiceAccount(json: TestServiceAccount.json(fields), source: "sa.json")
         let source = FCMAccessTokenSource(account: stranger, caFile: MockAPNsFixture.path("ca.pem"))
         for _ in 0..<3 {
@@ -183,6 +183,61 @@ struct FCMEndpointTests {
         #expect(try await post(message.encoded().body(token: Self.token), project: "someone-else").status == 403)
         #expect(try await post(message.encoded().body(token: Self.token), bearer: nil).status == 401)
         #expect(mock.server.fcmMessages.count == 2)
+    }
+
+    /// The token endpoint as curl reaches it: the form, over HTTP/2 and the mock's TLS.
+    static func grant(_ assertion: String, at mock: MockAPNsFixture) throws -> (status: Int, body: String) {
+        let run = try Program.run(
+            ["-s", "--http2", "--max-time", "20", "--cacert", MockAPNsFixture.path("ca.pem"), "--data-binary", "@-", "-w", "\n%{http_code}", "\(mock.server.url)/token"],
+            input: Data(FCMGrant.formBody(assertion: assertion)), program: URL(fileURLWithPath: "/usr/bin/curl"))
+        let lines = run.standardOutput.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+
+    @Test("the token endpoint checks the assertion's RS256 signature, key id and expiry itself, and answers while every cooperative thread of its process is held")
+    func grantChecks() async throws {
+        let (mock, account) = try await Self.start()
+        defer { Task { try? await mock.server.shutdown() } }
+        let good = try await FCMGrant.assertion(account)
+        let expired = try await FCMGrant.assertion(account, now: Date().addingTimeInterval(-2 * FCMGrant.lifetime))
+        let (goodParts, expiredParts) = (good.split(separator: "."), expired.split(separator: "."))
+        let unsigned = Data(#"{"alg":"none","typ":"JWT","kid":"\#(TestServiceAccount.keyID)"}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        // Signed, but not by the account's key for these claims, or not at all.
+        for (what, forged) in [
+            ("expired", expired),
+            ("another payload under the signature", "\(goodParts[0]).\(expiredParts[1]).\(goodParts[2])"),
+            ("alg none", "\(unsigned).\(goodParts[1])."),
+            ("no signature", "\(goodParts[0]).\(goodParts[1])."),
+        ] {
+            let answer = try await Program.running(
+                ["-s", "--http2", "--max-time", "20", "--cacert", MockAPNsFixture.path("ca.pem"), "--data-binary", "@-", "-w", "\n%{http_code}", "\(mock.server.url)/token"],
+                input: Data(FCMGrant.formBody(assertion: forged)), program: URL(fileURLWithPath: "/usr/bin/curl"))
+            #expect(answer.standardOutput.hasSuffix("\n400") && answer.standardOutput.contains("invalid_grant"), "\(what): \(answer.standardOutput)")
+        }
+        #expect(mock.server.fcmGrants == (issued: 0, refused: 4))
+
+        // Every thread of Swift's cooperative pool held, this one in a synchronous curl: a grant
+        // that awaited anything would wait for curl's 20 s and fail.
+        let others = ProcessInfo.processInfo.activeProcessorCount - 1
+        let held = Locked(0)
+        let release = DispatchSemaphore(value: 0)
+        for _ in 0..<others {
+            Task.detached {
+                held.withLock { $0 += 1 }
+                release.wait()
+            }
+        }
+        var waited = 0
+        while held.value < others, waited < 60_000 {
+            usleep(1000)
+            waited += 1
+        }
+        let answer = Result { try Self.grant(good, at: mock) }
+        for _ in 0..<others { release.signal() }
+        let granted = try answer.get()
+        #expect(granted.status == 200 && granted.body.contains("mock-fcm-"), "\(granted)")
+        #expect(mock.server.fcmGrants == (issued: 1, refused: 4))
     }
 }
 
@@ -275,7 +330,7 @@ struct FCMClientTests {
         #expect(Set(mock.server.fcmMessages.map(\.token)) == Set((1...4).map(Self.device)))
 
         var fields = TestServiceAccount.fields(tokenURI: "\(mock.server.url)/token")
-        fields["private_key"] = try TestKeys.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+        fields["private_key"] = try await TestKeys.newRSAKey()
         let stranger = FCMClient(
             configuration: configuration,
             tokens: FCMAccessTokenSource(account: try FCMServiceAccount(json: TestServiceAccount.json(fields), source: "sa.json"), caFile: MockAPNsFixture.path("ca.pem")))

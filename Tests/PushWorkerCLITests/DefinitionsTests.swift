@@ -50,8 +50,8 @@ struct DefinitionsTests {
         definitions["permissions"] = [["user": "guest", "vhost": vhost, "configure": ".*", "write": ".*", "read": ".*"]]
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(vhost).json")
         try JSONSerialization.data(withJSONObject: definitions).write(to: file)
-        try TestBroker.rabbitmqctl("import_definitions", file.path)
-        defer { try? TestBroker.rabbitmqctl("delete_vhost", vhost) }
+        try await TestBroker.rabbitmqctl("import_definitions", file.path)
+        defer { Task { try? await TestBroker.rabbitmqctl("delete_vhost", vhost) } }
 
         let url = TestBroker.url.replacingOccurrences(of: #"/+$"#, with: "", options: .regularExpression) + "/\(vhost)"
         var amqp = try AMQPConfiguration(url: url)

@@ -176,7 +176,7 @@ struct JobContractTests {
         let tokens = (0..<100).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
         try await running.publish(#"{"id": "vanishing", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}, "reply_to": "\#(replies)"}"#)
         try await Self.waitUntil("the first devices are sent") { running.mock.requestCount >= 1 }
-        try TestBroker.rabbitmqctl("delete_queue", replies)
+        try await TestBroker.rabbitmqctl("delete_queue", replies)
 
         try await running.worker.waitForLog("job done", within: .seconds(60))
         #expect(running.worker.log.contains("the reply queue vanished during the job"), "\(running.worker.log)")

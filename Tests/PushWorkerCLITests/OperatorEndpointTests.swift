@@ -132,7 +132,7 @@ struct OperatorEndpointTests {
         defer { Task { try? await mock.shutdown() } }
         // Another key under the same account's name: Google answers "Invalid JWT Signature".
         var fields = TestServiceAccount.fields(tokenURI: "\(mock.url)/token")
-        fields["private_key"] = try TestKeys.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+        fields["private_key"] = try await TestKeys.newRSAKey()
         fields["client_email"] = "revoked@\(TestServiceAccount.projectID).iam.gserviceaccount.com"
         let revoked = FileManager.default.temporaryDirectory.appendingPathComponent("revoked-\(UUID().uuidString.prefix(8)).json")
         try TestServiceAccount.json(fields).write(to: revoked)

@@ -166,10 +166,10 @@ struct WorkerBrokerRestartTests {
     @Test("the broker restarted during a job: the worker reconnects and the job completes with nothing lost")
     func brokerRestart() async throws {
         let job = try await JobUnderWay.start(id: "restart", count: 3000, faults: [MockAPNsFault(.latency(.milliseconds(20)))])
-        try TestBroker.rabbitmqctl("stop_app")
+        try await TestBroker.rabbitmqctl("stop_app")
         try await Task.sleep(for: .seconds(1))
-        try TestBroker.rabbitmqctl("start_app")
-        try TestBroker.rabbitmqctl("await_startup")
+        try await TestBroker.rabbitmqctl("start_app")
+        try await TestBroker.rabbitmqctl("await_startup")
         // A broker restart and the reconnects after it pause the results for a while.
         let perDevice = try await collectResults(from: job.results, devices: 3000, chunks: 6, stall: .seconds(90)).perDevice
         #expect(perDevice.count == 3000)

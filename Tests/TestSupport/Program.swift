@@ -29,7 +29,9 @@ public struct Program {
         }
     }
 
-    /// Runs the program to completion with `input` on its standard input.
+    /// Runs the program to completion with `input` on its standard input, on the calling thread.
+    /// Only for where nothing can be awaited (a `static let`): an async test calling it holds one
+    /// of the cooperative pool's few threads until the program ends; such tests use `running`.
     /// - Parameters:
     ///   - program: another program to run the same way (a producer example, a compiler).
     ///   - killAfter: kills a program that has not finished by then (one that waits forever would

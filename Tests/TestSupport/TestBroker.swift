@@ -53,8 +53,8 @@ public enum TestBroker {
     public static let expiry: AMQPTable = ["x-expires": .int64(300_000)]
 
     /// Runs `rabbitmqctl` against the test node, failing the test with its output if it fails.
-    public static func rabbitmqctl(_ arguments: String...) throws {
-        let result = try Program.run(["-n", node] + arguments, program: URL(fileURLWithPath: "/usr/sbin/rabbitmqctl"))
+    public static func rabbitmqctl(_ arguments: String...) async throws {
+        let result = try await Program.running(["-n", node] + arguments, program: URL(fileURLWithPath: "/usr/sbin/rabbitmqctl"))
         guard result.status == 0 else {
             throw TestFailure("rabbitmqctl \(arguments.joined(separator: " ")) failed: \(result.standardError)\(result.standardOutput)")
         }

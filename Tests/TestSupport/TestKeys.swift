@@ -27,6 +27,15 @@ public enum TestKeys {
         return dir
     }
 
+    /// A new 2048-bit RSA private key (PKCS#8 PEM), made on a thread of its own: key generation
+    /// can take a second on a loaded machine, and a test awaiting it holds no thread of Swift's
+    /// cooperative pool meanwhile.
+    public static func newRSAKey() async throws -> String {
+        let result = try await Program.running(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"], program: URL(fileURLWithPath: "/usr/bin/openssl"))
+        guard result.status == 0 else { throw TestFailure("openssl genpkey failed: \(result.standardError)") }
+        return result.standardOutput
+    }
+
     @discardableResult
     public static func openssl(_ arguments: [String], input: Data? = nil) throws -> String {
         let result = try Program.run(arguments, input: input ?? Data(), program: URL(fileURLWithPath: "/usr/bin/openssl"))

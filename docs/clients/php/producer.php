@@ -19,8 +19,8 @@ use PhpAmqpLib\Message\AMQPMessage;
 
 function fail(string $message): never { fwrite(STDERR, $message . "\n"); exit(1); }
 
-// AMQP_URL may list a cluster's nodes, comma-separated: AMQPStreamConnection::create_connection
-// tries them in turn (shuffled here, so producers spread over the nodes).
+// AMQP_URL may list a cluster's nodes, comma-separated: they are tried in turn (shuffled, so
+// producers spread over the nodes).
 $urls = array_map('trim', explode(',', getenv('AMQP_URL') ?: 'amqp://guest:guest@127.0.0.1:5672/'));
 shuffle($urls);
 $exchange = getenv('PUSHWORKER_EXCHANGE') ?: 'push';
@@ -35,7 +35,20 @@ $hosts = array_map(function (string $text): array {
         'user' => rawurldecode($url['user'] ?? 'guest'), 'password' => rawurldecode($url['pass'] ?? 'guest'),
         'vhost' => isset($url['path']) && strlen($url['path']) > 1 ? rawurldecode(substr($url['path'], 1)) : '/'];
 }, $urls);
-$connection = AMQPStreamConnection::create_connection($hosts);
+// php-amqplib waits 3 s by default for a connection and for each read: too little for a broker
+// under load. Each node's error is kept, so a failure names them all, not just the last one tried.
+$connection = null;
+$errors = [];
+foreach ($hosts as $host) {
+    try {
+        $connection = new AMQPStreamConnection($host['host'], $host['port'], $host['user'], $host['password'], $host['vhost'],
+            connection_timeout: 10.0, read_write_timeout: 30.0, heartbeat: 15);
+        break;
+    } catch (Exception $error) {
+        $errors[] = "{$host['host']}:{$host['port']}: {$error->getMessage()}";
+    }
+}
+$connection ?? fail("no broker node could be reached:\n  " . implode("\n  ", $errors));
 $channel = $connection->channel();
 // The reply queue must exist before the job is taken: a server-named one, private to this connection.
 [$replyTo] = $channel->queue_declare('', false, false, true, true);
