@@ -24,7 +24,7 @@ struct ClusterTests {
 
     /// A worker preferring node `node`, its queues under a fresh prefix.
     static func setUp(preferring node: Int, faults: [MockAPNsFault] = [], extra: String = "") async throws -> WorkerProcessTests.Setup {
-        try TestCluster.ensureRunning()
+        try await TestCluster.ensureRunning()
         return try await WorkerProcessTests.setUp(
             faults: faults, extra: "chunk_size: \(chunk)\n" + extra,
             amqp: TestCluster.amqpYAML(preferring: node, prefetch: prefetch), prefix: TestBroker.uniqueName("cluster"), quorumQueues: true)
@@ -101,7 +101,7 @@ struct ClusterTests {
         let devices = 50_000
         try await run.publish(id, devices: devices)
         try await waitForRequests(run.setup.mock, atLeast: 10_000)
-        try TestCluster.kill(1)
+        try await TestCluster.kill(1)
         let killedAt = run.setup.mock.requestCount
         let repeats = repeats(try await run.collect(devices: devices, stall: .seconds(120)), devices: devices)
         return (killedAt, run.setup.mock.requestCount - devices, repeats)
@@ -116,7 +116,7 @@ struct ClusterTests {
         #expect(repeats <= sentAgain + Self.unconfirmed)
         #expect(run.worker.log.contains("failed over to another node"), "\(run.worker.log)")
         try await run.finish()
-        try TestCluster.start(1)
+        try await TestCluster.start(1)
     }
 
     @Test("with the delivery ledger, SIGKILL of the node a worker consumes from mid 50,000-device job: APNs sees at most max_in_flight devices again, every device gets its result")
@@ -129,7 +129,7 @@ struct ClusterTests {
         #expect(sentAgain <= AppConfiguration.defaultMaxInFlight)
         #expect(repeats <= sentAgain + Self.unconfirmed)
         try await run.finish()
-        try TestCluster.start(1)
+        try await TestCluster.start(1)
     }
 
     @Test("with the delivery ledger and results batched, SIGKILL of the node a worker consumes from mid 50,000-device job: APNs sees at most max_in_flight devices again, every device gets its result (some from the ledger)")
@@ -140,7 +140,7 @@ struct ClusterTests {
         let devices = 50_000
         try await run.publish("big-batched", devices: devices, results: "batched")
         try await Self.waitForRequests(run.setup.mock, atLeast: 10_000)
-        try TestCluster.kill(1)
+        try await TestCluster.kill(1)
         let killedAt = run.setup.mock.requestCount
         let replies: Replies
         do {
@@ -157,7 +157,7 @@ struct ClusterTests {
         #expect(replies.single == 0)
         #expect(replies.lastSummaries.values.allSatisfy { $0.outcomes.values.reduce(0, +) == Self.chunk })
         try await run.finish()
-        try TestCluster.start(1)
+        try await TestCluster.start(1)
     }
 
     @Test("a rolling restart of all three nodes during a job: nothing lost")
@@ -170,7 +170,7 @@ struct ClusterTests {
         let collecting = Task { try await run.collect(devices: devices, stall: .seconds(180)) }
         var restartedAt: [Int] = []
         for node in 1...3 {
-            try TestCluster.restart(node)
+            try await TestCluster.restart(node)
             restartedAt.append(run.setup.mock.requestCount)
         }
         let repeats = Self.repeats(try await collecting.value, devices: devices)
@@ -250,7 +250,7 @@ struct ClusterTests {
             #expect(String(decoding: delivery.body, as: UTF8.self).contains(#""ok":true"#), "\(String(decoding: delivery.body, as: UTF8.self))")
             answered[delivery.properties.correlationID ?? "?", default: 0] += 1
             if !killed && answered.count >= commands / 4 {
-                try TestCluster.kill(1)
+                try await TestCluster.kill(1)
                 killed = true
             }
         }
@@ -267,7 +267,7 @@ struct ClusterTests {
         #expect(try await worker.stop() == 0, "\(worker.log)")
         await answers.close()
         await publisher.close()
-        try TestCluster.start(1)
+        try await TestCluster.start(1)
     }
 
     @Test("a delayed retry round (429, then 200) whose retry queue's leader is killed while it waits: every device delivered, on its second attempt")
@@ -281,7 +281,7 @@ struct ClusterTests {
         // The node leading the retry queue (the worker declared it, on its node, so the worker's
         // connections are likely lost with it too).
         let retryQueue = "\(run.setup.prefix).jobs.retry.8000ms"
-        let leader = try #require(try TestCluster.leader(of: retryQueue))
+        let leader = try #require(try await TestCluster.leader(of: retryQueue))
 
         try await run.publish("retried", devices: devices)
         // Every device answered 429 and handed on to the retry queue (one retry job: the job is
@@ -290,7 +290,7 @@ struct ClusterTests {
         try await withTimeout(.seconds(60), "the retry job reaching its queue") {
             while (try await run.publisher.perform(.inspect(retryQueue))?.messages ?? 0) == 0 { try await Task.sleep(for: .milliseconds(50)) }
         }
-        try TestCluster.kill(leader)
+        try await TestCluster.kill(leader)
 
         var outcomes: [String: [PushResult]] = [:]
         var summaries = 0
@@ -309,6 +309,6 @@ struct ClusterTests {
         #expect(outcomes.values.allSatisfy { results in results.allSatisfy { $0.outcome == .delivered && $0.attempts == 2 } }, "\(seen)")
         #expect(repeated <= Self.unconfirmed)
         try await run.finish()
-        try TestCluster.start(leader)
+        try await TestCluster.start(leader)
     }
 }

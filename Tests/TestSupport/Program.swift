@@ -22,11 +22,7 @@ public struct Program {
     public static func running(
         _ arguments: [String], input: Data = Data(), environment: [String: String] = [:], program: URL? = nil, killAfter: Duration? = nil
     ) async throws -> Result {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread {
-                continuation.resume(with: Swift.Result { try run(arguments, input: input, environment: environment, program: program, killAfter: killAfter) })
-            }.start()
-        }
+        try await onOwnThread { try run(arguments, input: input, environment: environment, program: program, killAfter: killAfter) }
     }
 
     /// Runs the program to completion with `input` on its standard input, on the calling thread.

@@ -56,16 +56,16 @@ public enum TestCluster {
     }
 
     /// Starts whatever node is down and waits until all three run: each test begins whole.
-    public static func ensureRunning() throws { try script("start") }
+    public static func ensureRunning() async throws { try await script("start") }
     /// SIGKILL of node `n`'s Erlang VM: the machine is gone, no goodbye to any client.
-    public static func kill(_ n: Int) throws { try script("kill", "\(n)") }
+    public static func kill(_ n: Int) async throws { try await script("kill", "\(n)") }
     /// A clean stop and start of node `n`, once stopping it leaves every quorum queue a majority.
-    public static func restart(_ n: Int) throws { try script("restart", "\(n)") }
-    public static func start(_ n: Int) throws { try script("start-node", "\(n)") }
+    public static func restart(_ n: Int) async throws { try await script("restart", "\(n)") }
+    public static func start(_ n: Int) async throws { try await script("start-node", "\(n)") }
 
     /// The node (1-3) leading quorum queue `queue`, from the broker's own listing.
-    public static func leader(of queue: String) throws -> Int? {
-        let output = try run([scriptPath, "cluster", "ctl", "1", "list_queues", "name", "leader", "--no-table-headers", "--quiet"])
+    public static func leader(of queue: String) async throws -> Int? {
+        let output = try await run([scriptPath, "cluster", "ctl", "1", "list_queues", "name", "leader", "--no-table-headers", "--quiet"])
         for line in output.split(separator: "\n") {
             let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
             guard fields.count == 2, fields[0] == queue else { continue }
@@ -77,15 +77,19 @@ public enum TestCluster {
     static let scriptPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../deploy/local/rabbitmq.sh").standardized.path
 
-    private static func script(_ arguments: String...) throws {
-        _ = try run([scriptPath, "cluster"] + arguments)
+    private static func script(_ arguments: String...) async throws {
+        _ = try await run([scriptPath, "cluster"] + arguments)
     }
 
     /// Runs a command to its end, its output in a file rather than a pipe: a node the script
     /// starts in the background keeps the script's standard output, and a pipe would not end
     /// until the node did.
     @discardableResult
-    private static func run(_ command: [String]) throws -> String {
+    private static func run(_ command: [String]) async throws -> String {
+        try await onOwnThread { try runHere(command) }
+    }
+
+    private static func runHere(_ command: [String]) throws -> String {
         let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("cluster-\(UUID().uuidString.prefix(8)).out")
         defer { try? FileManager.default.removeItem(at: outputFile) }
         let process = try ChildProcess(command[0], arguments: Array(command.dropFirst()), output: .file(outputFile.path), error: .standardOutput)

@@ -38,7 +38,13 @@ if ! deploy/local/postgres.sh status >/dev/null 2>&1; then
   postgres_started_here=true
 fi
 export PUSHWORKER_TEST_POSTGRES_URL="${PUSHWORKER_TEST_POSTGRES_URL:-$(deploy/local/postgres.sh url)}"
+# The tests' temporary files (configurations, keys, databases, the workers' files) go to a
+# directory of this run, removed at the end. Others may read it: rabbitmqctl runs as the rabbitmq
+# user and reads the definitions files the tests write there.
+test_tmp="$(mktemp -d /tmp/pushworker-tests.XXXXXX)"
+chmod 755 "$test_tmp"
 stop_servers() {
+  rm -rf "$test_tmp"
   if $started_here; then deploy/local/rabbitmq.sh stop || true; fi
   if $postgres_started_here; then deploy/local/postgres.sh stop || true; fi
   if $cluster_started_here; then deploy/local/rabbitmq.sh cluster stop || true; fi
@@ -60,7 +66,7 @@ failures() {
 }
 started_at=$SECONDS
 status=0
-swift test "$@" 2>&1 | tee "$outputs.swift-test.out" || status=$?
+TMPDIR="$test_tmp" swift test "$@" 2>&1 | tee "$outputs.swift-test.out" || status=$?
 echo "== swift test exited $status after $((SECONDS - started_at)) s (build included)"
 # The worker-level suites again on the second APNs transport (libcurl): the first pass ran them on
 # the default (nghttp2), and the client's own tests already run on both. The SIGKILL, broker-restart
@@ -73,7 +79,7 @@ if [ $# -eq 0 ] && [ $status -eq 0 ]; then
     grep -q "\.$suite/" <<<"$listed" || { echo "== the curl pass names $suite, which has no tests: update curl_suites in $0" >&2; status=1; }
   done
   curl_started_at=$SECONDS
-  PUSHWORKER_TEST_TRANSPORT=curl swift test --skip-build --filter "$(IFS='|'; echo "${curl_suites[*]}")" 2>&1 | tee "$outputs.swift-test-curl.out" || status=$?
+  TMPDIR="$test_tmp" PUSHWORKER_TEST_TRANSPORT=curl swift test --skip-build --filter "$(IFS='|'; echo "${curl_suites[*]}")" 2>&1 | tee "$outputs.swift-test-curl.out" || status=$?
   echo "== worker suites on the curl transport: swift test exited $status after $((SECONDS - curl_started_at)) s"
 fi
 # The deployment manifests against Kubernetes' schemas (offline); only on a full run.
