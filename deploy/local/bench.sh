@@ -56,7 +56,8 @@
 #                                   CPU per job of the worker, the broker and the server, the ratio
 #                                   to the Go worker, and each worker's p50/p99 latency at half its rate;
 #                                   THREADS=1 adds each worker thread's switches and CPU per job, by
-#                                   thread name; PERF=KIND records a perf profile of that worker;
+#                                   thread name; PERF=KIND records a perf profile of that worker
+#                                   (PERF_EVENTS: other events than 999 samples a second);
 #                                   COUNTS=KIND prints that worker's swift_retain and malloc calls,
 #                                   system calls and context switches per job; POSTGRES_CONNECTIONS
 #                                   sets the PostgreSQL worker's registry.postgres_connections (8)
@@ -282,7 +283,7 @@ YAML
     # PERF=KIND: `perf record -g` of that worker over its back-to-back run, into PERF_OUT.
     local perf_pid=""
     if [ "${PERF:-}" = "$1" ] && [ "$2" = 0 ]; then
-      perf record -g -F 999 -p "$worker_pid" -o "${PERF_OUT:-$PWD/perf-$1.data}" 2>/dev/null & perf_pid=$!
+      perf record -g ${PERF_EVENTS:--F 999} -p "$worker_pid" -o "${PERF_OUT:-$PWD/perf-$1.data}" 2>/dev/null & perf_pid=$!
       sleep 0.5
     fi
     # COUNTS=KIND: that worker's calls of swift_retain and malloc per job over its back-to-back
