@@ -51,6 +51,13 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The broker could not elect a leader for a quorum queue in time (reply 541,
+    /// `cluster_not_formed`): a cluster short of a majority, or a node too busy to finish the
+    /// election. The broker deletes the half-made queue; declaring it again can succeed.
+    public var isClusterNotFormed: Bool {
+        kind == .brokerClosed && replyText?.contains("cluster_not_formed") == true
+    }
+
     public var description: String {
         if let replyCode, let replyText {
             return "\(message) (broker reply \(replyCode): \(replyText))"

@@ -101,7 +101,9 @@ extension BrokerTests {
                         try await publisher.perform(.declare(topology.queues[0]))
                         try await publisher.publish(.toQueue(queue, body: [1]))
                         return
-                    } catch let error as AMQPError where error.isRetryable {
+                    } catch let error as AMQPError where error.isRetryable || error.kind == .nacked {
+                        // A quorum queue still electing its leader (slow on a loaded machine)
+                        // nacks; a producer publishes again.
                         try await Task.sleep(for: .milliseconds(50))
                     }
                 }

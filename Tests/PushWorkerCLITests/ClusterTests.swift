@@ -184,6 +184,52 @@ struct ClusterTests {
         try await run.finish()
     }
 
+    @Test("started while two of the three nodes are down, a worker and a client that waits for the broker wait until a majority can form their new quorum queues, then start; a job gets its results")
+    func startsOnceAMajorityIsBack() async throws {
+        let setup = try await Self.setUp(preferring: 1)
+        defer { Task { try? await setup.mock.shutdown() } }
+        try await TestCluster.kill(2)
+        try await TestCluster.kill(3)
+        // Node 1 answers, but cannot elect a new quorum queue's leader with one node of three. It
+        // says so after 15 s (`cluster_not_formed`), which this client, given 30 s per request,
+        // hears; the worker gives up on its request after 10 s. Both must wait, not fail.
+        var configuration = try TestCluster.configuration(
+            preferring: 1, topology: AMQPTopology(queues: [.durable("\(setup.prefix).client", quorum: true, extraArguments: TestBroker.expiry)]))
+        configuration.addresses = [configuration.addresses[0]]
+        configuration.rpcTimeout = .seconds(30)
+        configuration.waitsForBroker = true
+        let failures = Locked<[AMQPError]>([])
+        configuration.onConnectionEvent = { event in
+            if case .attemptFailed(let error) = event { failures.withLock { $0.append(error) } }
+        }
+        let client = Task { [configuration] in try await AMQPPublisher.connect(configuration) }
+        let worker = try RunningProgram.worker(config: setup.config)
+        try await withTimeout(.seconds(120), "the client's first failed attempt") {
+            while failures.value.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(failures.value.first?.isClusterNotFormed == true, "\(failures.value)")
+        try await worker.waitForLog("error=declaring queue", within: .seconds(60))
+        #expect(worker.log.contains("; retrying"), "\(worker.log)")
+        #expect(!worker.log.contains("worker started"))
+
+        try await TestCluster.start(2)
+        let publisher = try await withTimeout(.seconds(180), "the client's start once node 2 is back") { try await client.value }
+        try await publisher.publish(.toQueue("\(setup.prefix).client", body: [1]))
+        await publisher.close()
+        try await worker.waitForLog("worker started", within: .seconds(180))
+        let producer = try await TestCluster.publisher(preferring: 1)
+        let results = try await TestCluster.consumer(queue: "\(setup.prefix).results", preferring: 1)
+        let devices = 10
+        try await producer.publish(.toQueue("\(setup.prefix).jobs", body: Self.job("after-majority", devices: devices)))
+        let collected = try await collectResults(from: results, devices: devices, chunks: 1, stall: .seconds(60))
+        #expect(Self.repeats(collected.perDevice, devices: devices) == 0)
+        #expect(worker.process.isRunning, "\(worker.log)")
+        #expect(try await worker.stop() == 0, "\(worker.log)")
+        await results.close()
+        await producer.close()
+        try await TestCluster.ensureRunning()
+    }
+
     @Test("two workers on different nodes share one broadcast: each takes chunks, every device exactly one result")
     func twoWorkersOneBroadcast() async throws {
         let setup = try await Self.setUp(preferring: 1, faults: [MockAPNsFault(.latency(.milliseconds(5)))])

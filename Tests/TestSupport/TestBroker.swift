@@ -33,7 +33,7 @@ public enum TestBroker {
     public static func publisher(topology: AMQPTopology = AMQPTopology()) async throws -> AMQPPublisher {
         let configuration = try configuration(topology: topology)
         do {
-            return try await AMQPPublisher.connect(configuration)
+            return try await whileClusterForms { try await AMQPPublisher.connect(configuration) }
         } catch let error as AMQPError where error.kind == .connectionFailed || error.kind == .timeout {
             Issue.record("no RabbitMQ answers at \(configuration.redactedURL) (set PUSHWORKER_TEST_AMQP_URL, or run deploy/local/rabbitmq.sh start): \(error)")
             throw error
@@ -41,7 +41,24 @@ public enum TestBroker {
     }
 
     public static func consumer(queue: String, prefetch: UInt16 = 100, topology: AMQPTopology = AMQPTopology()) async throws -> AMQPConsumer {
-        try await AMQPConsumer.connect(try configuration(topology: topology), queue: queue, prefetch: prefetch)
+        let configuration = try configuration(topology: topology)
+        return try await whileClusterForms { try await AMQPConsumer.connect(configuration, queue: queue, prefetch: prefetch) }
+    }
+
+    /// Runs `connect` again while the broker answers that it could not elect a new quorum queue's
+    /// leader in time, as a node busy with many tests' queues at once does. The worker waits the
+    /// same way (its connections wait for the broker); these clients do not, so a test that
+    /// expects a refusal still sees it at once.
+    public static func whileClusterForms<T>(_ connect: () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await connect()
+            } catch let error as AMQPError where error.isClusterNotFormed && attempt < 5 {
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(500))
+            }
+        }
     }
 
     /// A queue name no other test uses.

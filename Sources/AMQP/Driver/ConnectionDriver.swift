@@ -105,15 +105,17 @@ final class ConnectionDriver: @unchecked Sendable {
                     if let first = startup {
                         // Every node is tried before a start fails on an unreachable broker.
                         let untried = lifecycle.failedAttempts + 1 < configuration.addresses.count
-                        guard Self.brokerNotReachable(error), configuration.waitsForBroker || untried else {
-                            let failure = configuration.addresses.count > 1 && Self.brokerNotReachable(error)
+                        guard Self.brokerNotReady(error), configuration.waitsForBroker || untried else {
+                            let failure = configuration.addresses.count > 1 && !error.isClusterNotFormed && Self.brokerNotReady(error)
                                 ? AMQPError(error.kind, "no broker node of \(configuration.addresses.count) could be reached (\(configuration.redactedURLs)); the last: \(error.message)")
                                 : error
                             first.resume(throwing: failure)
                             finish(failure)
                             return
                         }
-                        logger.warning("the broker cannot be reached yet; retrying", metadata: ["error": "\(error)", "attempt": "\(lifecycle.failedAttempts + 1)"])
+                        logger.warning(
+                            error.isClusterNotFormed ? "the broker cannot form a quorum queue's cluster yet; retrying" : "the broker cannot be reached yet; retrying",
+                            metadata: ["error": "\(error)", "attempt": "\(lifecycle.failedAttempts + 1)"])
                     } else {
                         logger.warning("AMQP reconnect failed", metadata: ["error": "\(error)"])
                     }
@@ -138,10 +140,12 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     /// Failures that a broker still starting (or a network not up yet) gives, as opposed to a
-    /// broker that answers and refuses.
-    private static func brokerNotReachable(_ error: AMQPError) -> Bool {
+    /// broker that answers and refuses; and a quorum queue whose cluster the broker has not formed
+    /// yet (``AMQPError/isClusterNotFormed``), which declaring again once the nodes answer mends.
+    private static func brokerNotReady(_ error: AMQPError) -> Bool {
         switch error.kind {
         case .connectionFailed, .timeout, .connectionLost: true
+        case .brokerClosed: error.isClusterNotFormed
         default: false
         }
     }
