@@ -55,7 +55,7 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible {
     /// `cluster_not_formed`): a cluster short of a majority, or a node too busy to finish the
     /// election. The broker deletes the half-made queue; declaring it again can succeed.
     public var isClusterNotFormed: Bool {
-        kind == .brokerClosed && replyText?.contains("cluster_not_formed") == true
+        kind == .brokerClosed && replyCode == 541 && replyText?.contains("cluster_not_formed") == true
     }
 
     public var description: String {

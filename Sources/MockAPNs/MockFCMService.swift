@@ -39,7 +39,8 @@ struct MockFCMService: Sendable {
     /// by jwt-kit's `JWTKeyCollection`: that is an actor, and awaiting it needs a thread of Swift's
     /// cooperative pool. The mock answers on its event loop, so it keeps answering when tests in
     /// its process hold every thread of that pool.
-    let keys: [String: _RSA.Signing.PublicKey]
+    /// A key file without `private_key_id` signs with no `kid`; its account is kept under "".
+    let keys: [String: (account: MockFCMAccount, key: _RSA.Signing.PublicKey)]
     let state: MockAPNsState
     let tokenLifetime: Int
 
@@ -47,9 +48,12 @@ struct MockFCMService: Sendable {
         self.accounts = accounts
         self.state = state
         self.tokenLifetime = tokenLifetime
-        var keys: [String: _RSA.Signing.PublicKey] = [:]
+        var keys: [String: (account: MockFCMAccount, key: _RSA.Signing.PublicKey)] = [:]
         for account in accounts {
-            keys[account.keyID] = try _RSA.Signing.PublicKey(pemRepresentation: account.publicKeyPEM)
+            guard keys[account.keyID] == nil else {
+                throw MockFCMConfigurationError(description: "two FCM accounts have the key id '\(account.keyID)'; each needs its own")
+            }
+            keys[account.keyID] = (account, try _RSA.Signing.PublicKey(pemRepresentation: account.publicKeyPEM))
         }
         self.keys = keys
     }
@@ -62,18 +66,20 @@ struct MockFCMService: Sendable {
         }
     }
 
-    /// The assertion's claims when it is an RS256 JWT signed by the key its `kid` names and not
+    /// The assertion's claims and account when it is an RS256 JWT signed by the key its `kid`
+    /// names (none: the account whose key file has no id), issued by that key's account, and not
     /// expired; nil otherwise, as Google answers every such fault with one "Invalid JWT Signature.".
-    func verifiedClaims(_ assertion: String, now: Date) -> FCMGrant.Claims? {
+    func verifiedClaims(_ assertion: String, now: Date) -> (claims: FCMGrant.Claims, account: MockFCMAccount)? {
         guard let (header, claims, signature) = try? DefaultJWTParser().parse(Array(assertion.utf8), as: FCMGrant.Claims.self),
-            header.alg == "RS256", let kid = header.kid, let key = keys[kid],
+            header.alg == "RS256", let (account, key) = keys[header.kid ?? ""],
             let signedEnd = assertion.utf8.lastIndex(of: UInt8(ascii: "."))
         else { return nil }
         let digest = SHA256.hash(data: Array(assertion.utf8[..<signedEnd]))
         guard key.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: digest, padding: .insecurePKCS1v1_5),
+            claims.iss.value == account.clientEmail,
             (try? claims.exp.verifyNotExpired(currentDate: now)) != nil
         else { return nil }
-        return claims
+        return (claims, account)
     }
 
     /// The token endpoint: a form with the grant type and the assertion.
@@ -90,8 +96,7 @@ struct MockFCMService: Sendable {
         }
         guard form["grant_type"] == FCMGrant.grantType else { return refuse("unsupported_grant_type", "Invalid grant_type: \(form["grant_type"] ?? "")") }
         guard let assertion = form["assertion"] else { return refuse("invalid_request", "Missing required parameter: assertion") }
-        guard let claims = verifiedClaims(assertion, now: now) else { return refuse("invalid_grant", "Invalid JWT Signature.") }
-        guard let account = accounts.first(where: { $0.clientEmail == claims.iss.value }) else { return refuse("invalid_grant", "Invalid issuer: unknown account") }
+        guard let (claims, account) = verifiedClaims(assertion, now: now) else { return refuse("invalid_grant", "Invalid JWT Signature.") }
         guard claims.scope == FCMGrant.scope else { return refuse("invalid_scope", "Invalid OAuth scope or ID token audience provided.") }
         guard claims.aud.value.count == 1, let audience = claims.aud.value.first.flatMap(URL.init(string:)), audience.path == "/token" else {
             return refuse("invalid_grant", "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.")
@@ -237,4 +242,9 @@ public struct RecordedFCMMessage: Sendable, Equatable {
     /// The request's body as sent.
     public let message: [UInt8]
     public let connection: Int
+}
+
+/// The mock was configured in a way it cannot answer for.
+struct MockFCMConfigurationError: Error, CustomStringConvertible {
+    let description: String
 }

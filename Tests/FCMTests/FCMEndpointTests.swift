@@ -194,19 +194,36 @@ struct FCMEndpointTests {
         return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
     }
 
-    @Test("the token endpoint checks the assertion's RS256 signature, key id and expiry itself, and answers while every cooperative thread of its process is held")
+    @Test("the token endpoint checks the assertion's RS256 signature, key id, issuer and expiry itself, and answers while every cooperative thread of its process is held")
     func grantChecks() async throws {
-        let (mock, account) = try await Self.start()
+        // A second account whose key file has no private_key_id: its assertions carry no kid.
+        var fields = TestServiceAccount.fields()
+        fields["private_key_id"] = nil
+        fields["client_email"] = "second@pushworker-test.iam.gserviceaccount.com"
+        let (mock, account) = try await Self.start { configuration in
+            configuration.fcmAccounts.append(MockFCMAccount(try! FCMServiceAccount(json: TestServiceAccount.json(fields), source: "second.json")))
+        }
         defer { Task { try? await mock.server.shutdown() } }
+        fields["token_uri"] = "\(mock.server.url)/token"
+        let second = try FCMServiceAccount(json: TestServiceAccount.json(fields), source: "second.json")
         let good = try await FCMGrant.assertion(account)
         let expired = try await FCMGrant.assertion(account, now: Date().addingTimeInterval(-2 * FCMGrant.lifetime))
-        let (goodParts, expiredParts) = (good.split(separator: "."), expired.split(separator: "."))
+        // Valid claims of their own: a minute older, and the second account's (signed with the
+        // same private key, but under no kid).
+        let earlier = try await FCMGrant.assertion(account, now: Date().addingTimeInterval(-60))
+        let secondGood = try await FCMGrant.assertion(second)
+        // The second account's email as issuer, signed with the first's key under its key id.
+        var impostor = TestServiceAccount.fields(tokenURI: "\(mock.server.url)/token")
+        impostor["client_email"] = second.clientEmail
+        let otherIssuer = try await FCMGrant.assertion(try FCMServiceAccount(json: TestServiceAccount.json(impostor), source: "impostor.json"))
+        let (goodParts, earlierParts) = (good.split(separator: "."), earlier.split(separator: "."))
         let unsigned = Data(#"{"alg":"none","typ":"JWT","kid":"\#(TestServiceAccount.keyID)"}"#.utf8).base64EncodedString()
             .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         // Signed, but not by the account's key for these claims, or not at all.
         for (what, forged) in [
             ("expired", expired),
-            ("another payload under the signature", "\(goodParts[0]).\(expiredParts[1]).\(goodParts[2])"),
+            ("another payload under the signature", "\(goodParts[0]).\(earlierParts[1]).\(goodParts[2])"),
+            ("another account as issuer under the first's key id", otherIssuer),
             ("alg none", "\(unsigned).\(goodParts[1])."),
             ("no signature", "\(goodParts[0]).\(goodParts[1])."),
         ] {
@@ -215,7 +232,11 @@ struct FCMEndpointTests {
                 input: Data(FCMGrant.formBody(assertion: forged)), program: URL(fileURLWithPath: "/usr/bin/curl"))
             #expect(answer.standardOutput.hasSuffix("\n400") && answer.standardOutput.contains("invalid_grant"), "\(what): \(answer.standardOutput)")
         }
-        #expect(mock.server.fcmGrants == (issued: 0, refused: 4))
+        #expect(mock.server.fcmGrants == (issued: 0, refused: 5))
+        // Each genuine assertion is granted, the second account's with no kid.
+        #expect(try Self.grant(secondGood, at: mock).status == 200)
+        #expect(try Self.grant(earlier, at: mock).status == 200)
+        #expect(mock.server.fcmGrants == (issued: 2, refused: 5))
 
         // Every thread of Swift's cooperative pool held, this one in a synchronous curl: a grant
         // that awaited anything would wait for curl's 20 s and fail.
@@ -237,7 +258,7 @@ struct FCMEndpointTests {
         for _ in 0..<others { release.signal() }
         let granted = try answer.get()
         #expect(granted.status == 200 && granted.body.contains("mock-fcm-"), "\(granted)")
-        #expect(mock.server.fcmGrants == (issued: 1, refused: 4))
+        #expect(mock.server.fcmGrants == (issued: 3, refused: 5))
     }
 }
 

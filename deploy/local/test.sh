@@ -40,7 +40,8 @@ fi
 export PUSHWORKER_TEST_POSTGRES_URL="${PUSHWORKER_TEST_POSTGRES_URL:-$(deploy/local/postgres.sh url)}"
 # The tests' temporary files (configurations, keys, databases, the workers' files) go to a
 # directory of this run, removed at the end. Others may read it: rabbitmqctl runs as the rabbitmq
-# user and reads the definitions files the tests write there.
+# user and reads the definitions files the tests write there, so it is under /tmp whatever the
+# caller's TMPDIR (which that user may not be able to reach).
 test_tmp="$(mktemp -d /tmp/pushworker-tests.XXXXXX)"
 chmod 755 "$test_tmp"
 stop_servers() {

@@ -49,8 +49,9 @@ final class ConnectionDriver: @unchecked Sendable {
 
     /// Starts the I/O thread and returns once the first connection is up and the topology is
     /// declared, or throws the reason it could not be: a misconfigured worker should fail at
-    /// start-up, not retry forever in silence. With `waitsForBroker`, a broker not reachable yet
-    /// is retried (each attempt logged and reported); one that answers and refuses still throws.
+    /// start-up, not retry forever in silence. With `waitsForBroker`, a broker not reachable yet,
+    /// or not able to form a new quorum queue yet, is retried (each attempt logged and reported);
+    /// one that answers and refuses still throws.
     func start() async throws {
         try await withCheckedThrowingContinuation { (startup: CheckedContinuation<Void, Error>) in
             // Named from inside: Foundation on Linux does not give the thread a name set before
@@ -94,6 +95,9 @@ final class ConnectionDriver: @unchecked Sendable {
 
     private func run(startup: CheckedContinuation<Void, Error>) {
         var startup: CheckedContinuation<Void, Error>? = startup
+        // A node that answered during the start, though it could not form a quorum queue: a start
+        // that fails after it does not say that no node could be reached.
+        var answered: AMQPError?
         while !lifecycle.isShuttingDown {
             if lifecycle.connection == nil {
                 do {
@@ -107,12 +111,13 @@ final class ConnectionDriver: @unchecked Sendable {
                         let untried = lifecycle.failedAttempts + 1 < configuration.addresses.count
                         guard Self.brokerNotReady(error), configuration.waitsForBroker || untried else {
                             let failure = configuration.addresses.count > 1 && !error.isClusterNotFormed && Self.brokerNotReady(error)
-                                ? AMQPError(error.kind, "no broker node of \(configuration.addresses.count) could be reached (\(configuration.redactedURLs)); the last: \(error.message)")
+                                ? answered ?? AMQPError(error.kind, "no broker node of \(configuration.addresses.count) could be reached (\(configuration.redactedURLs)); the last: \(error.message)")
                                 : error
                             first.resume(throwing: failure)
                             finish(failure)
                             return
                         }
+                        if error.isClusterNotFormed { answered = error }
                         logger.warning(
                             error.isClusterNotFormed ? "the broker cannot form a quorum queue's cluster yet; retrying" : "the broker cannot be reached yet; retrying",
                             metadata: ["error": "\(error)", "attempt": "\(lifecycle.failedAttempts + 1)"])
