@@ -34,7 +34,6 @@ struct MockFCMService: Sendable {
         var accepted: RecordedFCMMessage?
     }
 
-    let accounts: [MockFCMAccount]
     /// Each account's public key by its key id. The assertion is checked here, synchronously, not
     /// by jwt-kit's `JWTKeyCollection`: that is an actor, and awaiting it needs a thread of Swift's
     /// cooperative pool. The mock answers on its event loop, so it keeps answering when tests in
@@ -45,7 +44,6 @@ struct MockFCMService: Sendable {
     let tokenLifetime: Int
 
     init(accounts: [MockFCMAccount], state: MockAPNsState, tokenLifetime: Int) throws {
-        self.accounts = accounts
         self.state = state
         self.tokenLifetime = tokenLifetime
         var keys: [String: (account: MockFCMAccount, key: _RSA.Signing.PublicKey)] = [:]

@@ -110,7 +110,7 @@ final class ConnectionDriver: @unchecked Sendable {
                         // Every node is tried before a start fails on an unreachable broker.
                         let untried = lifecycle.failedAttempts + 1 < configuration.addresses.count
                         guard Self.brokerNotReady(error), configuration.waitsForBroker || untried else {
-                            let failure = configuration.addresses.count > 1 && !error.isClusterNotFormed && Self.brokerNotReady(error)
+                            let failure = configuration.addresses.count > 1 && Self.brokerNotReachable(error)
                                 ? answered ?? AMQPError(error.kind, "no broker node of \(configuration.addresses.count) could be reached (\(configuration.redactedURLs)); the last: \(error.message)")
                                 : error
                             first.resume(throwing: failure)
@@ -145,14 +145,18 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     /// Failures that a broker still starting (or a network not up yet) gives, as opposed to a
-    /// broker that answers and refuses; and a quorum queue whose cluster the broker has not formed
-    /// yet (``AMQPError/isClusterNotFormed``), which declaring again once the nodes answer mends.
-    private static func brokerNotReady(_ error: AMQPError) -> Bool {
+    /// broker that answers and refuses.
+    private static func brokerNotReachable(_ error: AMQPError) -> Bool {
         switch error.kind {
         case .connectionFailed, .timeout, .connectionLost: true
-        case .brokerClosed: error.isClusterNotFormed
         default: false
         }
+    }
+
+    /// Those, and a quorum queue whose cluster the broker has not formed yet
+    /// (``AMQPError/isClusterNotFormed``), which declaring again once the nodes answer mends.
+    private static func brokerNotReady(_ error: AMQPError) -> Bool {
+        brokerNotReachable(error) || error.isClusterNotFormed
     }
 
     /// Connects to the current address; on failure the next attempt goes to the next address.
