@@ -55,7 +55,12 @@ struct BrokerRestartTests {
             }
         }
 
-        try await Task.sleep(for: .seconds(1))
+        // Stopped once the stream is under way, however slowly a loaded machine publishes.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while confirmed.withLock({ $0.count }) < 50 {
+            guard ContinuousClock.now < deadline else { throw TestFailure("no 50 publishes confirmed within 60 s") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
         let confirmedBeforeStop = confirmed.withLock { $0.count }
         try await TestBroker.rabbitmqctl("stop_app")
         try await Task.sleep(for: .seconds(1))
@@ -66,8 +71,8 @@ struct BrokerRestartTests {
         #expect(confirmedBeforeStop > 0 && confirmedBeforeStop < total, "the restart should fall mid-stream (\(confirmedBeforeStop) confirmed before it)")
         #expect(confirmed.withLock { $0.count } == total)
 
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
+        let arrival = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < arrival {
             if confirmed.value.isSubset(of: received.value) { break }
             try await Task.sleep(for: .milliseconds(100))
         }
