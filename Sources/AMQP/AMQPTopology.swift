@@ -48,6 +48,10 @@ public struct AMQPTopology: Sendable, Hashable {
             self.arguments = arguments
         }
 
+        /// Whether the broker makes it a quorum queue, whose declaration waits for a leader's
+        /// election.
+        public var isQuorum: Bool { arguments["x-queue-type"] == "quorum" }
+
         /// A durable queue with the common RabbitMQ arguments spelled out, so callers do not
         /// have to remember the `x-` names or their wire types.
         public static func durable(

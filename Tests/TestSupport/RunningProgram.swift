@@ -22,13 +22,24 @@ public final class RunningProgram: @unchecked Sendable {
 
     public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
-    /// Waits until the log contains `text`, or fails after `limit` (generous: a worker's start
-    /// on a loaded machine is slow, and this waits for one event, not for a volume of work).
+    /// Waits until the log contains `text`. Fails once the program has logged nothing new for
+    /// `limit`, or after four times `limit` in all: a program that logs each retry (a worker
+    /// waiting for its broker on a loaded machine) is making progress, one that falls silent is
+    /// not.
     public func waitForLog(_ text: String, within limit: Duration = .seconds(60)) async throws {
-        let deadline = ContinuousClock.now + limit
-        while !log.contains(text) {
+        let start = ContinuousClock.now
+        var deadline = start + limit
+        var seen = 0
+        while true {
+            let log = self.log
+            if log.contains(text) { return }
             guard process.isRunning else { throw TestFailure("the program exited (\(process.terminationStatus)) before logging '\(text)':\n\(log)") }
-            guard ContinuousClock.now < deadline else { throw TestFailure("no '\(text)' in the log within \(limit):\n\(log)") }
+            let now = ContinuousClock.now
+            if log.utf8.count > seen {
+                seen = log.utf8.count
+                deadline = min(now + limit, start + limit * 4)
+            }
+            guard now < deadline else { throw TestFailure("no '\(text)' in the log within \(now - start) (\(limit) without a new line):\n\(log)") }
             try await Task.sleep(for: .milliseconds(50))
         }
     }

@@ -107,7 +107,7 @@ ENV
   done
   if ! ctl await_startup --timeout 10 >/dev/null 2>&1; then
     echo "RabbitMQ did not start; its log:" >&2
-    tail -50 "$dir"/log/*.log >&2 || true
+    tail -n 50 "$dir"/log/*.log >&2 || true
     exit 1
   fi
   local files

@@ -224,12 +224,15 @@ final class ConnectionDriver: @unchecked Sendable {
             try handle.check(amqp_get_rpc_reply(state), during: "declaring exchange '\(exchange.name)'", timeout: configuration.rpcTimeout)
         }
         for queue in topology.queues {
-            CArena.with { arena in
-                _ = amqp_queue_declare(
-                    state, channel, arena.bytes(queue.name), 0, queue.durable ? 1 : 0, queue.exclusive ? 1 : 0,
-                    queue.autoDelete ? 1 : 0, arena.table(queue.arguments))
+            let timeout = handle.declarationTimeout(for: queue)
+            try handle.withRPCTimeout(timeout) {
+                CArena.with { arena in
+                    _ = amqp_queue_declare(
+                        state, channel, arena.bytes(queue.name), 0, queue.durable ? 1 : 0, queue.exclusive ? 1 : 0,
+                        queue.autoDelete ? 1 : 0, arena.table(queue.arguments))
+                }
+                try handle.check(amqp_get_rpc_reply(state), during: "declaring queue '\(queue.name)'", timeout: timeout)
             }
-            try handle.check(amqp_get_rpc_reply(state), during: "declaring queue '\(queue.name)'", timeout: configuration.rpcTimeout)
         }
         for binding in topology.bindings {
             CArena.with { arena in

@@ -27,6 +27,16 @@ final class ConnectionHandle {
     /// How long a write may find the socket full with nothing heard from the broker: two
     /// heartbeats, as the broker itself waits; nil without heartbeats.
     private var stall: Duration?
+    /// librabbitmq's time limit for a synchronous reply, as configured.
+    private var rpcTimeout: Duration = .seconds(10)
+
+    /// How long a quorum queue's declaration waits for the broker's answer. RabbitMQ answers once
+    /// the queue's Raft cluster has started, or has failed to (`cluster_not_formed`, after 15 s on
+    /// 3.10), and it removes a queue that failed *before* it answers. A client that gives up
+    /// first and declares again is told declare-ok for a queue about to be removed, and its
+    /// binding or consumer then finds no queue; one that waits for the answer declares the queue
+    /// anew.
+    static let quorumDeclarationTimeout: Duration = .seconds(30)
 
     private init(state: amqp_connection_state_t) {
         self.state = state
@@ -60,6 +70,7 @@ final class ConnectionHandle {
         var rpcTimeout = timeval(configuration.rpcTimeout)
         amqp_set_handshake_timeout(state, &handshakeTimeout)
         amqp_set_rpc_timeout(state, &rpcTimeout)
+        handle.rpcTimeout = configuration.rpcTimeout
 
         let heartbeat = Int32(configuration.heartbeat.components.seconds)
         let login: amqp_rpc_reply_t = CArena.with { arena in
@@ -154,6 +165,24 @@ final class ConnectionHandle {
         }
     }
 
+    /// The time a declaration of `queue` waits for the broker's answer.
+    func declarationTimeout(for queue: AMQPTopology.Queue) -> Duration {
+        queue.isQuorum ? max(rpcTimeout, Self.quorumDeclarationTimeout) : rpcTimeout
+    }
+
+    /// Runs `body`, whose library calls wait up to `timeout` for a synchronous reply, then
+    /// restores the configured limit.
+    func withRPCTimeout<T>(_ timeout: Duration, _ body: () throws -> T) rethrows -> T {
+        guard timeout != rpcTimeout else { return try body() }
+        var longer = timeval(timeout)
+        amqp_set_rpc_timeout(state, &longer)
+        defer {
+            var configured = timeval(rpcTimeout)
+            amqp_set_rpc_timeout(state, &configured)
+        }
+        return try body()
+    }
+
     /// Carries out `operation` on the inspection channel, so a refusal closes that channel only.
     /// Frames for channel 1 that arrive meanwhile are queued by librabbitmq and read by the next
     /// `readFrames`. Returns the queue's status for `inspect` (nil: no such queue) and `declare`.
@@ -164,7 +193,9 @@ final class ConnectionHandle {
             try check(amqp_get_rpc_reply(state), during: "opening the inspection channel", timeout: timeout)
             inspectionChannelOpen = true
         }
-        let (context, status): (String, AMQPQueueStatus?) = CArena.with { arena in
+        var timeout = timeout
+        if case .declare(let queue) = operation { timeout = max(timeout, declarationTimeout(for: queue)) }
+        let (context, status): (String, AMQPQueueStatus?) = withRPCTimeout(timeout) { CArena.with { arena in
             switch operation {
             case .inspect(let queue):
                 let ok = amqp_queue_declare(state, channel, arena.bytes(queue), 1, 0, 0, 0, arena.table([:]))
@@ -188,7 +219,7 @@ final class ConnectionHandle {
                     arena.table(binding.arguments))
                 return ("unbinding queue '\(binding.queue)' from exchange '\(binding.exchange)'", nil)
             }
-        }
+        } }
         let reply = amqp_get_rpc_reply(state)
         if reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION, reply.reply.id == PW_CHANNEL_CLOSE, let decoded = reply.reply.decoded {
             let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
