@@ -30,9 +30,10 @@ public struct AMQPConfiguration: Sendable {
     /// Whether the first connection waits for a broker that cannot be reached yet, retrying with
     /// `reconnect`'s backoff, instead of failing the start. For a worker started beside its broker
     /// (a container, a pod) that should come up when the broker does. A new quorum queue the broker
-    /// cannot form yet (``AMQPError/isClusterNotFormed``) is waited for the same way. Refused
-    /// credentials, TLS failures and other declarations the broker refuses still fail the start:
-    /// waiting cannot fix them.
+    /// cannot form yet (``AMQPError/isClusterNotFormed``) is waited for the same way, and a queue
+    /// the broker removed just after declaring it (``AMQPError/declaredQueueRemoved``) is declared
+    /// again. Refused credentials, TLS failures and other declarations the broker refuses still
+    /// fail the start: waiting cannot fix them.
     public var waitsForBroker = false
     /// Told of every connection change, on the connection's I/O thread: must return at once.
     public var onConnectionEvent: (@Sendable (AMQPConnectionEvent) -> Void)?

@@ -35,6 +35,11 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible {
     public let message: String
     public let replyCode: UInt16?
     public let replyText: String?
+    /// A queue this connection had just declared was gone when it bound or consumed from it
+    /// (reply 404): the broker removed it meanwhile, as it removes a quorum queue whose election
+    /// failed after answering an earlier, abandoned declaration of it with declare-ok. Declaring
+    /// it again makes it anew.
+    public internal(set) var declaredQueueRemoved = false
 
     public init(_ kind: Kind, _ message: String, replyCode: UInt16? = nil, replyText: String? = nil) {
         self.kind = kind
@@ -56,6 +61,13 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible {
     /// election. The broker deletes the half-made queue; declaring it again can succeed.
     public var isClusterNotFormed: Bool {
         kind == .brokerClosed && replyCode == 541 && replyText?.contains("cluster_not_formed") == true
+    }
+
+    /// This error, marked as a 404 on a queue the connection had just declared.
+    func declaredQueueWasRemoved() -> AMQPError {
+        var marked = self
+        marked.declaredQueueRemoved = true
+        return marked
     }
 
     public var description: String {

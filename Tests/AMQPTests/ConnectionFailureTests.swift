@@ -66,6 +66,54 @@ extension BrokerTests {
             }
         }
 
+        @Test("a queue of the topology the broker removes just after declaring it: a start that waits for the broker declares it again until it stays; one that does not fails naming the binding")
+        func declaresAgainAQueueRemovedMeanwhile() async throws {
+            // RabbitMQ removes a quorum queue whose election failed; a declaration of it abandoned
+            // and made again is told declare-ok first. The same 404 on binding comes, on demand,
+            // from a queue that expires a millisecond after it is declared and left unused while
+            // three more are declared.
+            let prefix = "test.removed.\(UUID().uuidString.prefix(8).lowercased())"
+            let queue = AMQPTopology.Queue("\(prefix).q", durable: false, arguments: ["x-expires": .int64(1)])
+            let topology = AMQPTopology(
+                exchanges: [AMQPTopology.Exchange("\(prefix).x", type: "direct", durable: false, autoDelete: true)],
+                queues: [queue] + (1...3).map { AMQPTopology.Queue("\(prefix).filler\($0)", durable: false, exclusive: true) },
+                bindings: [AMQPTopology.Binding(queue: queue.name, exchange: "\(prefix).x", routingKey: "k")])
+            var configuration = try TestBroker.configuration(topology: topology)
+            configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200))
+            do {
+                _ = try await AMQPPublisher.connect(configuration)
+                Issue.record("bound a queue that had expired")
+            } catch let error as AMQPError {
+                #expect(error.replyCode == 404 && error.declaredQueueRemoved, "\(error)")
+                #expect(error.message.contains("binding queue '\(queue.name)'"), "\(error)")
+            }
+
+            configuration.waitsForBroker = true
+            let failures = Locked<[AMQPError]>([])
+            configuration.onConnectionEvent = { event in
+                if case .attemptFailed(let error) = event { failures.withLock { $0.append(error) } }
+            }
+            let starting = Task { [configuration] in try await AMQPPublisher.connect(configuration) }
+            defer { Task { try? await starting.value.close() } }
+            let deadline = ContinuousClock.now + .seconds(60)
+            while failures.value.count < 3 {
+                guard ContinuousClock.now < deadline else { throw TestFailure("fewer than 3 attempts reported: \(failures.value)") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(failures.value.allSatisfy { $0.declaredQueueRemoved && $0.replyCode == 404 }, "\(failures.value)")
+            // A consumer keeps the queue from expiring: the next attempt binds it and the start ends.
+            var holding: AMQPConsumer?
+            for _ in 1...5 where holding == nil {
+                holding = try? await AMQPConsumer.connect(try TestBroker.configuration(topology: AMQPTopology(queues: [queue])), queue: queue.name)
+            }
+            let holder = try #require(holding, "no consumer could hold the queue")
+            let publisher = try await withTimeout(.seconds(60), "the start once the queue stays") { try await starting.value }
+            // Mandatory: the broker returns it unless the binding the start made routes it.
+            try await publisher.publish(AMQPMessage(exchange: "\(prefix).x", routingKey: "k", body: [1], mandatory: true))
+            await publisher.close()
+            await holder.close()
+        }
+
         @Test("several addresses: a node that does not answer is passed over at the start and after a loss; the event names the node and says fail-over")
         func failsOverToTheNextAddress() async throws {
             let broker = try TestBroker.configuration()

@@ -117,9 +117,11 @@ final class ConnectionDriver: @unchecked Sendable {
                             finish(failure)
                             return
                         }
-                        if error.isClusterNotFormed { answered = error }
+                        if error.isClusterNotFormed || error.declaredQueueRemoved { answered = error }
                         logger.warning(
-                            error.isClusterNotFormed ? "the broker cannot form a quorum queue's cluster yet; retrying" : "the broker cannot be reached yet; retrying",
+                            error.isClusterNotFormed ? "the broker cannot form a quorum queue's cluster yet; retrying"
+                                : error.declaredQueueRemoved ? "the broker removed a queue just declared; declaring again"
+                                : "the broker cannot be reached yet; retrying",
                             metadata: ["error": "\(error)", "attempt": "\(lifecycle.failedAttempts + 1)"])
                     } else {
                         logger.warning("AMQP reconnect failed", metadata: ["error": "\(error)"])
@@ -153,10 +155,11 @@ final class ConnectionDriver: @unchecked Sendable {
         }
     }
 
-    /// Those, and a quorum queue whose cluster the broker has not formed yet
-    /// (``AMQPError/isClusterNotFormed``), which declaring again once the nodes answer mends.
+    /// Those, a quorum queue whose cluster the broker has not formed yet
+    /// (``AMQPError/isClusterNotFormed``), which declaring again once the nodes answer mends, and
+    /// a queue the broker removed just after declaring it (``AMQPError/declaredQueueRemoved``).
     private static func brokerNotReady(_ error: AMQPError) -> Bool {
-        brokerNotReachable(error) || error.isClusterNotFormed
+        brokerNotReachable(error) || error.isClusterNotFormed || error.declaredQueueRemoved
     }
 
     /// Connects to the current address; on failure the next attempt goes to the next address.
@@ -205,9 +208,21 @@ final class ConnectionDriver: @unchecked Sendable {
                         handle.state, ConnectionHandle.channel, arena.bytes(subscription.queue), arena.bytes(subscription.consumerTag),
                         0, 0, 0, arena.table(consume.arguments))
                 }
-                try handle.check(
-                    amqp_get_rpc_reply(handle.state), during: "consuming from queue '\(subscription.queue)'", timeout: configuration.rpcTimeout)
+                try declared(subscription.queue) {
+                    try handle.check(
+                        amqp_get_rpc_reply(handle.state), during: "consuming from queue '\(subscription.queue)'", timeout: configuration.rpcTimeout)
+                }
             }
+        }
+    }
+
+    /// Runs `step`, which uses `queue`; a 404 for a queue of the topology, declared moments ago,
+    /// is marked as such (``AMQPError/declaredQueueRemoved``).
+    private func declared(_ queue: String, _ step: () throws -> Void) throws {
+        do {
+            try step()
+        } catch let error as AMQPError where error.replyCode == 404 && configuration.topology.queues.contains(where: { $0.name == queue }) {
+            throw error.declaredQueueWasRemoved()
         }
     }
 
@@ -240,10 +255,12 @@ final class ConnectionDriver: @unchecked Sendable {
                     state, channel, arena.bytes(binding.queue), arena.bytes(binding.exchange),
                     arena.bytes(binding.routingKey), arena.table(binding.arguments))
             }
-            try handle.check(
-                amqp_get_rpc_reply(state),
-                during: "binding queue '\(binding.queue)' to exchange '\(binding.exchange)' with key '\(binding.routingKey)'",
-                timeout: configuration.rpcTimeout)
+            try declared(binding.queue) {
+                try handle.check(
+                    amqp_get_rpc_reply(state),
+                    during: "binding queue '\(binding.queue)' to exchange '\(binding.exchange)' with key '\(binding.routingKey)'",
+                    timeout: configuration.rpcTimeout)
+            }
         }
     }
 
