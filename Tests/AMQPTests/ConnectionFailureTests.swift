@@ -66,18 +66,19 @@ extension BrokerTests {
             }
         }
 
-        @Test("a queue of the topology the broker removes just after declaring it: a start that waits for the broker declares it again until it stays; one that does not fails naming the binding")
+        @Test("a queue of the topology the broker removes just after declaring it: a start that waits for the broker declares it again until it stays; one that does not fails naming the binding; a missing exchange fails either")
         func declaresAgainAQueueRemovedMeanwhile() async throws {
             // RabbitMQ removes a quorum queue whose election failed; a declaration of it abandoned
             // and made again is told declare-ok first. The same 404 on binding comes, on demand,
             // from a queue that expires a millisecond after it is declared and left unused while
-            // three more are declared.
+            // twenty more are declared.
             let prefix = "test.removed.\(UUID().uuidString.prefix(8).lowercased())"
             let queue = AMQPTopology.Queue("\(prefix).q", durable: false, arguments: ["x-expires": .int64(1)])
+            let exchange = AMQPTopology.Exchange("\(prefix).x", type: "direct", durable: false, autoDelete: true)
             let topology = AMQPTopology(
-                exchanges: [AMQPTopology.Exchange("\(prefix).x", type: "direct", durable: false, autoDelete: true)],
-                queues: [queue] + (1...3).map { AMQPTopology.Queue("\(prefix).filler\($0)", durable: false, exclusive: true) },
-                bindings: [AMQPTopology.Binding(queue: queue.name, exchange: "\(prefix).x", routingKey: "k")])
+                exchanges: [exchange],
+                queues: [queue] + (1...20).map { AMQPTopology.Queue("\(prefix).filler\($0)", durable: false, exclusive: true) },
+                bindings: [AMQPTopology.Binding(queue: queue.name, exchange: exchange.name, routingKey: "k")])
             var configuration = try TestBroker.configuration(topology: topology)
             configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200))
             do {
@@ -88,28 +89,57 @@ extension BrokerTests {
                 #expect(error.message.contains("binding queue '\(queue.name)'"), "\(error)")
             }
 
+            // A binding to an exchange nobody declared is a 404 too, which waiting cannot mend.
+            var misspelt = configuration
+            misspelt.waitsForBroker = true
+            misspelt.topology = AMQPTopology(
+                queues: [AMQPTopology.Queue("\(prefix).kept", durable: false, exclusive: true)],
+                bindings: [AMQPTopology.Binding(queue: "\(prefix).kept", exchange: "\(prefix).no-such-exchange", routingKey: "k")])
+            // Unstructured, so that a start retrying for ever (the defect) fails the test instead
+            // of hanging it.
+            let refused = Task { [misspelt] in try await AMQPPublisher.connect(misspelt) }
+            let outcome = Locked<Result<AMQPPublisher, any Error>?>(nil)
+            Task { let result = await refused.result; outcome.withLock { $0 = result } }
+            let refusedBy = ContinuousClock.now + .seconds(60)
+            while outcome.value == nil && ContinuousClock.now < refusedBy {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            switch outcome.value {
+            case .failure(let error as AMQPError): #expect(error.replyCode == 404 && !error.declaredQueueRemoved, "\(error)")
+            case .failure(let error): Issue.record("the start failed otherwise: \(error)")
+            case .success(let publisher): Issue.record("bound a queue to an exchange that does not exist"); await publisher.close()
+            case nil: Issue.record("the start binding to a missing exchange still waits after 60 s")
+            }
+
             configuration.waitsForBroker = true
             let failures = Locked<[AMQPError]>([])
             configuration.onConnectionEvent = { event in
                 if case .attemptFailed(let error) = event { failures.withLock { $0.append(error) } }
             }
-            let starting = Task { [configuration] in try await AMQPPublisher.connect(configuration) }
-            defer { Task { try? await starting.value.close() } }
+            let ended = Locked(false)
+            let starting = Task { [configuration] in
+                defer { ended.withLock { $0 = true } }
+                return try await AMQPPublisher.connect(configuration)
+            }
             let deadline = ContinuousClock.now + .seconds(60)
-            while failures.value.count < 3 {
-                guard ContinuousClock.now < deadline else { throw TestFailure("fewer than 3 attempts reported: \(failures.value)") }
+            while failures.value.count < 3 && !ended.value && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(20))
             }
+            #expect(!ended.value, "the start ended before the queue could stay: \(failures.value)")
+            #expect(failures.value.count >= 3, "\(failures.value)")
             #expect(failures.value.allSatisfy { $0.declaredQueueRemoved && $0.replyCode == 404 }, "\(failures.value)")
-            // A consumer keeps the queue from expiring: the next attempt binds it and the start ends.
-            var holding: AMQPConsumer?
-            for _ in 1...5 where holding == nil {
-                holding = try? await AMQPConsumer.connect(try TestBroker.configuration(topology: AMQPTopology(queues: [queue])), queue: queue.name)
+            // A consumer keeps the queue from expiring; it waits for the broker too, so it declares
+            // again until its consume comes before the expiry. The start's next attempt then
+            // binds the queue, and the start ends (whatever the checks above found).
+            var holding = try TestBroker.configuration(topology: AMQPTopology(queues: [queue]))
+            holding.waitsForBroker = true
+            holding.reconnect = configuration.reconnect
+            let holder = try await withTimeout(.seconds(60), "the consumer holding the queue") { [holding] in
+                try await AMQPConsumer.connect(holding, queue: queue.name)
             }
-            let holder = try #require(holding, "no consumer could hold the queue")
             let publisher = try await withTimeout(.seconds(60), "the start once the queue stays") { try await starting.value }
             // Mandatory: the broker returns it unless the binding the start made routes it.
-            try await publisher.publish(AMQPMessage(exchange: "\(prefix).x", routingKey: "k", body: [1], mandatory: true))
+            try await publisher.publish(AMQPMessage(exchange: exchange.name, routingKey: "k", body: [1], mandatory: true))
             await publisher.close()
             await holder.close()
         }

@@ -39,7 +39,10 @@ public final class RunningProgram: @unchecked Sendable {
                 seen = log.utf8.count
                 deadline = min(now + limit, start + limit * 4)
             }
-            guard now < deadline else { throw TestFailure("no '\(text)' in the log within \(now - start) (\(limit) without a new line):\n\(log)") }
+            guard now < deadline else {
+                let why = deadline == start + limit * 4 ? "the longest wait, 4 × \(limit)" : "\(limit) without a new line"
+                throw TestFailure("no '\(text)' in the log within \(now - start) (\(why)):\n\(log)")
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
     }

@@ -216,12 +216,16 @@ final class ConnectionDriver: @unchecked Sendable {
         }
     }
 
-    /// Runs `step`, which uses `queue`; a 404 for a queue of the topology, declared moments ago,
-    /// is marked as such (``AMQPError/declaredQueueRemoved``).
+    /// Runs `step`, which uses `queue`; the broker's "no queue" (404) for a queue of the topology,
+    /// declared moments ago, is marked as such (``AMQPError/declaredQueueRemoved``). Its 404 for a
+    /// missing exchange is not: declaring again cannot mend that.
     private func declared(_ queue: String, _ step: () throws -> Void) throws {
         do {
             try step()
-        } catch let error as AMQPError where error.replyCode == 404 && configuration.topology.queues.contains(where: { $0.name == queue }) {
+        } catch let error as AMQPError
+            where error.replyCode == 404 && error.replyText?.contains("no queue '\(queue)'") == true
+            && configuration.topology.queues.contains(where: { $0.name == queue })
+        {
             throw error.declaredQueueWasRemoved()
         }
     }
