@@ -21,7 +21,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
     @Option(name: .customLong("topic"), help: "Topic to accept; repeatable; none accepts any.") var topics: [String] = []
     @Option(name: .customLong("max-streams"), help: "MAX_CONCURRENT_STREAMS after the first accepted request.") var maxStreams = 1000
     @Option(name: .customLong("unregistered"), help: "Token to answer 410 Unregistered, invalid as of each request; repeatable.") var unregistered: [String] = []
-    @Option(name: .customLong("report-port"), help: "Port for the plain-HTTP report endpoint (GET /counts, /notifications).") var reportPort: Int?
+    @Option(name: .customLong("report-port"), help: "Port for the plain-HTTP report endpoint (GET /counts, /notifications; 0 for a free one, printed).") var reportPort: Int?
     @Option(help: "Event loop threads.") var threads = 1
     @Option(
         name: .customLong("management-port"),

@@ -30,7 +30,8 @@ extension BrokerTests {
             let broker = try TestBroker.configuration()
             var configuration = broker
             // Nothing listens here until the relay to the real broker opens.
-            configuration.address.port = try TestPorts.free()
+            let closed = try ClosedPort()
+            configuration.address.port = closed.port
             configuration.waitsForBroker = true
             configuration.reconnect = AMQPReconnectPolicy(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200))
             let events = Locked<[String]>([])
@@ -48,6 +49,7 @@ extension BrokerTests {
                 guard ContinuousClock.now < deadline else { throw TestFailure("fewer than 3 attempts reported: \(events.value)") }
                 try await Task.sleep(for: .milliseconds(20))
             }
+            closed.release()
             let relay = try TCPRelay(port: configuration.address.port, targetHost: broker.address.host, targetPort: broker.address.port)
             defer { relay.stop() }
             let publisher = try await withTimeout(.seconds(30), "the start after the broker appeared") { try await starting.value }
@@ -95,20 +97,14 @@ extension BrokerTests {
             misspelt.topology = AMQPTopology(
                 queues: [AMQPTopology.Queue("\(prefix).kept", durable: false, exclusive: true)],
                 bindings: [AMQPTopology.Binding(queue: "\(prefix).kept", exchange: "\(prefix).no-such-exchange", routingKey: "k")])
-            // Unstructured, so that a start retrying for ever (the defect) fails the test instead
-            // of hanging it.
-            let refused = Task { [misspelt] in try await AMQPPublisher.connect(misspelt) }
-            let outcome = Locked<Result<AMQPPublisher, any Error>?>(nil)
-            Task { let result = await refused.result; outcome.withLock { $0 = result } }
-            let refusedBy = ContinuousClock.now + .seconds(60)
-            while outcome.value == nil && ContinuousClock.now < refusedBy {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            switch outcome.value {
-            case .failure(let error as AMQPError): #expect(error.replyCode == 404 && !error.declaredQueueRemoved, "\(error)")
-            case .failure(let error): Issue.record("the start failed otherwise: \(error)")
-            case .success(let publisher): Issue.record("bound a queue to an exchange that does not exist"); await publisher.close()
-            case nil: Issue.record("the start binding to a missing exchange still waits after 60 s")
+            do {
+                let publisher = try await withTimeout(.seconds(60), "the start binding to a missing exchange still waits") { [misspelt] in
+                    try await AMQPPublisher.connect(misspelt)
+                }
+                Issue.record("bound a queue to an exchange that does not exist")
+                await publisher.close()
+            } catch let error as AMQPError {
+                #expect(error.replyCode == 404 && !error.declaredQueueRemoved, "\(error)")
             }
 
             configuration.waitsForBroker = true
@@ -147,7 +143,9 @@ extension BrokerTests {
         @Test("several addresses: a node that does not answer is passed over at the start and after a loss; the event names the node and says fail-over")
         func failsOverToTheNextAddress() async throws {
             let broker = try TestBroker.configuration()
-            let deadPort = try TestPorts.free()
+            let dead = try ClosedPort()
+            defer { dead.release() }
+            let deadPort = dead.port
             let relayPort = try TestPorts.free()
             var configuration = try AMQPConfiguration(urls: [
                 "amqp://\(broker.address.user):\(broker.address.password)@127.0.0.1:\(deadPort)/",
@@ -192,7 +190,9 @@ extension BrokerTests {
             await publisher.close()
 
             // No node answers: the start fails naming them all, password masked.
-            let none = try AMQPConfiguration(urls: ["amqp://u:hunter2@127.0.0.1:\(deadPort)/", "amqp://u:hunter2@127.0.0.1:\(try TestPorts.free())/"])
+            let alsoDead = try ClosedPort()
+            defer { alsoDead.release() }
+            let none = try AMQPConfiguration(urls: ["amqp://u:hunter2@127.0.0.1:\(deadPort)/", "amqp://u:hunter2@127.0.0.1:\(alsoDead.port)/"])
             do {
                 _ = try await AMQPPublisher.connect(none)
                 Issue.record("connected to no broker")

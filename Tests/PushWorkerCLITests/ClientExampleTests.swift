@@ -145,7 +145,9 @@ struct ClientExampleTests {
         let tokens = [Self.token(1), Self.token(2), dead]
         // Two nodes, one of them down: each producer connects to the one that answers, whichever
         // it tries first.
-        let down = "amqp://guest:guest@127.0.0.1:\(try TestPorts.free())/"
+        let closed = try ClosedPort()
+        defer { closed.release() }
+        let down = "amqp://guest:guest@127.0.0.1:\(closed.port)/"
         // Results one message per device, then packed (results: batched): the producer prints
         // each device's result on its own line either way. `failures` (only the dead token's)
         // shows the producer passes PUSHWORKER_RESULTS on; the worker tests show what it does.

@@ -13,7 +13,6 @@ struct DeliveriesPageTests {
 
     @Test("off by default; with its bearer token a search by user, job or idempotency key shows one line per device, newest first, with outcome and reason, and Older the next page; a wrong token is refused")
     func page() async throws {
-        let port = try TestPorts.free()
         let bearer = "page-token-\(UUID().uuidString)"
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("page-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -21,13 +20,14 @@ struct DeliveriesPageTests {
         let setup = try await WorkerProcessTests.setUp(
             faults: [MockAPNsFault(.reject(.unregistered), tokens: [Self.token(2)])],
             extra: """
-                metrics_address: 127.0.0.1:\(port)
+                metrics_address: 127.0.0.1:0
                 registry: {sqlite: \(directory.appendingPathComponent("registry.db").path)}
                 ledger: {page_token_env: PUSHWORKER_TEST_PAGE_TOKEN}
                 """)
         defer { Task { try? await setup.mock.shutdown() } }
         let worker = try RunningProgram.worker(config: setup.config, environment: ["PUSHWORKER_TEST_PAGE_TOKEN": bearer])
         try await worker.waitForLog("worker started")
+        let port = try await worker.metricsPort()
         #expect(worker.log.contains("deliveries_page=on"), "\(worker.log)")
         let publisher = try await TestBroker.publisher()
         let results = try await TestBroker.consumer(queue: "\(setup.prefix).results", prefetch: 10)

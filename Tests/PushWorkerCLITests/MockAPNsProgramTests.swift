@@ -12,7 +12,7 @@ struct MockAPNsProgramTests {
     func serveAndReport() async throws {
         let path = MockAPNsFixture.path
 
-        let process = try ChildProcess(Program.built("mock-apns").path, arguments: ["--port", "\(try TestPorts.free())", "--report-port", "\(try TestPorts.free())", "--cert", path("server.pem"),
+        let process = try ChildProcess(Program.built("mock-apns").path, arguments: ["--port", "0", "--report-port", "0", "--cert", path("server.pem"),
             "--key", path("server.key"), "--provider-key", "\(MockAPNsFixture.keyID):\(MockAPNsFixture.teamID):\(path("key.pub"))",
             "--topic", "com.example.app"], output: .pipe, error: .inherit)
         let output = try #require(process.standardOutput)

@@ -40,9 +40,8 @@ struct OperatorEndpointTests {
         let mock = fixture.server
         defer { Task { try? await mock.shutdown() } }
         let prefix = TestBroker.uniqueName("metrics")
-        let metricsPort = try TestPorts.free()
         let config = try MockAPNsFixture.writeConfiguration("""
-            metrics_address: 127.0.0.1:\(metricsPort)
+            metrics_address: 127.0.0.1:0
             amqp: {url: "\(TestBroker.url)"}
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
             apps:
@@ -50,6 +49,7 @@ struct OperatorEndpointTests {
             """)
         let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("worker started")
+        let metricsPort = try await worker.metricsPort()
         _ = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
 
         let results = try await TestBroker.consumer(queue: "\(prefix).results")
@@ -137,9 +137,8 @@ struct OperatorEndpointTests {
         let revoked = FileManager.default.temporaryDirectory.appendingPathComponent("revoked-\(UUID().uuidString.prefix(8)).json")
         try TestServiceAccount.json(fields).write(to: revoked)
         let prefix = TestBroker.uniqueName("fcmmetrics")
-        let metricsPort = try TestPorts.free()
         let config = try MockAPNsFixture.writeConfiguration("""
-            metrics_address: 127.0.0.1:\(metricsPort)
+            metrics_address: 127.0.0.1:0
             amqp: {url: "\(TestBroker.url)"}
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
             retry_delays_ms: [30000, 120000]
@@ -149,6 +148,7 @@ struct OperatorEndpointTests {
             """)
         let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("worker started")
+        let metricsPort = try await worker.metricsPort()
         _ = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
         let results = try await TestBroker.consumer(queue: "\(prefix).results")
         let publisher = try await TestBroker.publisher()
@@ -213,21 +213,23 @@ struct OperatorEndpointTests {
         let broker = try AMQPConfiguration(url: TestBroker.url)
         // The worker is pointed at a port where nothing listens yet; a relay to the real broker
         // opens there later, as a broker starting after its workers would.
-        let brokerPort = try TestPorts.free()
-        let metricsPort = try TestPorts.free()
+        let closedBroker = try ClosedPort()
+        let brokerPort = closedBroker.port
         let prefix = TestBroker.uniqueName("ready")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(prefix)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let config = try MockAPNsFixture.writeConfiguration("""
-            metrics_address: 127.0.0.1:\(metricsPort)
-            amqp: {url: "amqp://\(broker.address.user):\(broker.address.password)@127.0.0.1:\(brokerPort)/"}
-            registry: {sqlite: \(directory.appendingPathComponent("registry.db").path)}
-            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
-            apps:
-            \(fixture.appYAML())
-            """)
-        let worker = try RunningProgram.worker(config: config)
+        // `pushworker health --config` below reads the port from the file.
+        let (worker, metricsPort, config) = try await RunningProgram.worker(onFreePort: { metricsPort in
+            try MockAPNsFixture.writeConfiguration("""
+                metrics_address: 127.0.0.1:\(metricsPort)
+                amqp: {url: "amqp://\(broker.address.user):\(broker.address.password)@127.0.0.1:\(brokerPort)/"}
+                registry: {sqlite: \(directory.appendingPathComponent("registry.db").path)}
+                queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
+                apps:
+                \(fixture.appYAML())
+                """)
+        })
         try await worker.waitForLog("the broker cannot be reached yet")
 
         #expect(try await Self.poll(port: metricsPort, "/healthz") { _ in true }.status == 200)
@@ -244,6 +246,7 @@ struct OperatorEndpointTests {
         let alive = try await Program.running(["health", "--live", "--config", config.path])
         #expect(alive.status == 0 && alive.standardOutput == "http://127.0.0.1:\(metricsPort)/healthz answered 200\n", "\(alive.standardOutput)\(alive.standardError)")
 
+        closedBroker.release()
         let relay = try TCPRelay(port: brokerPort, targetHost: broker.address.host, targetPort: broker.address.port)
         defer { relay.stop() }
         let ready = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
@@ -285,8 +288,10 @@ struct OperatorEndpointTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         // A registry too: its service waits for the broker beside the worker, and must stop as well.
+        let down = try ClosedPort()
+        defer { down.release() }
         let config = try MockAPNsFixture.writeConfiguration("""
-            amqp: {url: "amqp://guest:guest@127.0.0.1:\(try TestPorts.free())/"}
+            amqp: {url: "amqp://guest:guest@127.0.0.1:\(down.port)/"}
             registry: {sqlite: \(directory.appendingPathComponent("registry.db").path)}
             shutdown_grace_seconds: 120
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results, registry: \(prefix).registry}
@@ -322,15 +327,15 @@ struct OperatorEndpointTests {
         let mock = fixture.server
         defer { Task { try? await mock.shutdown() } }
         let prefix = TestBroker.uniqueName("twohost")
-        let filePort = try TestPorts.free()
-        let config = try MockAPNsFixture.writeConfiguration("""
-            metrics_address: 127.0.0.1:\(filePort)
-            amqp: {url: "\(TestBroker.url)", prefetch: 1}
-            queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
-            apps:
-            \(fixture.appYAML())
-            """)
-        let first = try RunningProgram.worker(config: config)
+        let (first, filePort, config) = try await RunningProgram.worker(onFreePort: { filePort in
+            try MockAPNsFixture.writeConfiguration("""
+                metrics_address: 127.0.0.1:\(filePort)
+                amqp: {url: "\(TestBroker.url)", prefetch: 1}
+                queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(prefix).results}
+                apps:
+                \(fixture.appYAML())
+                """)
+        })
         try await first.waitForLog("worker started")
         _ = try await Self.poll(port: filePort, "/readyz") { $0.status == 200 }
 
@@ -344,10 +349,11 @@ struct OperatorEndpointTests {
         #expect(malformed.status != 0)
         #expect(malformed.standardError.contains("PUSHWORKER_METRICS_ADDRESS: '9100' is not HOST:PORT"), "\(malformed.standardError)")
 
-        let secondPort = try TestPorts.free()
-        let second = try RunningProgram.worker(config: config, environment: ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:\(secondPort)"])
+        // Port 0: the kernel picks one, and the log says which.
+        let second = try RunningProgram.worker(config: config, environment: ["PUSHWORKER_METRICS_ADDRESS": "127.0.0.1:0"])
         try await second.waitForLog("worker started")
-        #expect(second.log.contains("address=127.0.0.1:\(secondPort)"), "\(second.log)")
+        let secondPort = try await second.metricsPort()
+        #expect(secondPort != filePort && secondPort != 0, "\(second.log)")
         _ = try await Self.poll(port: secondPort, "/readyz") { $0.status == 200 }
 
         // Both consume (prefetch 1: the broker hands the jobs round), each counting on its own port.

@@ -132,12 +132,12 @@ struct WorkerProcessTests {
 
     @Test("APNs dropping connections with answers unread: every device gets one result, none is lost; each device sent twice shows it in attempts, and the re-sends are counted on /metrics")
     func abruptConnectionLoss() async throws {
-        let metricsPort = try TestPorts.free()
         let setup = try await Self.setUp(
-            faults: [MockAPNsFault(.goAwayAbrupt(afterRequests: 40), times: 3)], extra: "metrics_address: 127.0.0.1:\(metricsPort)")
+            faults: [MockAPNsFault(.goAwayAbrupt(afterRequests: 40), times: 3)], extra: "metrics_address: 127.0.0.1:0")
         defer { Task { try? await setup.mock.shutdown() } }
         let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
+        let metricsPort = try await worker.metricsPort()
         let prefix = setup.prefix
         let topology = AMQPTopology(queues: [.durable("\(prefix).results")])
         let publisher = try await TestBroker.publisher(topology: topology)
@@ -261,12 +261,12 @@ struct WorkerProcessTests {
 
     @Test("past shutdown_grace_seconds the worker exits 1 and the unfinished job is redelivered; /metrics and /healthz answer while it drains")
     func graceExceeded() async throws {
-        let metricsPort = try TestPorts.free()
         // A grace of 8 s, so the probes below still find the endpoint on a busy machine; the mock's
         // answer, 30 s late, comes well after it.
         let (setup, worker) = try await Self.signalledWithJobInHand(
-            "overdue", latency: .seconds(30), extra: "shutdown_grace_seconds: 8\nmetrics_address: 127.0.0.1:\(metricsPort)")
+            "overdue", latency: .seconds(30), extra: "shutdown_grace_seconds: 8\nmetrics_address: 127.0.0.1:0")
         defer { Task { try? await setup.mock.shutdown() } }
+        let metricsPort = try await worker.metricsPort()
         // The endpoint stops after the drain, not with the signal.
         #expect(await HTTPProbe.get(port: metricsPort, "/healthz")?.status == 200)
         #expect(await HTTPProbe.get(port: metricsPort, "/metrics")?.status == 200)

@@ -47,6 +47,41 @@ public final class RunningProgram: @unchecked Sendable {
         }
     }
 
+    /// The port of a worker's operator endpoint, read from its log. Tests configure
+    /// `metrics_address: 127.0.0.1:0`: a port chosen beforehand could be taken by another test's
+    /// server in the seconds the worker takes to start, and the start would fail.
+    public func metricsPort(within limit: Duration = .seconds(60)) async throws -> Int {
+        let announcement = "serving /metrics"
+        try await waitForLog(announcement, within: limit)
+        let line = log.split(separator: "\n").first { $0.contains(announcement) } ?? ""
+        guard let match = line.firstMatch(of: /address\W+[0-9.]+:(\d+)/), let port = Int(match.1) else {
+            throw TestFailure("no address in the endpoint's log line: \(line)")
+        }
+        return port
+    }
+
+    /// A worker whose configuration file must name its endpoint's port (a test of
+    /// `pushworker health --config`, or of two workers sharing one file). A port free a moment
+    /// ago can be taken before the worker binds it, so a start refused for that port is tried
+    /// again on another; tests that only need to reach the endpoint use port 0 and `metricsPort`.
+    public static func worker(
+        onFreePort configuration: (Int) throws -> URL, environment: [String: String] = [:]
+    ) async throws -> (worker: RunningProgram, port: Int, config: URL) {
+        var refused: [Int] = []
+        while refused.count < 5 {
+            let port = try TestPorts.free()
+            let config = try configuration(port)
+            let worker = try RunningProgram.worker(config: config, environment: environment)
+            do {
+                try await worker.waitForLog("serving /metrics")
+                return (worker, port, config)
+            } catch where !worker.process.isRunning && worker.log.contains("cannot listen on 127.0.0.1:\(port)") {
+                refused.append(port)
+            }
+        }
+        throw TestFailure("the worker's start was refused on ports \(refused), each free a moment before")
+    }
+
     /// Sends `signal` and waits for the exit status.
     public func stop(signal: Int32 = SIGTERM, within limit: Duration = .seconds(30)) async throws -> Int32 {
         process.signal(signal)

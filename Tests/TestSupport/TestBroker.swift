@@ -83,17 +83,31 @@ public struct TestFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// Fails instead of hanging when `operation` takes longer than `limit`.
+/// Fails instead of hanging when `operation` takes longer than `limit`. The operation is then
+/// cancelled but not waited for: one that goes on regardless (a connection waiting for its
+/// broker) would hold the test for as long as it runs, as a task group's wait for its children
+/// would.
 public func withTimeout<T: Sendable>(_ limit: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            throw TestFailure("timed out after \(limit): \(what)")
+    // The first to finish the stream decides; later finishes are ignored.
+    let (first, decide) = AsyncThrowingStream<T, any Error>.makeStream()
+    let work = Task {
+        do {
+            decide.yield(try await operation())
+            decide.finish()
+        } catch {
+            decide.finish(throwing: error)
         }
-        defer { group.cancelAll() }
-        return try await group.next()!
     }
+    let timer = Task {
+        try await Task.sleep(for: limit)
+        decide.finish(throwing: TestFailure("timed out after \(limit): \(what)"))
+    }
+    defer {
+        work.cancel()
+        timer.cancel()
+    }
+    for try await value in first { return value }
+    throw CancellationError()  // the stream ends without a value only when the test is cancelled
 }
 
 extension AMQPConsumer {

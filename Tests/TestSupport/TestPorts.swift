@@ -16,10 +16,13 @@ public enum TestPorts {
         }
     }
 
-    /// Binds `descriptor` (an IPv4 TCP socket) to 127.0.0.1 on a free port of the range.
-    public static func bind(_ descriptor: Int32) throws -> Int {
-        var reuse: Int32 = 1
-        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+    /// Binds `descriptor` (an IPv4 TCP socket) to 127.0.0.1 on a free port of the range;
+    /// `reuseAddress` as a listener sets it, so that a port left in TIME_WAIT is usable.
+    public static func bind(_ descriptor: Int32, reuseAddress: Bool = true) throws -> Int {
+        if reuseAddress {
+            var reuse: Int32 = 1
+            setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        }
         for _ in 0..<attempts {
             let port = candidate()
             var address = sockaddr_in()
@@ -35,7 +38,9 @@ public enum TestPorts {
         throw TestFailure("no free port in \(range) after \(attempts) tries")
     }
 
-    /// A port of the range that was free a moment ago, for a program that binds it itself.
+    /// A port of the range that was free a moment ago, for a program that binds it itself. Until
+    /// it does, any other test may take it: a program that can bind port 0 and say which port it
+    /// got is better started that way.
     public static func free() throws -> Int {
         let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard probe >= 0 else { throw TestFailure("socket failed") }
@@ -54,4 +59,35 @@ public enum TestPorts {
         }
         fatalError("unreachable")
     }
+}
+
+/// A port where nothing listens and nothing else can while this lives, for "a node that is
+/// down": a socket bound but not listening, so connections to it are refused. Without
+/// SO_REUSEADDR, no other socket can bind the port. A port merely free a moment ago could be
+/// taken by another test's server, and the test would talk to that instead.
+public final class ClosedPort: Sendable {
+    public let port: Int
+    private let descriptor: Locked<Int32?>
+
+    public init() throws {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw TestFailure("socket failed") }
+        do {
+            port = try TestPorts.bind(socket, reuseAddress: false)
+        } catch {
+            close(socket)
+            throw error
+        }
+        descriptor = Locked(socket)
+    }
+
+    /// Frees the port, for a listener the test opens there next (a broker that comes up).
+    public func release() {
+        descriptor.withLock { descriptor in
+            if let open = descriptor { close(open) }
+            descriptor = nil
+        }
+    }
+
+    deinit { release() }
 }
