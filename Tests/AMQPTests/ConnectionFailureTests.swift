@@ -49,8 +49,7 @@ extension BrokerTests {
                 guard ContinuousClock.now < deadline else { throw TestFailure("fewer than 3 attempts reported: \(events.value)") }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            closed.release()
-            let relay = try TCPRelay(port: configuration.address.port, targetHost: broker.address.host, targetPort: broker.address.port)
+            let relay = try TCPRelay(opening: closed, targetHost: broker.address.host, targetPort: broker.address.port)
             defer { relay.stop() }
             let publisher = try await withTimeout(.seconds(30), "the start after the broker appeared") { try await starting.value }
             let seen = events.value
@@ -146,7 +145,9 @@ extension BrokerTests {
             let dead = try ClosedPort()
             defer { dead.release() }
             let deadPort = dead.port
-            let relayPort = try TestPorts.free()
+            let relayPlace = try ClosedPort()
+            defer { relayPlace.release() }
+            let relayPort = relayPlace.port
             var configuration = try AMQPConfiguration(urls: [
                 "amqp://\(broker.address.user):\(broker.address.password)@127.0.0.1:\(deadPort)/",
                 "amqp://\(broker.address.user):\(broker.address.password)@127.0.0.1:\(relayPort)/",
@@ -164,7 +165,7 @@ extension BrokerTests {
                 events.withLock { $0.append(name) }
             }
             // Node 1 is down, node 2 (a relay) answers: the start passes node 1 over without waiting.
-            let relay = try TCPRelay(port: relayPort, targetHost: broker.address.host, targetPort: broker.address.port)
+            let relay = try TCPRelay(opening: relayPlace, targetHost: broker.address.host, targetPort: broker.address.port)
             let publisher = try await withTimeout(.seconds(30), "the start") { [configuration] in try await AMQPPublisher.connect(configuration) }
             #expect(events.value == ["failed", "connected \(relayPort)"])
             // Node 2 goes away: the connection moves on, past node 1 (still down), to node 3.
@@ -268,6 +269,7 @@ extension BrokerTests {
         @Test("a peer that accepts TCP but never speaks AMQP times out at the handshake timeout")
         func silentPeer() async throws {
             let silent = try SilentListener()
+            defer { withExtendedLifetime(silent) {} }  // open until the start below gives up
             var configuration = try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:\(silent.port)/")
             configuration.handshakeTimeout = .milliseconds(800)
             let start = ContinuousClock.now

@@ -246,8 +246,7 @@ struct OperatorEndpointTests {
         let alive = try await Program.running(["health", "--live", "--config", config.path])
         #expect(alive.status == 0 && alive.standardOutput == "http://127.0.0.1:\(metricsPort)/healthz answered 200\n", "\(alive.standardOutput)\(alive.standardError)")
 
-        closedBroker.release()
-        let relay = try TCPRelay(port: brokerPort, targetHost: broker.address.host, targetPort: broker.address.port)
+        let relay = try TCPRelay(opening: closedBroker, targetHost: broker.address.host, targetPort: broker.address.port)
         defer { relay.stop() }
         let ready = try await Self.poll(port: metricsPort, "/readyz") { $0.status == 200 }
         // Each connection named with the node it is on, the password masked.
@@ -265,6 +264,7 @@ struct OperatorEndpointTests {
         #expect(gone6.status == 1 && gone6.standardError.contains("http://[::1]:\(metricsPort)/readyz: cannot connect to ::1:\(metricsPort)"), "\(gone6.standardError)")
         // A listener whose kernel completes the handshake and which never answers.
         let silent = try SilentListener()
+        defer { withExtendedLifetime(silent) {} }  // open until the probes below are done
         let silentPort = silent.port
         let hung = try await Program.running(["health", "--url", "http://127.0.0.1:\(silentPort)", "--timeout", "1"])
         #expect(hung.status == 1 && hung.standardError.contains("http://127.0.0.1:\(silentPort)/readyz: no answer within 1.0 s"), "\(hung.standardError)")
@@ -308,6 +308,7 @@ struct OperatorEndpointTests {
     @Test("a metrics_address already in use fails the start, naming the key")
     func addressInUse() async throws {
         let taken = try SilentListener()
+        defer { withExtendedLifetime(taken) {} }
         let config = try MockAPNsFixture.writeConfiguration("""
             metrics_address: 127.0.0.1:\(taken.port)
             amqp: {url: "\(TestBroker.url)"}

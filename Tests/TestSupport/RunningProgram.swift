@@ -68,6 +68,7 @@ public final class RunningProgram: @unchecked Sendable {
         onFreePort configuration: (Int) throws -> URL, environment: [String: String] = [:]
     ) async throws -> (worker: RunningProgram, port: Int, config: URL) {
         var refused: [Int] = []
+        var last = ""
         while refused.count < 5 {
             let port = try TestPorts.free()
             let config = try configuration(port)
@@ -75,11 +76,14 @@ public final class RunningProgram: @unchecked Sendable {
             do {
                 try await worker.waitForLog("serving /metrics")
                 return (worker, port, config)
-            } catch where !worker.process.isRunning && worker.log.contains("cannot listen on 127.0.0.1:\(port)") {
+            } catch where !worker.process.isRunning && worker.log.contains("cannot listen on 127.0.0.1:\(port)")
+                && worker.log.contains("Address already in use")
+            {
                 refused.append(port)
+                last = worker.log
             }
         }
-        throw TestFailure("the worker's start was refused on ports \(refused), each free a moment before")
+        throw TestFailure("the worker's start was refused on ports \(refused), each free a moment before; the last log:\n\(last)")
     }
 
     /// Sends `signal` and waits for the exit status.

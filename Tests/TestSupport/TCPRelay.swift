@@ -8,24 +8,15 @@ public final class TCPRelay: @unchecked Sendable {
     /// Both sockets of every relayed connection, for `cut()`.
     private let relayed = Locked<[Int32]>([])
 
-    /// Listens on `port` (chosen beforehand, e.g. with `TestPorts.free()`) and relays to
-    /// `targetHost:targetPort`.
-    public init(port: Int, targetHost: String = "127.0.0.1", targetPort: Int) throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    /// Listens on the port `closed` held (a node that was down comes up there; no other test
+    /// can have taken the port meanwhile) and relays to `targetHost:targetPort`.
+    public init(opening closed: ClosedPort, targetHost: String = "127.0.0.1", targetPort: Int) throws {
+        guard let listener = closed.take() else { throw TestFailure("the closed port \(closed.port) was released already") }
         self.listener = listener
-        var reuse: Int32 = 1
-        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(listener, 16) == 0 else {
+        guard listen(listener, 16) == 0 else {
             let reason = String(cString: strerror(errno))
             close(listener)
-            throw TestFailure("relay cannot listen on 127.0.0.1:\(port): \(reason)")
+            throw TestFailure("relay cannot listen on 127.0.0.1:\(closed.port): \(reason)")
         }
         Thread {
             while true {

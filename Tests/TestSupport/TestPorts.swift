@@ -70,7 +70,8 @@ public final class ClosedPort: Sendable {
     private let descriptor: Locked<Int32?>
 
     public init() throws {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: a child started meanwhile (Foundation's Process) must not hold it.
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { throw TestFailure("socket failed") }
         do {
             port = try TestPorts.bind(socket, reuseAddress: false)
@@ -81,11 +82,16 @@ public final class ClosedPort: Sendable {
         descriptor = Locked(socket)
     }
 
-    /// Frees the port, for a listener the test opens there next (a broker that comes up).
+    /// Frees the port.
     public func release() {
+        if let open = take() { close(open) }
+    }
+
+    /// The bound socket, now the caller's to listen on and close (`TCPRelay(opening:)`).
+    func take() -> Int32? {
         descriptor.withLock { descriptor in
-            if let open = descriptor { close(open) }
-            descriptor = nil
+            defer { descriptor = nil }
+            return descriptor
         }
     }
 
