@@ -17,7 +17,8 @@
 #   deploy/local/bench.sh lanes [COUNT]   a broadcast of COUNT devices (default 300000; results:
 #                                   failures) alone, then with one-device jobs published every
 #                                   INTERVAL_MS (250) while it runs, then alone again: their latency
-#                                   and the broadcast's rate with them
+#                                   and the broadcast's rate with them; NOW_PREFETCH sets
+#                                   lanes.now_prefetch
 #   deploy/local/bench.sh ledger [COUNT]   e2e of a COUNT-device (default 200000) results: batched job
 #                                   with the delivery ledger off, on SQLite, and on PostgreSQL (its
 #                                   registry with the ledger off, then on), ROUNDS (2) rounds in
@@ -60,7 +61,9 @@
 #                                   (PERF_EVENTS: other events than 999 samples a second);
 #                                   COUNTS=KIND prints that worker's swift_retain and malloc calls,
 #                                   system calls and context switches per job; POSTGRES_CONNECTIONS
-#                                   sets the PostgreSQL worker's registry.postgres_connections (8)
+#                                   sets the PostgreSQL worker's registry.postgres_connections (8),
+#                                   NOW_PREFETCH the workers' lanes.now_prefetch (64), LATENCY_RATE
+#                                   the rate of the latency runs (jobs/s; default half each one's)
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -251,6 +254,7 @@ metrics_address: null
 amqp: {url: "$amqp_url"}
 queues: {exchange: $2.push, jobs: $2.jobs, dead_letter_exchange: $2.dlx, dead_letters: $2.dead, results: $2.results, registry: $2.registry}
 $registry
+${NOW_PREFETCH:+lanes: {now_prefetch: $NOW_PREFETCH\}}
 apps:
   - name: demo
     topic: com.example.app
@@ -338,11 +342,14 @@ PY
   done
   for kind in $kinds go; do
     half=$(python3 -c "import re; print(round(float(re.search(r'= (\d+) jobs/s', open('$work/load-$kind-0.txt').read()).group(1)) / 2))")
-    echo "== $kind: $jobs one-device jobs at $half jobs/s (half its rate)"
+    # LATENCY_RATE: every worker's latency at that one rate instead, to compare settings alike.
+    why="half its rate"
+    [ -z "${LATENCY_RATE:-}" ] || { half="$LATENCY_RATE"; why="LATENCY_RATE"; }
+    echo "== $kind: $jobs one-device jobs at $half jobs/s ($why)"
     run_load "$kind" "$half"
   done
   python3 - "$work" "$kinds" <<'PY'
-import re, sys
+import os, re, sys
 work = sys.argv[1]
 names = {"ledger": "pushworker, SQLite registry and ledger", "postgres": "pushworker, PostgreSQL registry and ledger",
          "off": "pushworker, no registry (no ledger)", "go": "Go peer worker"}
@@ -357,7 +364,7 @@ for kind in names:
         worker=float(re.search(r"worker (\d+) µs", full).group(1)), broker=float(re.search(r"broker (\d+) µs", full).group(1)),
         server=float(re.search(r"server (\d+) µs", full).group(1)),
         p50=float(re.search(r"p50 ([\d.]+) ms", half).group(1)), p99=float(re.search(r"p99 ([\d.]+) ms", half).group(1)))
-print("== one-device jobs, back to back; latency at half each worker's rate")
+print("== one-device jobs, back to back; latency at " + (f"{os.environ['LATENCY_RATE']} jobs/s" if os.environ.get("LATENCY_RATE") else "half each worker's rate"))
 print(f"   {'worker':<40} {'jobs/s':>7} {'vs Go':>6} {'worker µs/job':>14} {'broker µs/job':>14} {'server µs/job':>14} {'p50 ms':>7} {'p99 ms':>7}")
 for kind, name in names.items():
     f = figures[kind]
@@ -663,7 +670,7 @@ if [ "$mode" = lanes ]; then
   server_cpu=$(cpu_of $mock_pid); wall=$(now)
   "$bin/pushworker-bench" e2e --lanes --interval-ms "${INTERVAL_MS:-250}" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" \
     --ca-file "$work/ca.pem" --count "$count" --connections "$connections" --jobs 0 --key-file "$work/key.p8" --key-id BENCHKEY01 \
-    --team-id BENCHTEAM1 --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"}
+    --team-id BENCHTEAM1 --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${NOW_PREFETCH:+--now-prefetch "$NOW_PREFETCH"}
   mock_load "$server_cpu" "$(cpu_of $mock_pid)" "$wall" "$(now)"
   exit 0
 fi
