@@ -308,8 +308,8 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     public struct Lanes: Sendable, Decodable, Equatable {
         /// Now-lane jobs taken from the broker at once (and processed concurrently). Most are one
         /// device each, and each waits on a few round trips (APNs, the result's confirm, the
-        /// ledger): 16 at a time bounded a worker by their latency, not its CPU, and under load
-        /// it ran at 0.15–0.66 of a Go worker's rate; 64 ran at 0.86–1.25, at less CPU per job.
+        /// ledger): 16 at a time bounded a busy worker by their latency, not by its CPU (64 ran
+        /// faster in every alternated run, at less CPU per job; docs/benchmarks.md).
         public var nowPrefetch = 64
         /// Released jobs (from `push.jobs.due`) the now lane takes at once, beside `nowPrefetch`:
         /// jobs come due in bursts (a campaign's minute), mostly one device each, and 16 at a time
