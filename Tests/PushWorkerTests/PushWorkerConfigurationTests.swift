@@ -209,11 +209,9 @@ struct PushWorkerConfigurationTests {
         }
     }
 
-    @Test("lanes.due_prefetch and lanes.now_prefetch: 64 unless set; out of range is refused naming the key, by run and config check alike")
+    @Test("lanes.due_prefetch: 64 unless set; out of range is refused naming the key, by run and config check alike")
     func duePrefetch() throws {
         #expect(try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml").worker.lanes.duePrefetch == 64)
-        #expect(try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml").worker.lanes.nowPrefetch == 64)
-        #expect(try PushWorkerConfiguration.parse("lanes: {now_prefetch: 16}\napps: []\n", file: "/tmp/f.yaml").worker.lanes.nowPrefetch == 16)
         #expect(try PushWorkerConfiguration.parse("lanes: {due_prefetch: 200}\napps: []\n", file: "/tmp/f.yaml").worker.lanes.duePrefetch == 200)
         let yaml = "lanes: {due_prefetch: 0}\napps: []\n"
         #expect(throws: ConfigurationError.self) { try WorkerPlan(try PushWorkerConfiguration.parse(yaml, file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:]) }

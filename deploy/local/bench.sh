@@ -7,7 +7,9 @@
 #                                   (the worker's max_in_flight: $MAX_IN_FLIGHT, else its default;
 #                                   GROUP=1: also the same devices as a registry group job;
 #                                   GROUP_FIRST=1: the group job first;
-#                                   COMPARE_METRICS=N: N runs with metrics off and N on, compared)
+#                                   COMPARE_METRICS=N: N runs with metrics off and N on, compared;
+#                                   JOB_SIZE=N: the devices as jobs of N; NOW_PREFETCH: the worker's
+#                                   lanes.now_prefetch; JOBS: one-device jobs timed after, 1000)
 #                                   (RESULTS=all|batched|failures|none: the job's results mode)
 #   deploy/local/bench.sh modes [COUNT]   e2e once per results mode (all, batched, failures, none),
 #                                   each with a new worker, then h2load: one table of devices/s,
@@ -62,7 +64,7 @@
 #                                   COUNTS=KIND prints that worker's swift_retain and malloc calls,
 #                                   system calls and context switches per job; POSTGRES_CONNECTIONS
 #                                   sets the PostgreSQL worker's registry.postgres_connections (8),
-#                                   NOW_PREFETCH the workers' lanes.now_prefetch (64), LATENCY_RATE
+#                                   NOW_PREFETCH the workers' lanes.now_prefetch (16), LATENCY_RATE
 #                                   the rate of the latency runs (jobs/s; default half each one's)
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
@@ -345,6 +347,7 @@ PY
     # LATENCY_RATE: every worker's latency at that one rate instead, to compare settings alike.
     why="half its rate"
     [ -z "${LATENCY_RATE:-}" ] || { half="$LATENCY_RATE"; why="LATENCY_RATE"; }
+    [[ "$half" =~ ^[1-9][0-9]*$ ]] || { echo "LATENCY_RATE must be a whole number of jobs/s above 0, not '$half'" >&2; exit 2; }
     echo "== $kind: $jobs one-device jobs at $half jobs/s ($why)"
     run_load "$kind" "$half"
   done
@@ -701,7 +704,7 @@ else
     echo "== pushworker-bench e2e --results ${RESULTS:-all} --transport $transport --count $count --connections $connections (broker $(deploy/local/rabbitmq.sh url | sed 's/:[^:@]*@/:***@/'))"
     "$bin/pushworker-bench" e2e --results "${RESULTS:-all}" --broker-pid "$broker_pid" --transport "$transport" --amqp "$(deploy/local/rabbitmq.sh url)" --url "$url" --ca-file "$work/ca.pem" --count "$count" \
       --connections "$connections" --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1 \
-      --topic com.example.app ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${RESULTS_TYPE:+--results-type "$RESULTS_TYPE"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} ${COMPARE_METRICS:+--compare-metrics "$COMPARE_METRICS"} | tee "$work/ours.txt"
+      --topic com.example.app ${JOB_SIZE:+--job-size "$JOB_SIZE"} ${NOW_PREFETCH:+--now-prefetch "$NOW_PREFETCH"} ${JOBS:+--jobs "$JOBS"} ${MAX_IN_FLIGHT:+--max-in-flight "$MAX_IN_FLIGHT"} ${RESULTS_TYPE:+--results-type "$RESULTS_TYPE"} ${GROUP:+--group} ${GROUP_FIRST:+--group-first} ${COMPARE_METRICS:+--compare-metrics "$COMPARE_METRICS"} | tee "$work/ours.txt"
   fi
   rate_pattern="= [0-9]* devices/s from publish"
   [ -n "${COMPARE_METRICS:-}" ] && rate_pattern="= [0-9]* devices/s"

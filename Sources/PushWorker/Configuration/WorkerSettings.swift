@@ -306,11 +306,8 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     /// consumer, prefetch and results connection, and the now lane keeps a share of every app's
     /// `max_in_flight` that the bulk lane never takes.
     public struct Lanes: Sendable, Decodable, Equatable {
-        /// Now-lane jobs taken from the broker at once (and processed concurrently). Most are one
-        /// device each, and each waits on a few round trips (APNs, the result's confirm, the
-        /// ledger): 16 at a time bounded a busy worker by their latency, not by its CPU (64 ran
-        /// faster in every alternated run, at less CPU per job; docs/benchmarks.md).
-        public var nowPrefetch = 64
+        /// Now-lane jobs taken from the broker at once (and processed concurrently).
+        public var nowPrefetch = 16
         /// Released jobs (from `push.jobs.due`) the now lane takes at once, beside `nowPrefetch`:
         /// jobs come due in bursts (a campaign's minute), mostly one device each, and 16 at a time
         /// caps a worker at what 16 round trips allow (100,000 in a minute lagged 4.7 s at p99).
