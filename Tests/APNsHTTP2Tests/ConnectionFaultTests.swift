@@ -7,6 +7,11 @@ import Testing
 
 @Suite("APNs connection faults and volume", .heavy)
 struct ConnectionFaultTests {
+    /// A request's deadline runs from when it is queued, so it covers the whole burst's wait for
+    /// streams: generous, as the suite's bursts run at once on a busy machine. A request the client
+    /// loses still fails the test, its answer a timeout.
+    static let requestTimeout: Duration = .seconds(120)
+
     /// `batched`: one batch send of all of them, as a job's fan-out; else a task per notification.
     private func burst(_ client: APNsClient, count: Int, batched: Bool = false) async throws -> [Int: Int] {
         if batched {
@@ -28,7 +33,7 @@ struct ConnectionFaultTests {
     func goAway(transport: APNsTransport, batched: Bool) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.goAway(afterRequests: 150), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = Self.requestTimeout }
         let statuses = try await burst(client, count: 1000, batched: batched)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         let counts = fixture.server.deliveryCounts
@@ -41,7 +46,7 @@ struct ConnectionFaultTests {
     func goAwayAbrupt(transport: APNsTransport, batched: Bool) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.goAwayAbrupt(afterRequests: 150), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = Self.requestTimeout }
         let requests = (0..<1000).map { MockFixture.request($0) }
         var sends: [String: Int] = [:]
         if batched {
@@ -70,7 +75,7 @@ struct ConnectionFaultTests {
     func reset(transport: APNsTransport, batched: Bool) async throws {
         let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.resetConnection(afterRequests: 200), times: 2)] }
         defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = .seconds(30) }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 200; $0.requestTimeout = Self.requestTimeout }
         let statuses = try await burst(client, count: 1000, batched: batched)
         #expect(statuses.count == 1000 && statuses.values.allSatisfy { $0 == 200 })
         #expect(Set(fixture.server.recorded.map(\.token)).count == 1000)
@@ -84,7 +89,7 @@ struct ConnectionFaultTests {
         defer { Task { try? await fixture.server.shutdown() } }
         // 100 streams a connection: the mock runs unoptimised in debug test builds, and a deeper
         // queue would only make requests wait past their timeout on a busy CI machine.
-        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 100; $0.requestTimeout = .seconds(30) }
+        let client = fixture.client(transport: transport) { $0.connections = 2; $0.maxConcurrentStreams = 100; $0.requestTimeout = Self.requestTimeout }
         let statuses = try await burst(client, count: 10_000)
         #expect(fixture.server.connectionErrors.isEmpty, "\(fixture.server.connectionErrors.prefix(5))")
         #expect(statuses.count == 10_000 && statuses.values.allSatisfy { $0 == 200 })
