@@ -357,7 +357,8 @@ struct OperatorEndpointTests {
         #expect(secondPort != filePort && secondPort != 0, "\(second.log)")
         _ = try await Self.poll(port: secondPort, "/readyz") { $0.status == 200 }
 
-        // Both consume (prefetch 1: the broker hands the jobs round), each counting on its own port.
+        // Both consume (the broker hands a queue's messages round its consumers), each counting
+        // on its own port.
         let publisher = try await TestBroker.publisher()
         let results = try await TestBroker.consumer(queue: "\(prefix).results", prefetch: 200)
         let jobs = 40
