@@ -209,9 +209,12 @@ struct PushWorkerConfigurationTests {
         }
     }
 
-    @Test("lanes.due_prefetch: 64 unless set; out of range is refused naming the key, by run and config check alike")
+    @Test("lanes.due_prefetch and lanes.now_prefetch: 64 unless set, large bodies 8 MiB at a time; out of range is refused naming the key, by run and config check alike")
     func duePrefetch() throws {
-        #expect(try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml").worker.lanes.duePrefetch == 64)
+        let defaults = try PushWorkerConfiguration.parse("apps: []\n", file: "/tmp/f.yaml").worker.lanes
+        #expect(defaults.duePrefetch == 64 && defaults.nowPrefetch == 64 && defaults.nowLargeJobBytes == 8 << 20)
+        #expect(try PushWorkerConfiguration.parse("lanes: {now_prefetch: 16}\napps: []\n", file: "/tmp/f.yaml").worker.lanes.nowPrefetch == 16)
+        #expect(try PushWorkerConfiguration.parse("lanes: {now_large_job_bytes: 1048576}\napps: []\n", file: "/tmp/f.yaml").worker.lanes.nowLargeJobBytes == 1 << 20)
         #expect(try PushWorkerConfiguration.parse("lanes: {due_prefetch: 200}\napps: []\n", file: "/tmp/f.yaml").worker.lanes.duePrefetch == 200)
         let yaml = "lanes: {due_prefetch: 0}\napps: []\n"
         #expect(throws: ConfigurationError.self) { try WorkerPlan(try PushWorkerConfiguration.parse(yaml, file: "/tmp/f.yaml"), file: "/tmp/f.yaml", environment: [:]) }
@@ -384,6 +387,7 @@ struct PushWorkerConfigurationTests {
             ("chunk_size: 20000", "f.yaml: chunk_size: 20000 is not between 1 and 10000"),
             ("lanes: {now_prefetch: 0}", "f.yaml: lanes.now_prefetch: 0 is not between 1 and 10000"),
             ("lanes: {now_share_percent: 95}", "f.yaml: lanes.now_share_percent: 95 is not between 0 and 90"),
+            ("lanes: {now_large_job_bytes: 1000}", "f.yaml: lanes.now_large_job_bytes: 1000 is not between 65536 and 1073741824"),
             ("chunk_size: 100\nlanes: {now_max_devices: 200}", "f.yaml: lanes.now_max_devices: 200 is not between 1 and chunk_size (100)"),
             ("retry_delays_ms: []", "f.yaml: retry_delays_ms: needs at least one positive number of milliseconds"),
             ("retry_delays_ms: [100, 0]", "f.yaml: retry_delays_ms: needs at least one positive number of milliseconds"),

@@ -64,7 +64,7 @@
 #                                   COUNTS=KIND prints that worker's swift_retain and malloc calls,
 #                                   system calls and context switches per job; POSTGRES_CONNECTIONS
 #                                   sets the PostgreSQL worker's registry.postgres_connections (8),
-#                                   NOW_PREFETCH the workers' lanes.now_prefetch (16), LATENCY_RATE
+#                                   NOW_PREFETCH the workers' lanes.now_prefetch (64), LATENCY_RATE
 #                                   the rate of the latency runs (jobs/s; default half each one's)
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,

@@ -106,10 +106,12 @@ public struct WorkerAssembly: Sendable {
         let stages = JobStages.assemble(
             apps: apps.map(\.pipelineApp), ledger: writer, scheduler: scheduler, registry: registry?.store, resolver: resolver,
             chunkSize: settings.chunkSize, clock: clock, logger: logger)
+        let nowBodies = JobBodyBudget(limit: settings.lanes.nowLargeJobBytes)
         let pipeline: @Sendable (Lane, any MessagePublishing) -> JobPipeline = { lane, publisher in
             JobPipeline(
                 settings: settings, lane: lane, apps: apps.map(\.pipelineApp), publisher: publisher, resolver: resolver,
-                feedback: registry, badges: registry, ledger: writer, scheduler: scheduler, stages: stages, metrics: metrics, logger: logger)
+                feedback: registry, badges: registry, ledger: writer, scheduler: scheduler, stages: stages,
+                bodyBudget: lane == .now ? nowBodies : nil, metrics: metrics, logger: logger)
         }
         self.pipelineMaker = pipeline
         // What each lane consumes: the now lane `push.jobs` and the schedule's releases

@@ -50,6 +50,7 @@ public enum EffectiveConfiguration {
                 ("now_prefetch", scalar(settings.lanes.nowPrefetch)),
                 ("due_prefetch", scalar(settings.lanes.duePrefetch)),
                 ("now_max_devices", scalar(settings.nowMaxDevices)),
+                ("now_large_job_bytes", scalar(settings.lanes.nowLargeJobBytes)),
                 ("now_share_percent", scalar(settings.lanes.nowSharePercent)),
             ])),
             ("chunk_size", scalar(settings.chunkSize)),

@@ -306,12 +306,20 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
     /// consumer, prefetch and results connection, and the now lane keeps a share of every app's
     /// `max_in_flight` that the bulk lane never takes.
     public struct Lanes: Sendable, Decodable, Equatable {
-        /// Now-lane jobs taken from the broker at once (and processed concurrently).
-        public var nowPrefetch = 16
+        /// Now-lane jobs taken from the broker at once (and processed concurrently). Most are one
+        /// device each, and each waits on a few round trips (APNs, the result's confirm, the
+        /// ledger): 16 at a time bounded a busy worker by their latency, not by its CPU (64 ran
+        /// faster in every alternated run, at less CPU per job; docs/benchmarks.md). Large bodies
+        /// among them take turns (`nowLargeJobBytes`), so 64 in hand do not cost 64 decoded lists.
+        public var nowPrefetch = 64
         /// Released jobs (from `push.jobs.due`) the now lane takes at once, beside `nowPrefetch`:
         /// jobs come due in bursts (a campaign's minute), mostly one device each, and 16 at a time
         /// caps a worker at what 16 round trips allow (100,000 in a minute lagged 4.7 s at p99).
         public var duePrefetch = 64
+        /// Bytes of job bodies over 64 KiB (about 900 tokens) the now lane decodes and splits at
+        /// once; the others wait in hand. A body is held several times its size while it is
+        /// decoded and split, so this, not `nowPrefetch`, bounds that memory (`JobBodyBudget`).
+        public var nowLargeJobBytes = 8 << 20
         /// Devices above which a job goes to the bulk lane as chunk jobs; nil: `chunk_size`.
         public var nowMaxDevices: Int?
         /// Percent of each app's `max_in_flight` kept for the now lane.
@@ -320,6 +328,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         enum CodingKeys: String, CodingKey, CaseIterable {
             case nowPrefetch = "now_prefetch"
             case duePrefetch = "due_prefetch"
+            case nowLargeJobBytes = "now_large_job_bytes"
             case nowMaxDevices = "now_max_devices"
             case nowSharePercent = "now_share_percent"
         }
@@ -331,6 +340,7 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             nowPrefetch = try container.decodeIfPresent(Int.self, forKey: .nowPrefetch) ?? nowPrefetch
             duePrefetch = try container.decodeIfPresent(Int.self, forKey: .duePrefetch) ?? duePrefetch
+            nowLargeJobBytes = try container.decodeIfPresent(Int.self, forKey: .nowLargeJobBytes) ?? nowLargeJobBytes
             nowMaxDevices = try container.decodeIfPresent(Int.self, forKey: .nowMaxDevices)
             nowSharePercent = try container.decodeIfPresent(Int.self, forKey: .nowSharePercent) ?? nowSharePercent
             // Each range where it is read, so the error names its key; now_max_devices is
@@ -340,6 +350,11 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
             }
             guard (1...10_000).contains(duePrefetch) else {
                 throw DecodingError.dataCorruptedError(forKey: .duePrefetch, in: container, debugDescription: "\(duePrefetch) is not between 1 and 10000")
+            }
+            guard (1 << 16...1 << 30).contains(nowLargeJobBytes) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .nowLargeJobBytes, in: container,
+                    debugDescription: "\(nowLargeJobBytes) is not between 65536 and 1073741824 (bytes of large job bodies the now lane works on at once)")
             }
             guard (0...90).contains(nowSharePercent) else {
                 throw DecodingError.dataCorruptedError(

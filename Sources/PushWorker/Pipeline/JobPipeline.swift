@@ -70,18 +70,23 @@ public final class JobPipeline: Sendable {
     private let recipientStages: [any JobStage]
     private let metrics: WorkerMetrics
     private let logger: Logger
+    /// The now lane's bound on large bodies in work; nil on the bulk lane, whose prefetch bounds it.
+    private let bodyBudget: JobBodyBudget?
 
     /// - Parameters:
     ///   - lane: the queue the deliveries come from; the now lane hands chunks of split jobs on to
     ///     the bulk lane, and its devices go ahead of the bulk lane's for APNs.
     ///   - stages: the decisions before a send, in order; nil for those of this ledger and
     ///     schedule without a registry (`JobStages.assemble`).
+    ///   - bodyBudget: shared by the lane's pipelines; large bodies wait for room in it before
+    ///     they are decoded.
     public init(
         settings: WorkerSettings, lane: Lane = .now, apps: [App], publisher: any MessagePublishing,
         resolver: any AudienceResolver = ExplicitTokenResolver(), feedback: (any DeviceFeedback)? = nil,
         badges: (any BadgeCounter)? = nil, ledger: (any PipelineLedger)? = nil, scheduler: JobScheduler? = nil,
-        stages: [any JobStage]? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        stages: [any JobStage]? = nil, bodyBudget: JobBodyBudget? = nil, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
+        self.bodyBudget = bodyBudget
         self.scheduler = scheduler
         let stages = stages ?? JobStages.assemble(
             apps: apps, ledger: ledger, scheduler: scheduler, registry: nil, resolver: resolver, chunkSize: settings.chunkSize, logger: logger)
@@ -121,6 +126,11 @@ public final class JobPipeline: Sendable {
     /// acknowledged only once its results, chunks, hand-ons or dead letter are confirmed.
     public func run(_ delivery: JobDelivery) async -> JobSettlement {
         let start = ContinuousClock.now
+        // Held until the job is settled: a large body's decoded tokens, its recipients or its
+        // chunks live that long (a streamed body, already parsed into bytes, weighs nothing).
+        let weight = bodyBudget?.weight(ofBody: delivery.body.count) ?? 0
+        if weight > 0 { await bodyBudget?.acquire(weight) }
+        defer { if weight > 0 { bodyBudget?.release(weight) } }
         var app = ""
         let settlement = await process(delivery, app: &app)
         metrics.jobTook(ContinuousClock.now - start, lane: lane, app: app)

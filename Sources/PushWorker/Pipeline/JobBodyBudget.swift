@@ -1,0 +1,72 @@
+import DequeModule
+import Synchronization
+
+/// A bound on the bytes of large job bodies the now lane works on at once
+/// (`lanes.now_large_job_bytes`), so that its prefetch can be sized for one-device jobs.
+///
+/// A body read whole is held while it is decoded, its tokens as strings beside it, and then split
+/// into chunk jobs: several times its size, for as long as that takes. With many producers' jobs in
+/// hand, a backend sending campaigns as long token lists would otherwise multiply that by the
+/// prefetch (64 jobs of 15,000 tokens peaked at 328 MiB). Only bodies over `largeBodyBytes` wait
+/// here, so a one-device job never queues behind a campaign's list; a body larger than the whole
+/// budget goes alone rather than never. Waiters are served in arrival order, so a large body is not
+/// passed over for ever by smaller ones.
+public final class JobBodyBudget: Sendable {
+    /// Bodies of at most this many bytes (about 900 tokens) never wait.
+    public static let largeBodyBytes = 64 << 10
+
+    public let limit: Int
+    private struct State {
+        var used = 0
+        var waiting = Deque<(bytes: Int, continuation: CheckedContinuation<Void, Never>)>()
+    }
+    private let state = Mutex(State())
+
+    public init(limit: Int) {
+        self.limit = max(1, limit)
+    }
+
+    /// The bytes of a body of `size` that count against the budget: none for a small body.
+    public func weight(ofBody size: Int) -> Int {
+        size > Self.largeBodyBytes ? min(size, limit) : 0
+    }
+
+    /// Waits until `bytes` (a `weight(ofBody:)`) fit beside what is held, then holds them.
+    public func acquire(_ bytes: Int) async {
+        guard bytes > 0 else { return }
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.waiting.isEmpty && state.used + bytes <= limit {
+                    state.used += bytes
+                    return true
+                }
+                state.waiting.append((bytes, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Gives back what `acquire(bytes)` took, and lets in the waiters that now fit, in order.
+    public func release(_ bytes: Int) {
+        guard bytes > 0 else { return }
+        let admitted = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.used -= bytes
+            precondition(state.used >= 0, "a job gave back more body bytes than it held")
+            var admitted: [CheckedContinuation<Void, Never>] = []
+            while let first = state.waiting.first, state.used + first.bytes <= limit {
+                state.waiting.removeFirst()
+                state.used += first.bytes
+                admitted.append(first.continuation)
+            }
+            return admitted
+        }
+        for continuation in admitted { continuation.resume() }
+    }
+
+    /// Bytes held now; for tests and the metrics.
+    public var held: Int { state.withLock { $0.used } }
+
+    /// Bodies waiting for room now.
+    public var waiters: Int { state.withLock { $0.waiting.count } }
+}
