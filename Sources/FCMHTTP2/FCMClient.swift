@@ -36,6 +36,20 @@ public final class FCMClient: Sendable {
 
     public typealias Answer = FCMAnswer
 
+    /// One device's answer, and how many times its request went again after a connection was
+    /// lost (or a stream refused) before FCM answered: FCM may have delivered the lost one, so
+    /// the device may show the message twice, and its result's `attempts` counts each send. (A
+    /// request sent again with a new access token after a 401 is not counted: FCM delivered nothing.)
+    public struct Reply: Sendable, Equatable {
+        public var answer: FCMAnswer
+        public var resent: Int
+
+        public init(_ answer: FCMAnswer, resent: Int = 0) {
+            self.answer = answer
+            self.resent = resent
+        }
+    }
+
     public let configuration: Configuration
     public let tokens: FCMAccessTokenSource
     private let pool: APNsConnectionPool
@@ -88,6 +102,11 @@ public final class FCMClient: Sendable {
     /// that is not base64url and colons is answered `INVALID_ARGUMENT` here, unsent: it is
     /// spliced into the request's JSON, where a quote would add members of its own.
     public func send(_ message: FCMMessage.Encoded, to devices: [String]) async -> [Answer] {
+        await replies(message, to: devices).map(\.answer)
+    }
+
+    /// As `send`, with each device's re-sends after a lost connection.
+    public func replies(_ message: FCMMessage.Encoded, to devices: [String]) async -> [Reply] {
         var answers = [Answer?](repeating: nil, count: devices.count)
         let round = APNsExchangeRound(count: devices.count, pool: pool, latency: latency, baseURL: configuration.baseURL, coldOn403: false)
         var toSend: [Int] = []
@@ -154,7 +173,7 @@ public final class FCMClient: Sendable {
                 logger.notice("FCM refused the access token; asking for a new one", metadata: ["project": "\(tokens.account.projectID)"])
             }
         }
-        return answers.map { $0 ?? .unanswered("no answer") }
+        return devices.indices.map { Reply(answers[$0] ?? .unanswered("no answer"), resent: transportRetries[$0] ?? 0) }
     }
 
     /// Whether `token` can be spliced into JSON as it is: base64url and colons, as registration tokens are.

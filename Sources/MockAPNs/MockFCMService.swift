@@ -26,6 +26,12 @@ struct MockFCMService: Sendable {
         }
     }
 
+    /// The device token a messages:send request's body names; nil for any other request.
+    static func token(ofSend path: String, body: [UInt8]) -> String? {
+        guard case .send = Route(path: path), let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else { return nil }
+        return (object["message"] as? [String: Any])?["token"] as? String
+    }
+
     struct Answer: Sendable, Equatable {
         var status: Int
         var headers: [String: String] = [:]

@@ -52,7 +52,8 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         connection.received += 1
         connection.inFlight += 1
         server.state.requestArrived()
-        let token = MockRequestValidator.token(in: head.uri) ?? ""
+        // An FCM message's device is in its body: faults filtered by token apply to it as to an APNs device.
+        let token = MockRequestValidator.token(in: head.uri) ?? (server.fcm == nil ? nil : MockFCMService.token(ofSend: head.uri, body: body)) ?? ""
         var route = MockChannelService.Route(path: head.uri)
         switch route {
         case .management: if !managementOnly && !server.managementOnMainListener { route = .unknownManagement }
@@ -89,7 +90,7 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         var headers: [String: [String]] = [:]
         for (name, value) in head.headers { headers[name.lowercased(), default: []].append(value) }
         if let fcm = server.fcm, let fcmRoute = MockFCMService.Route(path: head.uri) {
-            respondAsFCM(fcm, fcmRoute, headers: headers, context: context, parent: parent)
+            respondAsFCM(fcm, fcmRoute, sentTo: token, headers: headers, context: context, parent: parent)
             return
         }
         if route != .device {
@@ -222,12 +223,10 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// FCM's token endpoint or messages:send, answered on the stream's event loop (after a
     /// scripted latency, if any).
     private func respondAsFCM(
-        _ fcm: MockFCMService, _ route: MockFCMService.Route, headers: [String: [String]], context: ChannelHandlerContext, parent: Channel
+        _ fcm: MockFCMService, _ route: MockFCMService.Route, sentTo: String, headers: [String: [String]], context: ChannelHandlerContext, parent: Channel
     ) {
         var delay = Duration.zero
-        var sentTo = ""
-        if case .send = route, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] {
-            sentTo = (object["message"] as? [String: Any])?["token"] as? String ?? ""
+        if case .send = route {
             for action in server.state.firingFaults(token: sentTo, where: { if case .latency = $0 { true } else { false } }) {
                 if case .latency(let latency) = action { delay += latency }
             }

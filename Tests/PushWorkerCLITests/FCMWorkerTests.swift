@@ -65,6 +65,27 @@ struct FCMWorkerTests {
         try await running.stop()
     }
 
+    @Test("an FCM request whose answer is lost with its connection is sent again, and the device's result counts both sends")
+    func lostAnswerCounted() async throws {
+        let lost = Self.android("lost")
+        // The mock takes the message (it may show on the phone), then resets the connection before answering.
+        let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.goAwayAbrupt(afterRequests: 0), tokens: [lost], times: 1)], fcm: { _ in })
+        let running = try await JobContractTests.Running.start(setup: setup)
+        try await running.publish(#"{"id": "lost-1", "audience": {"fcm_tokens": ["\#(lost)"]}, "notification": {"title": "Hi"}}"#)
+        var results: [PushResult] = []
+        var summary: JobSummary?
+        while summary == nil {
+            let reply = try await JobContractTests.Running.reply(from: running.results)
+            if let result = reply.result { results.append(result) }
+            summary = reply.summary
+        }
+        #expect(summary?.outcomes == [.delivered: 1], "\(String(describing: summary))")
+        #expect(results.count == 1 && results.first?.outcome == .delivered && results.first?.attempts == 2, "\(results)")
+        // Taken twice: once by the connection that was reset, once answered.
+        #expect(running.mock.recorded.count { $0.token == lost } == 1 && running.mock.fcmMessages.count { $0.token == lost } == 1)
+        try await running.stop()
+    }
+
     @Test("a group job through the registry: each member's iPhone on APNs and Android phone on FCM, the APNs alert shown on Android; an UNREGISTERED Android phone leaves the registry")
     func registryGroup() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
@@ -135,7 +156,7 @@ struct FCMWorkerTests {
         #expect(results.values.allSatisfy { $0.outcome == .delivered })
         #expect(androids.allSatisfy { results[$0]?.platform == .fcm } && iphones.allSatisfy { results[$0]?.platform == nil })
         // Once each; a device sent again (a request that timed out on a machine too busy to read
-        // its answer) says so in its result's attempts.
+        // its answer, or one lost with its connection) says so in its result's attempts.
         let sends = Dictionary(grouping: running.mock.fcmMessages, by: \.token).mapValues(\.count)
         #expect(Set(sends.keys) == Set(androids))
         #expect(androids.allSatisfy { sends[$0, default: 0] <= results[$0]?.attempts ?? 1 }, "sends \(sends.filter { $0.value > 1 }), results \(results.filter { $0.value.attempts > 1 })")

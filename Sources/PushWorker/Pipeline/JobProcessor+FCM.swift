@@ -1,5 +1,6 @@
 import APNs
 import FCM
+import FCMHTTP2
 import Foundation
 import Logging
 
@@ -30,7 +31,7 @@ extension JobProcessor {
         }
         // A device re-registered after this moment is not one FCM's answer can condemn.
         let sentAt = Date()
-        let answers: [FCMAnswer]? = job.expiration?.hasPassed() == true ? nil : await fcm.send(encoded, to: devices.map(\.token))
+        let answers: [FCMClient.Reply]? = job.expiration?.hasPassed() == true ? nil : await fcm.replies(encoded, to: devices.map(\.token))
         try await withThrowingDiscardingTaskGroup { group in
             for (offset, device) in devices.enumerated() {
                 group.addTask {
@@ -46,7 +47,7 @@ extension JobProcessor {
 
     /// One Android device: its first answer, retries while FCM says to, then its result.
     private func deliverFCM(
-        _ job: PushJob, to device: Recipient, message: FCMJobMessage, through fcm: any FCMSending, firstAnswer: FCMAnswer?, sentAt: Date, replyTo: String,
+        _ job: PushJob, to device: Recipient, message: FCMJobMessage, through fcm: any FCMSending, firstAnswer: FCMClient.Reply?, sentAt: Date, replyTo: String,
         ends: DeviceEnds, slot: SlotRelease
     ) async throws -> DeviceEnd {
         var result = PushResult(jobID: job.id, token: device.token, user: device.user, app: appName, outcome: .failed, attempts: device.previousAttempts)
@@ -60,15 +61,18 @@ extension JobProcessor {
                 break
             }
             result.attempts += 1
-            let answer: FCMAnswer
+            let reply: FCMClient.Reply
             if let given = first {
                 first = nil
-                answer = given
+                reply = given
             } else {
                 // Encoded again: the ttl is what is left of the expiration now.
                 guard let encoded = message.encoded() else { break }
-                answer = await fcm.send(encoded, to: [device.token]).first ?? .unanswered("no answer")
+                reply = await fcm.replies(encoded, to: [device.token]).first ?? .init(.unanswered("no answer"))
             }
+            // A request lost with its connection and sent again may have been delivered: each send counts.
+            result.attempts += reply.resent
+            let answer = reply.answer
             reasonLabel = result.record(answer)
             last = answer
             switch FCMDeviceStep.after(answer, attempts: result.attempts, previousAttempts: device.previousAttempts, policy: retry) {
