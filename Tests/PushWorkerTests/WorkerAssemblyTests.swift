@@ -99,6 +99,7 @@ struct WorkerAssemblyTests {
         let lanes = assembly.lanes
         #expect(lanes.map(\.lane) == [.now, .bulk])
         #expect(lanes[0].queues.map(\.name) == ["t.jobs", "t.jobs.due"] && lanes[0].queues.map(\.prefetch) == [64, 64])
+        #expect(lanes[0].bodyBudget?.limit == 8 << 20 && lanes[1].bodyBudget == nil, "large bodies take turns in the now lane only")
         #expect(lanes[1].queues.map(\.name) == ["t.jobs.bulk.news", "t.jobs.bulk.sport", "t.jobs.bulk.chat"])
         #expect(lanes[1].queues.map(\.prefetch) == [4, 4, 12], "amqp.prefetch × weight")
         let declared = Set(plan.broker.amqp.topology.queues.map(\.name))

@@ -120,8 +120,8 @@ public struct WorkerAssembly: Sendable {
         // broadcast neither waits behind another's nor takes all of the worker.
         let lanes = [
             Worker.LanePlan(
-                lane: .now, queues: [(settings.queues.jobs, UInt16(settings.lanes.nowPrefetch)), (settings.queues.dueJobs, UInt16(settings.lanes.duePrefetch))]
-            ) { pipeline(.now, $0) },
+                lane: .now, queues: [(settings.queues.jobs, UInt16(settings.lanes.nowPrefetch)), (settings.queues.dueJobs, UInt16(settings.lanes.duePrefetch))],
+                pipeline: { pipeline(.now, $0) }, bodyBudget: nowBodies),
             Worker.LanePlan(lane: .bulk, queues: apps.map { ($0.plan.bulkQueue, $0.plan.bulkPrefetch) }) { pipeline(.bulk, $0) },
         ]
         self.lanes = lanes

@@ -316,9 +316,10 @@ public struct WorkerSettings: Sendable, Decodable, Equatable {
         /// jobs come due in bursts (a campaign's minute), mostly one device each, and 16 at a time
         /// caps a worker at what 16 round trips allow (100,000 in a minute lagged 4.7 s at p99).
         public var duePrefetch = 64
-        /// Bytes of job bodies over 64 KiB (about 900 tokens) the now lane decodes and splits at
-        /// once; the others wait in hand. A body is held several times its size while it is
-        /// decoded and split, so this, not `nowPrefetch`, bounds that memory (`JobBodyBudget`).
+        /// Bytes of producers' job bodies over 64 KiB (about 980 tokens) the now lane works on
+        /// (decodes, then splits or sends) at once; the others wait in hand. A body is held several
+        /// times its size while it is decoded and split, so this, not `nowPrefetch`, bounds that
+        /// memory (`JobBodyBudget`).
         public var nowLargeJobBytes = 8 << 20
         /// Devices above which a job goes to the bulk lane as chunk jobs; nil: `chunk_size`.
         public var nowMaxDevices: Int?

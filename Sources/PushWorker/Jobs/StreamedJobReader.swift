@@ -25,8 +25,11 @@ public final class StreamedJobReader: AMQPBodyReceiver {
     }
 
     private let state: Mutex<Reading>
+    /// The body's size, as the broker announced it.
+    public let bodySize: Int
 
     public init(bodySize: Int) {
+        self.bodySize = bodySize
         state = Mutex(Reading(bodySize: bodySize))
     }
 

@@ -5,20 +5,23 @@ import Synchronization
 /// (`lanes.now_large_job_bytes`), so that its prefetch can be sized for one-device jobs.
 ///
 /// A body read whole is held while it is decoded, its tokens as strings beside it, and then split
-/// into chunk jobs: several times its size, for as long as that takes. With many producers' jobs in
+/// into chunk jobs (or sent): several times its size, for as long as that takes. A streamed body
+/// (over 1 MiB) holds its tokens as bytes from arrival, which no budget can bound, but its split
+/// adds pages of recipients and chunk bodies in flight, so it takes its turn too. With many producers' jobs in
 /// hand, a backend sending campaigns as long token lists would otherwise multiply that by the
 /// prefetch (64 jobs of 15,000 tokens peaked at 328 MiB). Only bodies over `largeBodyBytes` wait
 /// here, so a one-device job never queues behind a campaign's list; a body larger than the whole
 /// budget goes alone rather than never. Waiters are served in arrival order, so a large body is not
 /// passed over for ever by smaller ones.
 public final class JobBodyBudget: Sendable {
-    /// Bodies of at most this many bytes (about 900 tokens) never wait.
+    /// Bodies of at most this many bytes (about 980 tokens) never wait.
     public static let largeBodyBytes = 64 << 10
 
     public let limit: Int
     private struct State {
         var used = 0
-        var waiting = Deque<(bytes: Int, continuation: CheckedContinuation<Void, Never>)>()
+        var waiting = Deque<(bytes: Int, continuation: CheckedContinuation<Bool, Never>)>()
+        var closed = false
     }
     private let state = Mutex(State())
 
@@ -31,29 +34,47 @@ public final class JobBodyBudget: Sendable {
         size > Self.largeBodyBytes ? min(size, limit) : 0
     }
 
-    /// Waits until `bytes` (a `weight(ofBody:)`) fit beside what is held, then holds them.
-    public func acquire(_ bytes: Int) async {
-        guard bytes > 0 else { return }
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
+    /// Waits until `bytes` (a `weight(ofBody:)`) fit beside what is held, then holds them and
+    /// returns true; false once the budget is closed (the worker stops), holding them all the same
+    /// so that every caller gives back what it asked for. Not cancellable: `close()` ends the waits.
+    public func acquire(_ bytes: Int) async -> Bool {
+        guard bytes > 0 else { return true }
+        return await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool? in
+                if state.closed {
+                    state.used += bytes
+                    return false
+                }
                 if state.waiting.isEmpty && state.used + bytes <= limit {
                     state.used += bytes
                     return true
                 }
                 state.waiting.append((bytes, continuation))
-                return false
+                return nil
             }
-            if now { continuation.resume() }
+            if let now { continuation.resume(returning: now) }
         }
+    }
+
+    /// Ends every wait with false, and the waits to come: the worker is stopping, and jobs not
+    /// yet started go back to the queue rather than being decoded and split in its drain.
+    public func close() {
+        let waiting = state.withLock { state in
+            state.closed = true
+            defer { state.waiting.removeAll() }
+            for waiter in state.waiting { state.used += waiter.bytes }
+            return state.waiting.map(\.continuation)
+        }
+        for continuation in waiting { continuation.resume(returning: false) }
     }
 
     /// Gives back what `acquire(bytes)` took, and lets in the waiters that now fit, in order.
     public func release(_ bytes: Int) {
         guard bytes > 0 else { return }
-        let admitted = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let admitted = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             state.used -= bytes
             precondition(state.used >= 0, "a job gave back more body bytes than it held")
-            var admitted: [CheckedContinuation<Void, Never>] = []
+            var admitted: [CheckedContinuation<Bool, Never>] = []
             while let first = state.waiting.first, state.used + first.bytes <= limit {
                 state.waiting.removeFirst()
                 state.used += first.bytes
@@ -61,10 +82,10 @@ public final class JobBodyBudget: Sendable {
             }
             return admitted
         }
-        for continuation in admitted { continuation.resume() }
+        for continuation in admitted { continuation.resume(returning: true) }
     }
 
-    /// Bytes held now; for tests and the metrics.
+    /// Bytes held now.
     public var held: Int { state.withLock { $0.used } }
 
     /// Bodies waiting for room now.

@@ -126,10 +126,19 @@ public final class JobPipeline: Sendable {
     /// acknowledged only once its results, chunks, hand-ons or dead letter are confirmed.
     public func run(_ delivery: JobDelivery) async -> JobSettlement {
         let start = ContinuousClock.now
-        // Held until the job is settled: a large body's decoded tokens, its recipients or its
-        // chunks live that long (a streamed body, already parsed into bytes, weighs nothing).
-        let weight = bodyBudget?.weight(ofBody: delivery.body.count) ?? 0
-        if weight > 0 { await bodyBudget?.acquire(weight) }
+        // Held until the pipeline's settlement: a large body's decoded tokens, its recipients or
+        // its chunks live that long. A chunk job is bounded by chunk_size and the due lane's
+        // prefetch, and weighs nothing, so a release never waits behind producers' lists.
+        let weight = delivery.chunk != nil ? 0 : bodyBudget?.weight(ofBody: delivery.streamed?.bodySize ?? delivery.body.count) ?? 0
+        if weight > 0, let bodyBudget {
+            // A job that waited while the worker stopped, or while its connection went, was
+            // never started: back to the queue, without being decoded.
+            guard await bodyBudget.acquire(weight), delivery.isCurrent() else {
+                bodyBudget.release(weight)
+                metrics.job(.requeued, lane: lane)
+                return .requeue
+            }
+        }
         defer { if weight > 0 { bodyBudget?.release(weight) } }
         var app = ""
         let settlement = await process(delivery, app: &app)

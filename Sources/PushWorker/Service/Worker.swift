@@ -19,6 +19,9 @@ public final class Worker: Service, Sendable {
         public var lane: Lane
         public var queues: [(name: String, prefetch: UInt16)]
         public var pipeline: @Sendable (any MessagePublishing) -> JobPipeline
+        /// The lane's bound on large bodies in work, closed when the worker stops so that the
+        /// jobs waiting for it go back to the queue.
+        public var bodyBudget: JobBodyBudget? = nil
     }
 
     private let broker: WorkerConnections
@@ -102,6 +105,7 @@ public final class Worker: Service, Sendable {
                 guard case .delivery(let delivery, let pipeline) = event else { break }
                 jobs.addTask { await delivery.settle(await pipeline.run(JobDelivery(delivery)), kind: "job", logger: self.logger) }
             }
+            for lane in lanes { lane.bodyBudget?.close() }
         }
     }
 }

@@ -18,24 +18,38 @@ struct JobBodyBudgetTests {
         #expect(budget.weight(ofBody: 900_000) == 200_000, "a body over the budget goes alone, not never")
     }
 
-    @Test("waiters are let in in arrival order, as many as fit, and a large one is not passed over by a smaller one")
+    @Test("a large waiter is not passed over by a smaller one that would fit; a release lets in every waiter that fits")
     func order() async throws {
         let budget = JobBodyBudget(limit: 100)
-        await budget.acquire(70)
-        let admitted = Locked<[String]>([])
-        let large = Task { await budget.acquire(60); admitted.withLock { $0.append("60") } }
+        #expect(await budget.acquire(70))
+        let admitted = Locked<[String: Bool]>([:])
+        _ = Task { let got = await budget.acquire(60); admitted.withLock { $0["60"] = got } }
         try await Self.until("the 60 waits") { budget.waiters == 1 }
         // 20 would fit beside the 70 held, but the 60 came first.
-        let small = Task { await budget.acquire(20); admitted.withLock { $0.append("20") } }
+        _ = Task { let got = await budget.acquire(20); admitted.withLock { $0["20"] = got } }
         try await Self.until("the 20 waits behind it") { budget.waiters == 2 }
         #expect(admitted.value.isEmpty && budget.held == 70)
         budget.release(70)
-        await large.value
-        await small.value
-        #expect(Set(admitted.value) == ["60", "20"] && budget.held == 80 && budget.waiters == 0)
+        try await Self.until("both let in by one release") { admitted.value.count == 2 }
+        #expect(admitted.value == ["60": true, "20": true] && budget.held == 80 && budget.waiters == 0)
         budget.release(60)
         budget.release(20)
         #expect(budget.held == 0)
+    }
+
+    @Test("closed as the worker stops: every wait ends with false, and so do those that come later; what each holds is given back")
+    func close() async throws {
+        let budget = JobBodyBudget(limit: 100)
+        #expect(await budget.acquire(100))
+        let answered = Locked<[Bool]>([])
+        _ = Task { let got = await budget.acquire(50); answered.withLock { $0.append(got) } }
+        try await Self.until("the 50 waits") { budget.waiters == 1 }
+        budget.close()
+        try await Self.until("the wait ends") { answered.value.count == 1 }
+        #expect(answered.value == [false])
+        #expect(await budget.acquire(10) == false)
+        for bytes in [100, 50, 10] { budget.release(bytes) }
+        #expect(budget.held == 0 && budget.waiters == 0)
     }
 
     @Test("in the pipeline: a second large job waits until the first is settled, a one-device job goes at once, and nothing is lost")
@@ -55,8 +69,13 @@ struct JobBodyBudgetTests {
         let second = Task { await pipeline.run(JobDelivery(body: Self.large("second"), properties: AMQPProperties(messageID: "second"))) }
         try await Self.until("the second large job waits for room") { budget.waiters == 1 }
         // A one-device job is settled while both large ones are in hand.
-        let one = await pipeline.run(JobDelivery(body: Array(JobPipelineTests.job([5000]).utf8), properties: AMQPProperties(messageID: "one")))
-        #expect(one == .acknowledge && sender.sent.map(\.deviceToken) == [JobPipelineTests.token(5000)])
+        let settledOne = Locked<JobSettlement?>(nil)
+        _ = Task {
+            let settlement = await pipeline.run(JobDelivery(body: Array(JobPipelineTests.job([5000]).utf8), properties: AMQPProperties(messageID: "one")))
+            settledOne.withLock { $0 = settlement }
+        }
+        try await Self.until("the one-device job is settled beside them") { settledOne.value != nil }
+        #expect(settledOne.value == .acknowledge && sender.sent.map(\.deviceToken) == [JobPipelineTests.token(5000)])
         #expect(publisher.recorded.messages(to: JobPipelineTests.bulk).isEmpty, "the first job's chunks are held, the second has not been read")
         publisher.open()
         let settled = (await first.value, await second.value)
@@ -65,6 +84,60 @@ struct JobBodyBudgetTests {
         let chunks = publisher.recorded.messages(to: JobPipelineTests.bulk)
         #expect(chunks.count == 6 && Set(chunks.compactMap { $0.properties.messageID }) == ["first#1", "first#2", "first#3", "second#1", "second#2", "second#3"])
         #expect(budget.held == 0 && budget.waiters == 0)
+
+        // A large body refused (no payload) gives its bytes back too.
+        let refused = Array(#"{"id": "bad", "audience": {"tokens": [\#((1...1100).map { "\"\(JobPipelineTests.token($0))\"" }.joined(separator: ","))]}}"#.utf8)
+        #expect(budget.weight(ofBody: refused.count) > 0)
+        #expect(await pipeline.run(JobDelivery(body: refused, properties: AMQPProperties(messageID: "bad"))) == .acknowledge)
+        #expect(publisher.recorded.messages.contains { $0.properties.headers?["x-pushworker-error-field"]?.stringValue == "payload" })
+        #expect(budget.held == 0)
+    }
+
+    @Test("a large job still waiting when the worker stops, or whose connection went meanwhile, goes back to the queue undecoded; a chunk job never waits")
+    func stopped() async throws {
+        TestLog.bootstrap()
+        var settings = WorkerSettings()
+        settings.chunkSize = 500
+        let budget = JobBodyBudget(limit: 100_000)
+        let publisher = GatedPublisher(queues: [JobPipelineTests.results], holding: JobPipelineTests.bulk)
+        let pipeline = JobPipeline(
+            settings: settings, lane: .now, apps: [JobPipeline.App(name: "demo", topic: "com.example.app", sender: ScriptedSender([:]))],
+            publisher: publisher, bodyBudget: budget, logger: Logger(label: "test.budget"))
+        let first = Task { await pipeline.run(JobDelivery(body: Self.large("first"), properties: AMQPProperties(messageID: "first"))) }
+        try await Self.until("the first large job splits, its chunks held") { publisher.held > 0 }
+        let current = Locked(true)
+        let waiting = Task {
+            await pipeline.run(JobDelivery(body: Self.large("second"), properties: AMQPProperties(messageID: "second"), isCurrent: { current.value }))
+        }
+        try await Self.until("the second waits") { budget.waiters == 1 }
+        // A chunk job's body is not weighed: it goes (on to the bulk lane) while both are in hand.
+        var chunk = AMQPProperties(messageID: "part")
+        chunk.headers = [WireHeader.chunk: .string("local")]
+        let handedOn = Task { await pipeline.run(JobDelivery(body: Self.large("part"), properties: chunk)) }
+        try await Self.until("the chunk job is handed to the bulk lane") { publisher.heldIDs.contains("part") }
+        #expect(budget.waiters == 1)
+        budget.close()
+        #expect(await waiting.value == .requeue)
+        publisher.open()
+        let settled = (await first.value, await handedOn.value)
+        #expect(settled.0 == .acknowledge && settled.1 == .acknowledge)
+        #expect(!publisher.recorded.messages.contains { $0.properties.messageID?.hasPrefix("second") == true }, "the waiting job was never decoded")
+        #expect(budget.held == 0)
+
+        // A job whose connection went while it waited goes back too.
+        let reopened = JobBodyBudget(limit: 100_000)
+        let again = JobPipeline(
+            settings: settings, lane: .now, apps: [JobPipeline.App(name: "demo", topic: "com.example.app", sender: ScriptedSender([:]))],
+            publisher: publisher, bodyBudget: reopened, logger: Logger(label: "test.budget"))
+        #expect(await reopened.acquire(100_000))
+        let stale = Task {
+            await again.run(JobDelivery(body: Self.large("third"), properties: AMQPProperties(messageID: "third"), isCurrent: { current.value }))
+        }
+        try await Self.until("the third waits") { reopened.waiters == 1 }
+        current.withLock { $0 = false }
+        reopened.release(100_000)
+        #expect(await stale.value == .requeue && reopened.held == 0)
+        #expect(!publisher.recorded.messages.contains { $0.properties.messageID?.hasPrefix("third") == true })
     }
 
     /// A job of 1,100 devices, about 75 KB: over `JobBodyBudget.largeBodyBytes`.
@@ -87,7 +160,7 @@ struct JobBodyBudgetTests {
 final class GatedPublisher: MessagePublishing {
     let recorded: RecordingPublisher
     private let holding: String
-    private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>], ids: [String])>((false, [], []))
 
     init(queues: Set<String>, holding: String) {
         recorded = RecordingPublisher(queues: queues)
@@ -95,11 +168,13 @@ final class GatedPublisher: MessagePublishing {
     }
 
     var held: Int { state.withLock { $0.waiting.count } }
+    /// The message ids of the publishes held now.
+    var heldIDs: [String] { state.withLock { $0.ids } }
 
     func open() {
         let waiting = state.withLock { state in
             state.open = true
-            defer { state.waiting = [] }
+            defer { state.waiting = []; state.ids = [] }
             return state.waiting
         }
         for continuation in waiting { continuation.resume() }
@@ -111,6 +186,7 @@ final class GatedPublisher: MessagePublishing {
                 let now = state.withLock { state in
                     if state.open { return true }
                     state.waiting.append(continuation)
+                    state.ids.append(message.properties.messageID ?? "")
                     return false
                 }
                 if now { continuation.resume() }
