@@ -37,9 +37,10 @@ public final class FCMClient: Sendable {
     public typealias Answer = FCMAnswer
 
     /// One device's answer, and how many times its request went again after a connection was
-    /// lost (or a stream refused) before FCM answered: FCM may have delivered the lost one, so
-    /// the device may show the message twice, and its result's `attempts` counts each send. (A
-    /// request sent again with a new access token after a 401 is not counted: FCM delivered nothing.)
+    /// lost (or a stream refused) before FCM answered: a request lost with its connection may
+    /// have been delivered, so the device may show the message twice, and its result's `attempts`
+    /// counts each send. (A request sent again with a new access token after a 401 is not
+    /// counted: FCM delivered nothing.)
     public struct Reply: Sendable, Equatable {
         public var answer: FCMAnswer
         public var resent: Int
@@ -129,7 +130,11 @@ public final class FCMClient: Sendable {
                 do {
                     bearer = try await tokens.token().value
                 } catch {
-                    for index in toSend { answers[index] = .unanswered("no FCM access token: \(error)") }
+                    for index in toSend {
+                        answers[index] = .unanswered("no FCM access token: \(error)")
+                        // Queued again, never sent.
+                        if let resent = transportRetries[index], resent > 0 { transportRetries[index] = resent - 1 }
+                    }
                     toSend = []
                     if outstanding == 0 { break }
                     continue

@@ -22,7 +22,8 @@ public struct MockAPNsFault: Sendable {
     }
 
     public var action: Action
-    /// Only device requests to these tokens (never a broadcast or a management call); nil for all.
+    /// Only device requests to these tokens, and FCM messages naming them (never a broadcast or
+    /// a management call); nil for all.
     public var tokens: Set<String>?
     /// Only broadcasts and channel management calls naming one of these channel ids in
     /// `apns-channel-id` (never a device request, nor a create or list, which name none); nil

@@ -34,6 +34,13 @@ public final class JobBodyBudget: Sendable {
         size > Self.largeBodyBytes ? min(size, limit) : 0
     }
 
+    /// The weight of a streamed body: its tokens are held from arrival whatever the budget says,
+    /// and its split adds only a page of recipients and the chunks in flight, so at most a quarter
+    /// of the budget: a million-device broadcast splitting does not hold up every other list.
+    public func weight(ofStreamedBody size: Int) -> Int {
+        min(weight(ofBody: size), max(1, limit / 4))
+    }
+
     /// Waits until `bytes` (a `weight(ofBody:)`) fit beside what is held, then holds them and
     /// returns true; false once the budget is closed (the worker stops), holding them all the same
     /// so that every caller gives back what it asked for. Not cancellable: `close()` ends the waits.

@@ -127,9 +127,13 @@ public final class JobPipeline: Sendable {
     public func run(_ delivery: JobDelivery) async -> JobSettlement {
         let start = ContinuousClock.now
         // Held until the pipeline's settlement: a large body's decoded tokens, its recipients or
-        // its chunks live that long. A chunk job is bounded by chunk_size and the due lane's
-        // prefetch, and weighs nothing, so a release never waits behind producers' lists.
-        let weight = delivery.chunk != nil ? 0 : bodyBudget?.weight(ofBody: delivery.streamed?.bodySize ?? delivery.body.count) ?? 0
+        // its chunks live that long. A chunk job (a released local_time or quiet-hours part among
+        // them) is bounded by chunk_size and weighs nothing, so it never waits behind producers' lists.
+        let weight: Int = if delivery.chunk != nil || bodyBudget == nil { 0 } else if let streamed = delivery.streamed {
+            bodyBudget?.weight(ofStreamedBody: streamed.bodySize) ?? 0
+        } else {
+            bodyBudget?.weight(ofBody: delivery.body.count) ?? 0
+        }
         if weight > 0, let bodyBudget {
             // A job that waited while the worker stopped, or while its connection went, was
             // never started: back to the queue, without being decoded.

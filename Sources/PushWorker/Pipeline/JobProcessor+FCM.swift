@@ -70,9 +70,10 @@ extension JobProcessor {
                 guard let encoded = message.encoded() else { break }
                 reply = await fcm.replies(encoded, to: [device.token]).first ?? .init(.unanswered("no answer"))
             }
-            // A request lost with its connection and sent again may have been delivered: each send counts.
-            result.attempts += reply.resent
+            // A request lost with its connection and sent again may have been delivered: each send
+            // counts, as for APNs. One whose re-sends ran out counts the attempt once.
             let answer = reply.answer
+            if case .unanswered = answer {} else { result.attempts += reply.resent }
             reasonLabel = result.record(answer)
             last = answer
             switch FCMDeviceStep.after(answer, attempts: result.attempts, previousAttempts: device.previousAttempts, policy: retry) {

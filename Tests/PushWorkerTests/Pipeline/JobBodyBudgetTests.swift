@@ -47,7 +47,7 @@ struct JobBodyBudgetTests {
         budget.close()
         try await Self.until("the wait ends") { answered.value.count == 1 }
         #expect(answered.value == [false])
-        #expect(await budget.acquire(10) == false)
+        #expect(try await withTimeout(.seconds(30), "an acquire after the close") { await budget.acquire(10) } == false)
         for bytes in [100, 50, 10] { budget.release(bytes) }
         #expect(budget.held == 0 && budget.waiters == 0)
     }
@@ -78,7 +78,7 @@ struct JobBodyBudgetTests {
         #expect(settledOne.value == .acknowledge && sender.sent.map(\.deviceToken) == [JobPipelineTests.token(5000)])
         #expect(publisher.recorded.messages(to: JobPipelineTests.bulk).isEmpty, "the first job's chunks are held, the second has not been read")
         publisher.open()
-        let settled = (await first.value, await second.value)
+        let settled = try await withTimeout(.seconds(30), "both large jobs settled once their chunks go") { (await first.value, await second.value) }
         #expect(settled.0 == .acknowledge && settled.1 == .acknowledge)
         // 1,100 devices in chunks of 500, for each job.
         let chunks = publisher.recorded.messages(to: JobPipelineTests.bulk)
@@ -90,6 +90,24 @@ struct JobBodyBudgetTests {
         #expect(budget.weight(ofBody: refused.count) > 0)
         #expect(await pipeline.run(JobDelivery(body: refused, properties: AMQPProperties(messageID: "bad"))) == .acknowledge)
         #expect(publisher.recorded.messages.contains { $0.properties.headers?["x-pushworker-error-field"]?.stringValue == "payload" })
+        #expect(budget.held == 0)
+    }
+
+    @Test("a streamed body (over 1 MiB) takes its turn, weighing at most a quarter of the budget")
+    func streamed() async throws {
+        TestLog.bootstrap()
+        let budget = JobBodyBudget(limit: 4 << 20)
+        #expect(budget.weight(ofStreamedBody: 10 << 20) == 1 << 20 && budget.weight(ofStreamedBody: 1000) == 0)
+        let pipeline = JobPipeline(
+            settings: WorkerSettings(), lane: .now, apps: [JobPipeline.App(name: "demo", topic: "com.example.app", sender: ScriptedSender([:]))],
+            publisher: RecordingPublisher(queues: [JobPipelineTests.results]), bodyBudget: budget, logger: Logger(label: "test.budget"))
+        #expect(await budget.acquire(4 << 20))
+        let reader = StreamedJobReader(bodySize: 10 << 20)
+        let waiting = Task { await pipeline.run(JobDelivery(body: [], streamed: reader, properties: AMQPProperties(messageID: "big"))) }
+        try await Self.until("the streamed job waits for room") { budget.waiters == 1 }
+        budget.close()
+        #expect(try await withTimeout(.seconds(30), "the streamed job given back on close") { await waiting.value } == .requeue)
+        budget.release(4 << 20)
         #expect(budget.held == 0)
     }
 
@@ -117,9 +135,9 @@ struct JobBodyBudgetTests {
         try await Self.until("the chunk job is handed to the bulk lane") { publisher.heldIDs.contains("part") }
         #expect(budget.waiters == 1)
         budget.close()
-        #expect(await waiting.value == .requeue)
+        #expect(try await withTimeout(.seconds(30), "the waiting job given back on close") { await waiting.value } == .requeue)
         publisher.open()
-        let settled = (await first.value, await handedOn.value)
+        let settled = try await withTimeout(.seconds(30), "the first job and the chunk settled") { (await first.value, await handedOn.value) }
         #expect(settled.0 == .acknowledge && settled.1 == .acknowledge)
         #expect(!publisher.recorded.messages.contains { $0.properties.messageID?.hasPrefix("second") == true }, "the waiting job was never decoded")
         #expect(budget.held == 0)
@@ -136,7 +154,7 @@ struct JobBodyBudgetTests {
         try await Self.until("the third waits") { reopened.waiters == 1 }
         current.withLock { $0 = false }
         reopened.release(100_000)
-        #expect(await stale.value == .requeue && reopened.held == 0)
+        #expect(try await withTimeout(.seconds(30), "the stale job given back") { await stale.value } == .requeue && reopened.held == 0)
         #expect(!publisher.recorded.messages.contains { $0.properties.messageID?.hasPrefix("third") == true })
     }
 
