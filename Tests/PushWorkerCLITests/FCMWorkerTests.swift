@@ -13,6 +13,16 @@ import Testing
 struct FCMWorkerTests {
     static func android(_ name: String) -> String { "\(name)0123456789abcdefgh:APA91bH" + String(repeating: "k7-_Qw", count: 22) }
 
+    /// The results of the job `running` was given, up to its summary.
+    static func job(of running: JobContractTests.Running) async throws -> (results: [PushResult], summary: JobSummary) {
+        var results: [PushResult] = []
+        while true {
+            let reply = try await JobContractTests.Running.reply(from: running.results)
+            if let result = reply.result { results.append(result) }
+            if let summary = reply.summary { return (results, summary) }
+        }
+    }
+
     @Test("a job with tokens and fcm_tokens: the notification reaches both, FCM's answers become results with the platform and message name; UNREGISTERED is rejected, UNAVAILABLE retried")
     func bothPlatforms() async throws {
         let (good, gone, busy) = (Self.android("good"), Self.android("gone"), Self.android("busy"))
@@ -26,14 +36,9 @@ struct FCMWorkerTests {
             {"id": "both-1", "audience": {"tokens": ["\#(iphone)"], "fcm_tokens": ["\#(good)", "\#(gone)", "\#(busy)"]},
              "notification": {"title": "Goal", "body": "2-1"}, "fcm": {"data": {"match": "7"}}, "priority": 10, "collapse_id": "score"}
             """#)
-        var results: [String: PushResult] = [:]
-        var summary: JobSummary?
-        while summary == nil {
-            let reply = try await JobContractTests.Running.reply(from: running.results)
-            if let result = reply.result { results[result.token] = result }
-            summary = reply.summary
-        }
-        #expect(summary?.devices == 4 && summary?.outcomes == [.delivered: 3, .rejected: 1], "\(String(describing: summary))")
+        let (list, summary) = try await Self.job(of: running)
+        let results = Dictionary(list.map { ($0.token, $0) }, uniquingKeysWith: { _, last in last })
+        #expect(summary.devices == 4 && summary.outcomes == [.delivered: 3, .rejected: 1], "\(summary)")
         #expect(results[iphone]?.outcome == .delivered && results[iphone]?.platform == nil && results[iphone]?.apnsID != nil)
         let delivered = try #require(results[good])
         #expect(delivered.outcome == .delivered && delivered.platform == .fcm && delivered.status == 200)
@@ -72,14 +77,8 @@ struct FCMWorkerTests {
         let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.goAwayAbrupt(afterRequests: 0), tokens: [lost], times: 1)], fcm: { _ in })
         let running = try await JobContractTests.Running.start(setup: setup)
         try await running.publish(#"{"id": "lost-1", "audience": {"fcm_tokens": ["\#(lost)"]}, "notification": {"title": "Hi"}}"#)
-        var results: [PushResult] = []
-        var summary: JobSummary?
-        while summary == nil {
-            let reply = try await JobContractTests.Running.reply(from: running.results)
-            if let result = reply.result { results.append(result) }
-            summary = reply.summary
-        }
-        #expect(summary?.outcomes == [.delivered: 1], "\(String(describing: summary))")
+        let (results, summary) = try await Self.job(of: running)
+        #expect(summary.outcomes == [.delivered: 1], "\(summary)")
         // Taken twice: once by the connection that was reset, once answered (and again, should a
         // busy machine time a request out): the result counts every request the mock took.
         let taken = running.mock.recorded.count { $0.token == lost } + running.mock.fcmMessages.count { $0.token == lost }
@@ -95,14 +94,8 @@ struct FCMWorkerTests {
         let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.resetConnection(afterRequests: 0), tokens: [gone], times: 4)], fcm: { _ in })
         let running = try await JobContractTests.Running.start(setup: setup)
         try await running.publish(#"{"id": "resets-1", "audience": {"fcm_tokens": ["\#(gone)"]}, "notification": {"title": "Hi"}}"#)
-        var results: [PushResult] = []
-        var summary: JobSummary?
-        while summary == nil {
-            let reply = try await JobContractTests.Running.reply(from: running.results)
-            if let result = reply.result { results.append(result) }
-            summary = reply.summary
-        }
-        #expect(summary?.outcomes == [.delivered: 1], "\(String(describing: summary))")
+        let (results, summary) = try await Self.job(of: running)
+        #expect(summary.outcomes == [.delivered: 1], "\(summary)")
         // 1 for the try that ran out of re-sends, 1 for the retry (2 should a busy machine time it out).
         #expect(results.count == 1 && results.first?.outcome == .delivered && (2...3).contains(results.first?.attempts ?? 0), "\(results)")
         #expect(running.mock.fcmMessages.count { $0.token == gone } >= 1)
@@ -131,14 +124,9 @@ struct FCMWorkerTests {
         try await running.publish(#"""
             {"id": "class-1", "audience": {"groups": ["class"], "fcm_tokens": ["\#(pixel)", "\#(unknown)"]}, "payload": {"aps": {"alert": {"title": "Class", "body": "Moved to room 4"}}}}
             """#)
-        var results: [String: PushResult] = [:]
-        var summary: JobSummary?
-        while summary == nil {
-            let reply = try await JobContractTests.Running.reply(from: running.results)
-            if let result = reply.result { results[result.token] = result }
-            summary = reply.summary
-        }
-        #expect(summary?.devices == 5 && summary?.outcomes == [.delivered: 4, .rejected: 1] && summary?.removed == 1, "\(String(describing: summary))")
+        let (list, summary) = try await Self.job(of: running)
+        let results = Dictionary(list.map { ($0.token, $0) }, uniquingKeysWith: { _, last in last })
+        #expect(summary.devices == 5 && summary.outcomes == [.delivered: 4, .rejected: 1] && summary.removed == 1, "\(summary)")
         #expect(results[iphone]?.platform == nil && results[other]?.outcome == .delivered)
         #expect(results[unknown]?.platform == .fcm && results[unknown]?.outcome == .delivered && results[unknown]?.user == nil)
         #expect(results[pixel]?.platform == .fcm && results[pixel]?.outcome == .delivered && results[pixel]?.user == "ada")

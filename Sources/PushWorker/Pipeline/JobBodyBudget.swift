@@ -29,29 +29,43 @@ public final class JobBodyBudget: Sendable {
         self.limit = max(1, limit)
     }
 
-    /// The bytes of a body of `size` that count against the budget: none for a small body.
+    /// The bytes of `delivery` that count against the budget. None for a small body, nor for a
+    /// chunk job (a released local_time or quiet-hours part among them), which `chunk_size`
+    /// bounds, so it never waits behind producers' lists. A streamed body's tokens are held from
+    /// arrival whatever the budget says, and its split adds only a page of recipients and the
+    /// chunks in flight: it weighs at most a quarter of the budget, so a million-device broadcast
+    /// splitting does not hold up every other list.
+    public func weight(of delivery: JobDelivery) -> Int {
+        guard delivery.chunk == nil else { return 0 }
+        guard let streamed = delivery.streamed else { return weight(ofBody: delivery.body.count) }
+        return min(weight(ofBody: streamed.bodySize), max(1, limit / 4))
+    }
+
+    /// The bytes of a body of `size` read whole that count against the budget.
     public func weight(ofBody size: Int) -> Int {
         size > Self.largeBodyBytes ? min(size, limit) : 0
     }
 
-    /// The weight of a streamed body: its tokens are held from arrival whatever the budget says,
-    /// and its split adds only a page of recipients and the chunks in flight, so at most a quarter
-    /// of the budget: a million-device broadcast splitting does not hold up every other list.
-    public func weight(ofStreamedBody size: Int) -> Int {
-        min(weight(ofBody: size), max(1, limit / 4))
+    /// Waits for room for `delivery` and holds it: the bytes to `release` once the job is
+    /// settled. Nil, holding nothing, when the job should go back to the queue undecoded: the
+    /// budget was closed (the worker stops) or the delivery's connection went while it waited.
+    public func admit(_ delivery: JobDelivery) async -> Int? {
+        let bytes = weight(of: delivery)
+        guard await acquire(bytes) else { return nil }
+        guard delivery.isCurrent() else {
+            release(bytes)
+            return nil
+        }
+        return bytes
     }
 
-    /// Waits until `bytes` (a `weight(ofBody:)`) fit beside what is held, then holds them and
-    /// returns true; false once the budget is closed (the worker stops), holding them all the same
-    /// so that every caller gives back what it asked for. Not cancellable: `close()` ends the waits.
+    /// Waits until `bytes` fit beside what is held, then holds them and returns true; false,
+    /// holding nothing, once the budget is closed. Not cancellable: `close()` ends the waits.
     public func acquire(_ bytes: Int) async -> Bool {
         guard bytes > 0 else { return true }
         return await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool? in
-                if state.closed {
-                    state.used += bytes
-                    return false
-                }
+                if state.closed { return false }
                 if state.waiting.isEmpty && state.used + bytes <= limit {
                     state.used += bytes
                     return true
@@ -69,7 +83,6 @@ public final class JobBodyBudget: Sendable {
         let waiting = state.withLock { state in
             state.closed = true
             defer { state.waiting.removeAll() }
-            for waiter in state.waiting { state.used += waiter.bytes }
             return state.waiting.map(\.continuation)
         }
         for continuation in waiting { continuation.resume(returning: false) }

@@ -127,23 +127,16 @@ public final class JobPipeline: Sendable {
     public func run(_ delivery: JobDelivery) async -> JobSettlement {
         let start = ContinuousClock.now
         // Held until the pipeline's settlement: a large body's decoded tokens, its recipients or
-        // its chunks live that long. A chunk job (a released local_time or quiet-hours part among
-        // them) is bounded by chunk_size and weighs nothing, so it never waits behind producers' lists.
-        let weight: Int = if delivery.chunk != nil || bodyBudget == nil { 0 } else if let streamed = delivery.streamed {
-            bodyBudget?.weight(ofStreamedBody: streamed.bodySize) ?? 0
-        } else {
-            bodyBudget?.weight(ofBody: delivery.body.count) ?? 0
-        }
-        if weight > 0, let bodyBudget {
-            // A job that waited while the worker stopped, or while its connection went, was
-            // never started: back to the queue, without being decoded.
-            guard await bodyBudget.acquire(weight), delivery.isCurrent() else {
-                bodyBudget.release(weight)
+        // its chunks live that long.
+        var weight = 0
+        if let bodyBudget {
+            guard let admitted = await bodyBudget.admit(delivery) else {
                 metrics.job(.requeued, lane: lane)
                 return .requeue
             }
+            weight = admitted
         }
-        defer { if weight > 0 { bodyBudget?.release(weight) } }
+        defer { bodyBudget?.release(weight) }
         var app = ""
         let settlement = await process(delivery, app: &app)
         metrics.jobTook(ContinuousClock.now - start, lane: lane, app: app)
