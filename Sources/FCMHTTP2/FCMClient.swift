@@ -60,6 +60,10 @@ public final class FCMClient: Sendable {
     /// each answer counted, retried or not: what a quota or credentials alert watches.
     private let quotaExceeded: CoreMetrics.Counter
     private let tokenRefused: CoreMetrics.Counter
+    /// Requests sent again: after a lost connection or a refused stream (`connection`: FCM may
+    /// have delivered the first one), or with a new access token (`access_token`), as APNs'.
+    private let resendsAfterConnectionLoss: CoreMetrics.Counter
+    private let resendsWithNewToken: CoreMetrics.Counter
     private let logger: Logger
 
     public init(configuration: Configuration, tokens: FCMAccessTokenSource, logger: Logger = Logger(label: "pushworker.fcm")) {
@@ -81,6 +85,10 @@ public final class FCMClient: Sendable {
         latency = CoreMetrics.Timer(label: "pushworker_fcm_request_duration_seconds", dimensions: [("app", configuration.name)])
         quotaExceeded = CoreMetrics.Counter(label: "pushworker_fcm_quota_exceeded_total", dimensions: [("app", configuration.name)])
         tokenRefused = CoreMetrics.Counter(label: "pushworker_fcm_access_token_refused_total", dimensions: [("app", configuration.name)])
+        resendsAfterConnectionLoss = CoreMetrics.Counter(
+            label: "pushworker_fcm_resends_total", dimensions: [("app", configuration.name), ("cause", "connection")])
+        resendsWithNewToken = CoreMetrics.Counter(
+            label: "pushworker_fcm_resends_total", dimensions: [("app", configuration.name), ("cause", "access_token")])
     }
 
     deinit {
@@ -121,6 +129,8 @@ public final class FCMClient: Sendable {
         }
         var transportRetries: [Int: Int] = [:]
         var renewed = Set<Int>()
+        /// Devices queued to go again, and why (true: a lost connection); counted once sent.
+        var resending: [Int: Bool] = [:]
         /// The access token each request went with: a late 401 drops only the token it refused.
         var sentWith = [String](repeating: "", count: devices.count)
         var outstanding = 0
@@ -134,12 +144,18 @@ public final class FCMClient: Sendable {
                         answers[index] = .unanswered("no FCM access token: \(error)")
                         // Queued again, never sent.
                         if let resent = transportRetries[index], resent > 0 { transportRetries[index] = resent - 1 }
+                        resending[index] = nil
                     }
                     toSend = []
                     if outstanding == 0 { break }
                     continue
                 }
-                for index in toSend { sentWith[index] = bearer }
+                for index in toSend {
+                    sentWith[index] = bearer
+                    if let cause = resending.removeValue(forKey: index) {
+                        (cause ? resendsAfterConnectionLoss : resendsWithNewToken).increment()
+                    }
+                }
                 await start(toSend, of: devices, message: message, bearer: bearer, round: round)
                 outstanding += toSend.count
                 toSend = []
@@ -159,6 +175,7 @@ public final class FCMClient: Sendable {
                         // The access token was refused (revoked, or lapsed on the way): once more with a new one.
                         renewed.insert(index)
                         refused.insert(sentWith[index])
+                        resending[index] = false
                         toSend.append(index)
                     } else {
                         answers[index] = .failed(failure)
@@ -167,6 +184,7 @@ public final class FCMClient: Sendable {
                     let attempts = transportRetries[index, default: 0]
                     if retry, attempts < configuration.transportRetries {
                         transportRetries[index] = attempts + 1
+                        resending[index] = true
                         toSend.append(index)
                     } else {
                         answers[index] = .unanswered(error.description)

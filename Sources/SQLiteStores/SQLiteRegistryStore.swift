@@ -131,7 +131,13 @@ public final class SQLiteRegistryStore: RegistryStore {
 
     /// Connections that read audiences, one per resolution at a time: a snapshot read page by
     /// page holds its connection across suspension points, so it cannot be the writers' one.
+    /// Idle ones are kept up to `maxIdleReaders`: jobs in hand bound how many read at once (64 in
+    /// the now lane alone), and each keeps a page cache of up to 2 MB, so a burst of group jobs
+    /// would otherwise leave its high-water mark of connections open for the process's life.
     private let readers: Mutex<[SQLiteAudience.Reader]> = Mutex([])
+    /// Enough for the audiences a worker reads at once in steady use; one more opens a
+    /// connection (a few hundred microseconds, small beside reading a group).
+    static let maxIdleReaders = 4
     /// The registry file.
     public let path: String
 
@@ -434,12 +440,22 @@ public final class SQLiteRegistryStore: RegistryStore {
             try await body(audience(reader))
         } catch {
             try? reader.database.execute("ROLLBACK")
-            readers.withLock { $0.append(reader) }
+            giveBack(reader)
             throw error
         }
         try? reader.database.execute("COMMIT")
-        readers.withLock { $0.append(reader) }
+        giveBack(reader)
     }
+
+    /// Back to the pool, or closed (on release) when enough are idle.
+    private func giveBack(_ reader: SQLiteAudience.Reader) {
+        readers.withLock { idle in
+            if idle.count < Self.maxIdleReaders { idle.append(reader) }
+        }
+    }
+
+    /// Reader connections open and idle now.
+    var idleReaders: Int { readers.withLock { $0.count } }
 
     public func devices(app: String, tokens: [String]) async throws(StoreError) -> [String: RegisteredDevice] {
         guard !tokens.isEmpty else { return [:] }

@@ -74,8 +74,10 @@ struct FCMWorkerTests {
     func lostAnswerCounted() async throws {
         let lost = Self.android("lost")
         // The mock takes the message (it may show on the phone), then resets the connection before answering.
-        let setup = try await WorkerProcessTests.setUp(faults: [MockAPNsFault(.goAwayAbrupt(afterRequests: 0), tokens: [lost], times: 1)], fcm: { _ in })
+        let setup = try await WorkerProcessTests.setUp(
+            faults: [MockAPNsFault(.goAwayAbrupt(afterRequests: 0), tokens: [lost], times: 1)], extra: "metrics_address: 127.0.0.1:0", fcm: { _ in })
         let running = try await JobContractTests.Running.start(setup: setup)
+        let metricsPort = try await running.worker.metricsPort()
         try await running.publish(#"{"id": "lost-1", "audience": {"fcm_tokens": ["\#(lost)"]}, "notification": {"title": "Hi"}}"#)
         let (results, summary) = try await Self.job(of: running)
         #expect(summary.outcomes == [.delivered: 1], "\(summary)")
@@ -84,6 +86,11 @@ struct FCMWorkerTests {
         let taken = running.mock.recorded.count { $0.token == lost } + running.mock.fcmMessages.count { $0.token == lost }
         #expect(running.mock.recorded.count { $0.token == lost } == 1 && taken >= 2)
         #expect(results.count == 1 && results.first?.outcome == .delivered && results.first?.attempts == taken, "\(results), \(taken) taken")
+        // Every request after the first was the client's re-send after a lost connection.
+        let page = try #require(await HTTPProbe.get(port: metricsPort, "/metrics"))
+        let samples = HTTPProbe.samples(page.body)
+        #expect(samples.sum("pushworker_fcm_resends_total", ["app": "demo", "cause": "connection"]) == Double(taken - 1), "\(taken) taken")
+        #expect(samples.sum("pushworker_fcm_resends_total", ["cause": "access_token"]) == 0)
         try await running.stop()
     }
 

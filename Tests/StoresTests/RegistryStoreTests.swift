@@ -542,6 +542,37 @@ struct RegistryStoreTests {
         #expect(try await Self.all(reopened, groups: ["g"]).map(\.token) == [Self.token(1)])
     }
 
+    @Test("audiences read at once each get a connection; once read, at most four stay open for the next")
+    func idleReadersBounded() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db").path
+        let store = try SQLiteRegistryStore(path: file)
+        try await store.apply(.registerDevice(app: "news", token: Self.token(1), user: "u-1"))
+        try await store.apply(.addToGroup(user: "u-1", group: "g", createGroup: true))
+        // Ten snapshots open together: each body waits until all ten have read their count.
+        let reading = 10
+        let started = Locked(0)
+        try await withTimeout(.seconds(60), "ten audiences read at once") {
+            try await withThrowingTaskGroup(of: [String].self) { group in
+                for _ in 0..<reading {
+                    group.addTask {
+                        try await Self.read(pageSize: 10) { read in
+                            try await store.withAudience(app: "news", users: [], groups: ["g"]) { audience in
+                                started.withLock { $0 += 1 }
+                                while started.value < reading { try await Task.sleep(for: .milliseconds(5)) }
+                                try await read(audience)
+                            }
+                        }.map(\.token)
+                    }
+                }
+                for try await tokens in group { #expect(tokens == [Self.token(1)]) }
+            }
+        }
+        #expect(store.idleReaders == SQLiteRegistryStore.maxIdleReaders)
+        // The kept ones serve the next audience.
+        #expect(try await Self.all(store, groups: ["g"]).map(\.token) == [Self.token(1)])
+        #expect(store.idleReaders == SQLiteRegistryStore.maxIdleReaders)
+    }
+
     @Test("a file that is not a database is refused with its path")
     func notADatabase() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString.prefix(8)).db")
