@@ -22,7 +22,7 @@ public final class PostgresRegistryStore: RegistryStore, PostgresBacked {
     public var redactedURL: String { database.redactedURL }
     private var client: PostgresClient { database.pool.client }
     /// The device lookups of one-device jobs in flight, asked together (`devices(app:tokens:)`).
-    private let deviceLookups: LookupCoalescer<RegisteredDevice>
+    private let deviceLookups: LookupCoalescer<String, RegisteredDevice>
 
     /// Connects (the pool runs until the store is released) and creates or migrates the schema.
     /// A server that does not answer within `connectTimeout` fails the start: the pool itself

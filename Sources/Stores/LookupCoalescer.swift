@@ -4,14 +4,15 @@ import Synchronization
 /// is out, the lookups that come are held, and the next query asks for all their items together.
 /// For a store across the network (PostgreSQL), where a one-device job's lookup of its device
 /// cost a round trip and a statement of its own; jobs in flight now share them. No timer: a
-/// lookup that finds no query out is asked at once.
-public final class LookupCoalescer<Value: Sendable>: Sendable {
+/// lookup that finds no query out is asked at once. Writes coalesce the same way: a write of
+/// many rows answers no values (PostgreSQL's schedule holds the jobs in flight so).
+public final class LookupCoalescer<Item: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Looks `items` up in `group`; answers the items found.
-    public typealias Lookup = @Sendable (_ group: String, _ items: [String]) async throws(StoreError) -> [String: Value]
+    public typealias Lookup = @Sendable (_ group: String, _ items: [Item]) async throws(StoreError) -> [Item: Value]
 
     private struct Waiter {
-        let items: [String]
-        let continuation: CheckedContinuation<Result<[String: Value], StoreError>?, Never>
+        let items: [Item]
+        let continuation: CheckedContinuation<Result<[Item: Value], StoreError>?, Never>
     }
 
     private struct State {
@@ -31,9 +32,9 @@ public final class LookupCoalescer<Value: Sendable>: Sendable {
     }
 
     /// The items of `items` found in `group`, asked together with the lookups waiting beside it.
-    public func values(group: String, items: [String]) async throws(StoreError) -> [String: Value] {
+    public func values(group: String, items: [Item]) async throws(StoreError) -> [Item: Value] {
         if !state.withLock({ state in state.running.insert(group).inserted }) {
-            let answer = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[String: Value], StoreError>?, Never>) in
+            let answer = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[Item: Value], StoreError>?, Never>) in
                 let leadNow = state.withLock { state -> Bool in
                     // The query out ended meanwhile, with nobody waiting: ask this one now.
                     if state.running.insert(group).inserted { return true }
@@ -49,10 +50,10 @@ public final class LookupCoalescer<Value: Sendable>: Sendable {
         return try answer.get()
     }
 
-    private func ask(_ group: String, _ items: [String]) async -> Result<[String: Value], StoreError> {
+    private func ask(_ group: String, _ items: [Item]) async -> Result<[Item: Value], StoreError> {
         do throws(StoreError) {
             guard items.count > maximumItems else { return .success(try await lookup(group, items)) }
-            var found: [String: Value] = [:]
+            var found: [Item: Value] = [:]
             for start in stride(from: 0, to: items.count, by: maximumItems) {
                 found.merge(try await lookup(group, Array(items[start..<min(start + maximumItems, items.count)]))) { first, _ in first }
             }
@@ -83,12 +84,12 @@ public final class LookupCoalescer<Value: Sendable>: Sendable {
                 return waiters
             }
             guard !waiters.isEmpty else { return }
-            var seen = Set<String>()
+            var seen = Set<Item>()
             let items = waiters.flatMap(\.items).filter { seen.insert($0).inserted }
             let answer = await ask(group, items)
             for waiter in waiters {
                 waiter.continuation.resume(returning: answer.map { found in
-                    waiter.items.reduce(into: [String: Value]()) { mine, item in mine[item] = found[item] }
+                    waiter.items.reduce(into: [Item: Value]()) { mine, item in mine[item] = found[item] }
                 })
             }
         }

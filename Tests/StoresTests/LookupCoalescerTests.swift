@@ -36,7 +36,7 @@ struct LookupCoalescerTests {
     @Test("twenty lookups while the first is out: asked together, in queries of at most 8 items, each caller answered its own")
     func together() async throws {
         let held = HeldLookup()
-        let coalescer = LookupCoalescer<String>(maximumItems: 8) { group, items throws(StoreError) in try await held.lookup(group, items) }
+        let coalescer = LookupCoalescer<String, String>(maximumItems: 8) { group, items throws(StoreError) in try await held.lookup(group, items) }
         async let first = coalescer.values(group: "demo", items: ["1"])
         await Self.waitForCalls(held, 1)
         let answers = try await withThrowingTaskGroup(of: (Int, [String: String]).self) { group in
@@ -64,7 +64,7 @@ struct LookupCoalescerTests {
     @Test("a query that fails fails every lookup it answered; the next lookup asks again")
     func failure() async throws {
         let held = HeldLookup(failing: true)
-        let coalescer = LookupCoalescer<String> { group, items throws(StoreError) in try await held.lookup(group, items) }
+        let coalescer = LookupCoalescer<String, String> { group, items throws(StoreError) in try await held.lookup(group, items) }
         async let first = coalescer.values(group: "demo", items: ["1"])
         await Self.waitForCalls(held, 1)
         func asked(_ item: String) async -> Result<[String: String], StoreError> {

@@ -52,6 +52,36 @@ struct ScheduleStoreTests {
         #expect(shown?.state == .released && shown?.endedAt == Self.now + 5_001)
     }
 
+    @Test("holds that come at once are each kept as they came: the body's quotes, escapes and text, fields set or not", arguments: Kind.allCases)
+    func holdsAtOnce(_ kind: Kind) async throws {
+        let (store, _, _) = try await kind.make()
+        let jobs = (0..<60).map { (index: Int) -> HeldJob in
+            let id = "many-\(index)"
+            let body: String = #"{"id":""# + id + #"","payload":{"aps":{"alert":"a \"quote\", a \\ and\n a line, é, 🚀"}}}"#
+            let key: String? = index % 3 == 0 ? "key-\(index)" : nil
+            let replyTo: String? = index % 2 == 0 ? "replies" : nil
+            let chunk: String? = index % 5 == 0 ? "deferred" : nil
+            let at: Int64 = Self.now + Int64(index)
+            return HeldJob(
+                jobID: id, app: index % 4 == 0 ? "other" : "demo", idempotencyKey: key, releaseAt: at, body: body, replyTo: replyTo,
+                heldAt: Self.now - Int64(index), chunk: chunk)
+        }
+        try await withTimeout(.seconds(60), "sixty holds at once") {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for job in jobs { group.addTask { try await store.hold(job) } }
+                try await group.waitForAll()
+            }
+        }
+        let due = try await store.due(now: Self.now + 100, leaseUntil: Self.now + 60_000, limit: 100)
+        #expect(due.count == jobs.count)
+        for job in jobs {
+            let kept = due.first { $0.jobID == job.jobID && $0.app == job.app }
+            #expect(kept.map { HeldJob(
+                jobID: $0.jobID, app: $0.app, idempotencyKey: $0.idempotencyKey, releaseAt: $0.releaseAt, body: $0.body, replyTo: $0.replyTo,
+                heldAt: $0.heldAt, chunk: $0.chunk) } == job, "\(String(describing: kept))")
+        }
+    }
+
     @Test("a worker that dies with jobs taken leaves them to another once the lease ends; limit bounds a take", arguments: Kind.allCases)
     func lease(_ kind: Kind) async throws {
         let (store, other, _) = try await kind.make()
