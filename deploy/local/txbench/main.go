@@ -241,7 +241,8 @@ func load(args []string) {
 		}
 		id := fmt.Sprintf("tx-%d", index)
 		// A device token is 32 bytes that look random, as APNs issues them: a digest of the series
-		// and the index, so runs still send to distinct devices and no two tokens share a prefix.
+		// and the index, so runs still send to distinct devices and tokens do not share their first
+		// eight characters (almost surely), as they did when made from the series then the index.
 		token := sha256.Sum256([]byte(fmt.Sprintf("%d/%d", *series, index)))
 		body := fmt.Sprintf(`{"id": %q, "audience": {"tokens": ["%x"]}, "payload": {"aps": {"alert": {"title": "Order", "body": "Your code is 4711"}}}, "reply_to": %q}`,
 			id, token, reply.Name)
