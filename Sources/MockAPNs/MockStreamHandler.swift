@@ -73,10 +73,16 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
             server.state.requestFinished()
             if case .goAwayAbrupt = fault {
                 // Delivered, and the answer never leaves: the client cannot tell it from a
-                // request that never arrived.
-                server.state.record(RecordedNotification(
-                    token: token, apnsID: UUID().uuidString.lowercased(), headers: [:], payload: body,
-                    connection: connection.number, concurrentStreams: connection.inFlight))
+                // request that never arrived. An FCM message is recorded as FCM's.
+                if server.fcm != nil, case .send(let project)? = MockFCMService.Route(path: head.uri) {
+                    server.state.record(RecordedFCMMessage(
+                        project: project, token: token, name: "projects/\(project)/messages/\(server.state.nextFCMMessageNumber())",
+                        message: body, connection: connection.number))
+                } else {
+                    server.state.record(RecordedNotification(
+                        token: token, apnsID: UUID().uuidString.lowercased(), headers: [:], payload: body,
+                        connection: connection.number, concurrentStreams: connection.inFlight))
+                }
                 sendGoAway(parent)
             }
             reset(parent)
