@@ -280,6 +280,52 @@ struct WorkerProcessTests {
         try await Self.expectRedelivered("overdue", prefix: setup.prefix)
     }
 
+    @Test("jobs waiting for room among large bodies when the worker stops go back to the queue unsent; the job in work finishes")
+    func waitingLargeJobsReturnOnStop() async throws {
+        // A budget of 64 KiB, which each job of 1,000 tokens (about 68 KB; sent in the now lane,
+        // not split) fills alone: while one is in work, its requests answered 2 s late, 256 in
+        // flight at a time (about 8 s: time enough to signal the worker on a busy machine, well
+        // within the 30 s grace), the other two wait in hand. Which one goes first is the tasks'
+        // order, not the queue's.
+        let jobs = ["first", "second", "third"].enumerated().map { index, id in
+            (id: id, tokens: (0..<1000).map { TestDeviceTokens.hex($0, series: 0xB0_0000 * (index + 1)) })
+        }
+        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(2)))], extra: "lanes: {now_large_job_bytes: 65536}")
+        defer { Task { try? await setup.mock.shutdown() } }
+        let worker = try RunningProgram.worker(config: setup.config)
+        try await worker.waitForLog("worker started")
+        let publisher = try await TestBroker.publisher()
+        for job in jobs {
+            let body = #"{"id": "\#(job.id)", "audience": {"tokens": ["\#(job.tokens.joined(separator: "\", \""))"]}, "payload": {"aps": {}}}"#
+            try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(body.utf8)))
+        }
+        // All three in hand (none left ready in the queue) and one's requests at the mock.
+        let queue = "\(setup.prefix).jobs"
+        #expect(jobs.allSatisfy { $0.tokens.count * 68 > JobBodyBudget.largeBodyBytes })
+        let ready: @Sendable () async throws -> Int = { try await publisher.perform(.inspect(queue))?.messages ?? -1 }
+        try await withTimeout(.seconds(60), "the three jobs delivered to the worker") {
+            while try await ready() != 0 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try await FleetTokenTests.waitUntil("a job's requests reach the mock") { setup.mock.requestCount > 0 }
+        let status: Int32 = try await worker.stop(signal: SIGTERM, within: .seconds(60))
+        #expect(status == 0, "\(worker.log)")
+        // One job sent whole during the drain; the other two not at all, and back in the queue.
+        let sent = Set(setup.mock.recorded.map(\.token))
+        let reached = jobs.filter { job in job.tokens.contains { sent.contains($0) } }
+        #expect(reached.count == 1 && reached.allSatisfy { $0.tokens.allSatisfy(sent.contains) }, "sent: \(reached.map(\.id)); the worker's log:\n\(worker.log)")
+        let consumer = try await TestBroker.consumer(queue: queue)
+        var back: [String] = []
+        for _ in 0..<2 {
+            let again = try await consumer.next(within: .seconds(30))
+            back.append(JobDecoder.names(in: again.body).id ?? "?")
+            try await again.ack()
+        }
+        await consumer.close()
+        #expect(Set(back) == Set(jobs.map(\.id)).subtracting(reached.map(\.id)))
+        #expect(try await ready() == 0)
+        await publisher.close()
+    }
+
     @Test("devices still failing after a worker's share of attempts come back through the delayed retry queue")
     func delayedRetry() async throws {
         let setup = try await Self.setUp(
