@@ -136,7 +136,7 @@ public final class SQLiteRegistryStore: RegistryStore {
     /// would otherwise leave its high-water mark of connections open for the process's life.
     private let readers: Mutex<[SQLiteAudience.Reader]> = Mutex([])
     /// Enough for the audiences a worker reads at once in steady use; one more opens a
-    /// connection (a few hundred microseconds, small beside reading a group).
+    /// connection and prepares its statements, small beside reading a group (not measured).
     static let maxIdleReaders = 4
     /// The registry file.
     public let path: String

@@ -295,13 +295,13 @@ struct WorkerProcessTests {
         let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let publisher = try await TestBroker.publisher()
-        for job in jobs {
-            let body = #"{"id": "\#(job.id)", "audience": {"tokens": ["\#(job.tokens.joined(separator: "\", \""))"]}, "payload": {"aps": {}}}"#
-            try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: Array(body.utf8)))
+        let bodies = jobs.map { job in
+            Array(#"{"id": "\#(job.id)", "audience": {"tokens": ["\#(job.tokens.joined(separator: "\", \""))"]}, "payload": {"aps": {}}}"#.utf8)
         }
+        #expect(bodies.allSatisfy { $0.count > JobBodyBudget.largeBodyBytes }, "each body must count against the budget")
+        for body in bodies { try await publisher.publish(.toQueue("\(setup.prefix).jobs", body: body)) }
         // All three in hand (none left ready in the queue) and one's requests at the mock.
         let queue = "\(setup.prefix).jobs"
-        #expect(jobs.allSatisfy { $0.tokens.count * 68 > JobBodyBudget.largeBodyBytes })
         let ready: @Sendable () async throws -> Int = { try await publisher.perform(.inspect(queue))?.messages ?? -1 }
         try await withTimeout(.seconds(60), "the three jobs delivered to the worker") {
             while try await ready() != 0 { try await Task.sleep(for: .milliseconds(50)) }
