@@ -134,6 +134,49 @@ extension BrokerTests {
             await publisher.close()
         }
 
+        @Test("acks a quorum queue holds back (its leader stalled) take effect before the consumer closes: no acked delivery comes back")
+        func heldBackAcksApplyBeforeClose() async throws {
+            let queue = TestBroker.uniqueName("heldacks")
+            let topology = AMQPTopology(queues: [.durable(queue, quorum: true, extraArguments: TestBroker.expiry)])
+            let publisher = try await TestBroker.publisher(topology: topology)
+            let count = 200
+            try await publisher.publish(contentsOf: (0..<count).map { .toQueue(queue, body: Array("\($0)".utf8)) })
+            var configuration = try TestBroker.configuration(topology: topology)
+            // The close waits for the stalled leader, for as long as two rabbitmqctl calls take.
+            configuration.rpcTimeout = .seconds(120)
+            let consumer = try await AMQPConsumer.connect(configuration, queue: queue, prefetch: UInt16(count))
+            var deliveries: [AMQPDelivery] = []
+            for _ in 0..<count { deliveries.append(try await consumer.next()) }
+
+            // With the queue's Raft leader suspended nothing is applied: past 32 settlements
+            // waiting, the channel keeps the rest to itself, and RabbitMQ 3.10 drops those when the
+            // channel closes (rabbitmq-server#10327). Acks a few milliseconds apart go out as
+            // frames of their own, each a settlement.
+            let leader = "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"\(queue)\">>)), {Name, _} = amqqueue:get_pid(Q)"
+            try await TestBroker.rabbitmqctl("eval", "\(leader), sys:suspend(Name).")
+            var resumed = false
+            do {
+                for delivery in deliveries {
+                    try await delivery.ack()
+                    try await Task.sleep(for: .milliseconds(3))
+                }
+                let closing = Task { await consumer.close() }
+                try await Task.sleep(for: .milliseconds(500))
+                try await TestBroker.rabbitmqctl("eval", "\(leader), sys:resume(Name).")
+                resumed = true
+                await closing.value
+            } catch {
+                if !resumed { try? await TestBroker.rabbitmqctl("eval", "\(leader), sys:resume(Name).") }
+                throw error
+            }
+
+            // Whatever the channel's close gave back is ready once the queue has taken the close.
+            try await Task.sleep(for: .seconds(1))
+            #expect(try await publisher.perform(.inspect(queue))?.messages == 0)
+            try await publisher.perform(.delete(queue, ifEmpty: false))
+            await publisher.close()
+        }
+
         @Test("deleting the queue under a consumer ends its deliveries with 'consumerCancelled'")
         func brokerCancel() async throws {
             let queue = TestBroker.uniqueName("cancel")

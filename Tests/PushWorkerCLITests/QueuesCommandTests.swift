@@ -69,8 +69,10 @@ struct QueuesCommandTests {
         #expect(try await publisher.perform(.inspect("\(results).migrating")) == nil)
         #expect(try await publisher.perform(.inspect(retry))?.messages == 30)
 
-        // Quorum now: declaring it as the worker does is accepted.
+        // Quorum now: declaring it as the worker does is accepted. Each message is there once:
+        // none moved twice because an ack was lost when a consumer closed.
         try await publisher.perform(.declare(.durable(results, quorum: true)))
+        #expect(try await publisher.perform(.inspect(results))?.messages == 2000)
         let consumer = try await TestBroker.consumer(queue: results, prefetch: 500)
         for index in 0..<2000 {
             let delivery = try await consumer.next()

@@ -659,6 +659,7 @@ final class ConnectionDriver: @unchecked Sendable {
         guard let handle = lifecycle.connection else { return }
         do {
             try execute(mailbox.take(), on: handle)
+            try cancelConsumers(on: handle)
             let deadline = ContinuousClock.now + configuration.rpcTimeout
             while (!confirmWindow.isEmpty || !waiting.isEmpty) && ContinuousClock.now < deadline {
                 try sendWaiting(on: handle)
@@ -668,6 +669,20 @@ final class ConnectionDriver: @unchecked Sendable {
         } catch let error as AMQPError {
             logger.warning("AMQP connection failed while closing", metadata: ["error": "\(error)"])
         } catch {}
+    }
+
+    /// Cancels the connection's consumers and waits for the broker's answer before the channel
+    /// closes, so acks sent just before take effect. A quorum queue holds a channel's settlements
+    /// back once a few dozen wait to be applied, and drops those when the channel closes: the
+    /// deliveries they acked come back to be handled again (rabbitmq-server#10327). The broker
+    /// answers the cancel only once the queue has applied it, and so everything sent before it;
+    /// the held-back settlements then go out ahead of the close. Deliveries that arrive meanwhile
+    /// are never handed out: unacknowledged, the broker requeues them when the channel closes.
+    private func cancelConsumers(on handle: ConnectionHandle) throws {
+        guard let consume, !consumerCancelled, handle.isUsable else { return }
+        for subscription in consume.subscriptions {
+            try handle.cancel(consumerTag: subscription.consumerTag, timeout: configuration.rpcTimeout)
+        }
     }
 
     /// Fails everything still pending, ends the delivery stream and closes the connection.

@@ -235,6 +235,17 @@ final class ConnectionHandle {
         return status
     }
 
+    /// Cancels a consumer of the consuming channel and waits for the broker's cancel-ok; frames
+    /// that arrive meanwhile are queued by librabbitmq.
+    func cancel(consumerTag: String, timeout: Duration) throws {
+        withRPCTimeout(timeout) {
+            CArena.with { arena in
+                _ = amqp_basic_cancel(state, Self.channel, arena.bytes(consumerTag))
+            }
+        }
+        try check(amqp_get_rpc_reply(state), during: "cancelling consumer '\(consumerTag)'", timeout: timeout)
+    }
+
     /// Answers a broker-initiated channel.close or connection.close and describes it as an error.
     func serverClose(id: amqp_method_number_t, decoded: UnsafeMutableRawPointer?, during context: String) -> AMQPError {
         isOpen = false

@@ -131,11 +131,11 @@ public struct QueueMigration: Sendable {
     }
 
     /// Moves every ready message of `source` to `target`, in order: a batch is published
-    /// (confirmed) before it is acknowledged, so a crash leaves a message in one of the two
-    /// queues, possibly both (at least once). Properties and headers go along unchanged. Returns
-    /// how many were moved once the broker counts none left in `source` (which the caller then
-    /// deletes); throws when the broker counts messages that no consumer is given, rather than
-    /// leave them to be deleted.
+    /// (confirmed) before it is acknowledged, so a crash or a lost connection leaves a message in
+    /// one of the two queues, possibly both (at least once); otherwise each message is moved
+    /// once. Properties and headers go along unchanged. Returns how many were moved once the
+    /// broker counts none left in `source` (which the caller then deletes); throws when the
+    /// broker counts messages that no consumer is given, rather than leave them to be deleted.
     func move(from source: String, to target: String) async throws -> Int {
         var moved = 0
         while let status = try await publisher.perform(.inspect(source)), status.messages > 0 {
@@ -153,7 +153,10 @@ public struct QueueMigration: Sendable {
                     try await publisher.publish(contentsOf: deliveries.map {
                         .toQueue(target, body: $0.body, properties: $0.properties, mandatory: true)
                     })
-                    for delivery in deliveries { try await delivery.ack() }
+                    // One `multiple` ack for the batch: a quorum queue applies each ack frame as
+                    // a command of its own, and a channel with more than a few dozen waiting
+                    // holds the rest back (which the consumer's close then waits for).
+                    try await deliveries.last?.ack(multiple: true)
                     taken += deliveries.count
                     if deliveries.count < wanted { break }
                 }
