@@ -65,7 +65,9 @@
 #                                   system calls and context switches per job; POSTGRES_CONNECTIONS
 #                                   sets the PostgreSQL worker's registry.postgres_connections (8),
 #                                   NOW_PREFETCH the workers' lanes.now_prefetch (64), LATENCY_RATE
-#                                   the rate of the latency runs (jobs/s; default half each one's)
+#                                   the rate of the latency runs (jobs/s; default half each one's);
+#                                   WORKER_BIN another build of pushworker to run in its place (two
+#                                   builds compared on one machine, run after run)
 #   deploy/local/bench.sh cluster [COUNT]   e2e on the single node (one worker; quorum results queue,
 #                                   then classic) and on a three-node cluster (one worker, then two,
 #                                   each preferring another node),
@@ -265,7 +267,7 @@ apps:
     ca_file: $work/ca.pem
     token: {key_file: $work/key.p8, key_id: BENCHKEY01, team_id: BENCHTEAM1}
 YAML
-        "$bin/pushworker" run --config "$work/$2.yaml" > "$work/$1.log" 2>&1 &
+        "${WORKER_BIN:-$bin/pushworker}" run --config "$work/$2.yaml" > "$work/$1.log" 2>&1 &
         worker_pid=$!
         for _ in $(seq 600); do grep -q "worker started" "$work/$1.log" && return; sleep 0.1; done ;;
     esac
