@@ -19,6 +19,9 @@ public struct AMQPConfiguration: Sendable {
     public var handshakeTimeout: Duration = .seconds(10)
     /// Time allowed for a synchronous broker reply (declarations, qos, channel open).
     public var rpcTimeout: Duration = .seconds(10)
+    /// How long a closing consumer waits, in all, for the broker to answer the cancel of its
+    /// consumers, by when a quorum queue has taken the acks sent before (see `AMQPConsumer.close`).
+    public var cancelTimeout: Duration = .seconds(5)
     public var reconnect = AMQPReconnectPolicy()
     /// Declared on the first connect and again after every reconnect.
     public var topology = AMQPTopology()

@@ -111,8 +111,10 @@ public final class AMQPConsumer: AsyncSequence, Sendable {
         }
     }
 
-    /// Carries out settlements already requested, then closes the connection; the broker requeues
-    /// whatever is still unacknowledged, and the delivery sequence ends.
+    /// Carries out settlements already requested, cancels the consumers and waits for the
+    /// broker's answer (at most `cancelTimeout`, so a quorum queue takes those settlements before
+    /// the channel closes), then closes the connection; the broker requeues whatever is still
+    /// unacknowledged, and the delivery sequence ends.
     public func close() async {
         await withCheckedContinuation { continuation in
             driver.post(.shutdown(continuation))

@@ -671,17 +671,23 @@ final class ConnectionDriver: @unchecked Sendable {
         } catch {}
     }
 
-    /// Cancels the connection's consumers and waits for the broker's answer before the channel
-    /// closes, so acks sent just before take effect. A quorum queue holds a channel's settlements
-    /// back once a few dozen wait to be applied, and drops those when the channel closes: the
-    /// deliveries they acked come back to be handled again (rabbitmq-server#10327). The broker
-    /// answers the cancel only once the queue has applied it, and so everything sent before it;
-    /// the held-back settlements then go out ahead of the close. Deliveries that arrive meanwhile
-    /// are never handed out: unacknowledged, the broker requeues them when the channel closes.
+    /// Cancels the connection's consumers and waits for the broker's answers before the channel
+    /// closes, so acks sent just before take effect. The channel's client of a quorum queue holds
+    /// settlements back once a few dozen wait to be applied, and drops those when the channel
+    /// closes: the deliveries they acked come back to be handled again (rabbitmq-server#10327).
+    /// The broker answers a quorum queue's cancel once the queue has applied it, and so the
+    /// settlements sent before it; those held back are then sent, ahead of the close. One deadline
+    /// for all of it (`cancelTimeout`): a queue with no leader cannot apply them anyway, and a
+    /// worker's grace period is spent on its jobs. A consumer the broker cancelled already is answered at once.
+    /// Deliveries that arrive meanwhile are never handed out: unacknowledged, the broker requeues
+    /// them when the channel closes.
     private func cancelConsumers(on handle: ConnectionHandle) throws {
-        guard let consume, !consumerCancelled, handle.isUsable else { return }
+        guard let consume else { return }
+        let deadline = ContinuousClock.now + configuration.cancelTimeout
         for subscription in consume.subscriptions {
-            try handle.cancel(consumerTag: subscription.consumerTag, timeout: configuration.rpcTimeout)
+            let left = deadline - ContinuousClock.now
+            guard handle.isUsable, left > .zero else { return }
+            try handle.cancel(consumerTag: subscription.consumerTag, timeout: left)
         }
     }
 

@@ -103,7 +103,10 @@ public final class WorkerConnections: Sendable {
     }
 
     private func close(_ routes: [Route], publishers: [AMQPPublisher], afterConsumers: () -> Void = {}) async {
-        for route in routes { await route.consumer.close() }
+        // Together: each waits for the broker's answer to its consumers' cancel.
+        await withDiscardingTaskGroup { group in
+            for route in routes { group.addTask { await route.consumer.close() } }
+        }
         afterConsumers()
         await agreement.withLock { $0 }?.stop()
         for publisher in publishers { await publisher.close() }
