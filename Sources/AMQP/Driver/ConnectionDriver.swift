@@ -678,9 +678,9 @@ final class ConnectionDriver: @unchecked Sendable {
     /// The broker answers a quorum queue's cancel once the queue has applied it, and so the
     /// settlements sent before it; those held back are then sent, ahead of the close. One deadline
     /// for all of it (`cancelTimeout`): a queue with no leader cannot apply them anyway, and a
-    /// worker's grace period is spent on its jobs. A consumer the broker cancelled already is answered at once.
-    /// Deliveries that arrive meanwhile are never handed out: unacknowledged, the broker requeues
-    /// them when the channel closes.
+    /// worker's grace period is spent on its jobs. A consumer the broker cancelled already is
+    /// answered at once. Deliveries that arrive meanwhile are never handed out: unacknowledged,
+    /// the broker requeues them when the channel closes.
     private func cancelConsumers(on handle: ConnectionHandle) throws {
         guard let consume else { return }
         let deadline = ContinuousClock.now + configuration.cancelTimeout

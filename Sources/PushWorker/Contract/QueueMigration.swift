@@ -155,9 +155,9 @@ public struct QueueMigration: Sendable {
                     })
                     // One `multiple` ack for the batch: a quorum queue applies each ack frame as
                     // a command of its own, and a channel with more than a few dozen waiting
-                    // holds the rest back (which the consumer's close then waits for).
-                    // (A batch that spans a lost connection is refused instead: such an ack
-                    // would settle only the new connection's deliveries.)
+                    // holds the rest back (which the consumer's close then waits for). A batch
+                    // that spans a lost connection is refused: the ack would settle only the new
+                    // connection's part of it.
                     guard deliveries.allSatisfy(\.isCurrent) else {
                         throw Refusal(description: "the connection to the broker was lost while moving \(source) to \(target): a batch may be in both; run migrate again")
                     }
