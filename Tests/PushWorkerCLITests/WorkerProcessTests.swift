@@ -284,13 +284,14 @@ struct WorkerProcessTests {
     func waitingLargeJobsReturnOnStop() async throws {
         // A budget of 64 KiB, which each job of 1,000 tokens (about 68 KB; sent in the now lane,
         // not split) fills alone: while one is in work, its requests answered 2 s late, 256 in
-        // flight at a time (about 8 s: time enough to signal the worker on a busy machine, well
-        // within the 30 s grace), the other two wait in hand. Which one goes first is the tasks'
-        // order, not the queue's.
+        // flight at a time (about 8 s on a quiet machine: time enough to signal the worker), the
+        // other two wait in hand. The grace is long, so that a machine busy enough to stretch
+        // those 8 s past the default 30 s still lets the job finish. Which one goes first is the
+        // tasks' order, not the queue's.
         let jobs = ["first", "second", "third"].enumerated().map { index, id in
             (id: id, tokens: (0..<1000).map { TestDeviceTokens.hex($0, series: 0xB0_0000 * (index + 1)) })
         }
-        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(2)))], extra: "lanes: {now_large_job_bytes: 65536}")
+        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(.seconds(2)))], extra: "lanes: {now_large_job_bytes: 65536}\nshutdown_grace_seconds: 150")
         defer { Task { try? await setup.mock.shutdown() } }
         let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
@@ -307,7 +308,7 @@ struct WorkerProcessTests {
             while try await ready() != 0 { try await Task.sleep(for: .milliseconds(50)) }
         }
         try await FleetTokenTests.waitUntil("a job's requests reach the mock") { setup.mock.requestCount > 0 }
-        let status: Int32 = try await worker.stop(signal: SIGTERM, within: .seconds(60))
+        let status: Int32 = try await worker.stop(signal: SIGTERM, within: .seconds(180))
         #expect(status == 0, "\(worker.log)")
         // One job sent whole during the drain; the other two not at all, and back in the queue.
         let sent = Set(setup.mock.recorded.map(\.token))
