@@ -38,9 +38,7 @@ struct RunCommand: AsyncParsableCommand {
         let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
             if json { return JSONLogHandler(label: label, level: level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            return TextLogHandler(label: label, level: level)
         }
         let logger = Logger(label: "pushworker")
         try await WorkerProcess.run(try WorkerPlan.load(file: config), logger: logger)
