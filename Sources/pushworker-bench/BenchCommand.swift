@@ -8,5 +8,5 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushworker-bench",
         abstract: "Measure pushworker's parts against real servers and print the figures.",
-        subcommands: [AMQPBenchCommand.self, APNsBenchCommand.self, DecodeBenchCommand.self, LogBenchCommand.self, FCMBenchCommand.self, E2EBenchCommand.self, ResolveBenchCommand.self, RetentionBenchCommand.self])
+        subcommands: [AMQPBenchCommand.self, APNsBenchCommand.self, DecodeBenchCommand.self, LogBenchCommand.self, LookupBenchCommand.self, FCMBenchCommand.self, E2EBenchCommand.self, ResolveBenchCommand.self, RetentionBenchCommand.self])
 }

@@ -81,6 +81,11 @@ struct RegistryStoreTests {
         // Explicit tokens: only the connected ones of this app have a user.
         #expect(try await store.devices(app: "news", tokens: [Self.token(0), Self.token(8), Self.token(9), Self.token(3)])
             == [Self.token(0): RegisteredDevice(token: Self.token(0), user: "u-1"), Self.token(3): RegisteredDevice(token: Self.token(3), user: "u-3", preferences: preferences)])
+        // A token alone (a one-device job's lookup, which SQLite makes without a list) finds what the list finds for it.
+        let listed = try await store.devices(app: "news", tokens: [0, 8, 9, 3].map(Self.token))
+        for index in [0, 8, 9, 3, 42] {
+            #expect(try await store.devices(app: "news", tokens: [Self.token(index)]) == listed.filter { $0.key == Self.token(index) })
+        }
     }
 
     @Test("Android devices: registered with their platform (named, or told by the token's form), resolved with it beside APNs devices, their token's case kept; replace_token and connect keep or tell it", arguments: Kind.allCases)
