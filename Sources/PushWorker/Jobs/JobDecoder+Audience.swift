@@ -79,11 +79,12 @@ extension JobDecoder {
         }
         let tokens = (try fields.strings("tokens") ?? []).map(APNsDeviceToken.normalized)
         for (index, token) in tokens.enumerated() {
-            if FCMRegistrationToken.problem(token) == nil {
-                throw JobError(.invalidToken, field: "audience.tokens[\(index)]",
-                    "audience.tokens[\(index)] is an FCM registration token (an Android device): name it in audience.fcm_tokens")
-            }
             do { try APNsDeviceToken.validate(token, field: "audience.tokens[\(index)]") } catch {
+                // Hex is never an FCM token, so only a token that is not one is asked (once per device of a broadcast otherwise).
+                if FCMRegistrationToken.problem(token) == nil {
+                    throw JobError(.invalidToken, field: "audience.tokens[\(index)]",
+                        "audience.tokens[\(index)] is an FCM registration token (an Android device): name it in audience.fcm_tokens")
+                }
                 throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
             }
         }
@@ -105,7 +106,8 @@ extension JobDecoder {
             }
         }
         var audience = PushJob.Audience(
-            tokens: tokens.map { $0.lowercased() }, users: users, groups: groups,
+            // Lower-case already: `normalized` made every token that passed as hex so.
+            tokens: tokens, users: users, groups: groups,
             devices: try Self.pairs(object["devices"], field: "audience.devices"), filtered: try Self.pairs(object["filtered"], field: "audience.filtered"),
             activity: activity)
         // Case matters in a registration token: kept as sent; each once, in order.
@@ -136,7 +138,8 @@ extension JobDecoder {
             do { try APNsDeviceToken.validate(token, field: name) } catch {
                 throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
             }
-            recipients.append(Recipient(token: token.lowercased(), user: pair[1] as? String))
+            // Hex: `normalized` lower-cases it, and returns it as it is when it is so already.
+            recipients.append(Recipient(token: APNsDeviceToken.normalized(token), user: pair[1] as? String))
         }
         return recipients
     }
