@@ -18,7 +18,10 @@ struct LogBenchCommand: AsyncParsableCommand {
         if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
         var stream = StreamLogHandler.standardError(label: "pushworker")
         stream.logLevel = .info
-        let handlers: [(String, any LogHandler)] = [("StreamLogHandler", stream), ("TextLogHandler", TextLogHandler(label: "pushworker", level: .info))]
+        let handlers: [(String, any LogHandler)] = [
+            ("StreamLogHandler", stream), ("TextLogHandler", TextLogHandler(label: "pushworker", level: .info)),
+            ("JSONLogHandler", JSONLogHandler(label: "pushworker", level: .info)),
+        ]
         for (name, handler) in handlers {
             let logger = Logger(label: "pushworker", factory: { _ in handler })
             let seconds = try Self.withStandardErrorDiscarded {

@@ -16,8 +16,6 @@ public struct TextLogHandler: LogHandler {
     private let label: String
     private let fileDescriptor: Int32
 
-    /// One line at a time, so lines from several threads never mix (a pipe takes larger writes in parts).
-    private static let output = Mutex<Void>(())
     /// The second the cached text is of, and the text.
     private static let clock = Mutex<(second: time_t, text: String)>((-1, ""))
 
@@ -34,14 +32,7 @@ public struct TextLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var pairs = metadata
-        if let explicit = event.metadata, !explicit.isEmpty {
-            if pairs.isEmpty { pairs = explicit } else { pairs.merge(explicit) { $1 } }
-        }
-        if let error = event.error {
-            pairs["error.message"] = "\(error)"
-            pairs["error.type"] = "\(String(reflecting: type(of: error)))"
-        }
+        let pairs = LogOutput.metadata(metadata, event)
         var line: [UInt8] = []
         line.reserveCapacity(192)
         line += Self.timestamp().utf8
@@ -61,19 +52,7 @@ public struct TextLogHandler: LogHandler {
         line += "] ".utf8
         line += event.message.description.utf8
         line.append(UInt8(ascii: "\n"))
-        Self.output.withLock { _ in
-            line.withUnsafeBytes { bytes in
-                var rest = bytes
-                while !rest.isEmpty {
-                    let written = write(fileDescriptor, rest.baseAddress, rest.count)
-                    if written < 0 {
-                        if errno == EINTR { continue }
-                        return
-                    }
-                    rest = UnsafeRawBufferPointer(rebasing: rest[written...])
-                }
-            }
-        }
+        LogOutput.write(line, to: fileDescriptor)
     }
 
     /// The local time as `strftime("%Y-%m-%dT%H:%M:%S%z")` makes it, made again only when the second changes.
