@@ -15,9 +15,9 @@ struct PushWorkerCommand: AsyncParsableCommand {
     /// ArgumentParser's own entry, after OpenSSL is told not to clean up at exit (its first call).
     static func main() async {
         OpenSSLProcess.skipCleanupAtExit()
-        // The text log's timestamp comes from localtime(), which stats /etc/localtime on every
-        // line while TZ is unset (one "job done" line a job); naming that same file keeps the
-        // zone and reads it once.
+        // The commands other than `run` log through swift-log's StreamLogHandler, whose timestamp
+        // comes from localtime(): that stats /etc/localtime on every line while TZ is unset.
+        // Naming that same file keeps the zone and reads it once.
         if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
         do {
             var command = try parseAsRoot()

@@ -112,15 +112,19 @@ public final class SQLiteRegistryStore: RegistryStore {
     /// Registered, valid devices of app ?1 among the tokens of JSON array ?2 that are connected
     /// or have preferences of their own; users' per-app preferences are those for app ?3 (the
     /// base app of a Live Activity namespace, `TokenNamespace.preferencesApp`).
-    static let devicesOfTokens = """
+    static let devicesOfTokens = devices(where: "d.token IN (SELECT value FROM json_each(?2))")
+
+    /// `devicesOfTokens` for the one token ?2, bound as itself.
+    static let devicesOfToken = devices(where: "d.token = ?2")
+
+    private static func devices(where tokens: String) -> String {
+        """
         SELECT d.token, d.user_id, \(effectivePreferences), d.platform FROM devices d LEFT JOIN users u ON u.id = d.user_id
         LEFT JOIN app_preferences p ON p.user_id = d.user_id AND p.app = ?3
-        WHERE d.app = ?1 AND d.invalid = 0 AND d.token IN (SELECT value FROM json_each(?2))
+        WHERE d.app = ?1 AND d.invalid = 0 AND \(tokens)
           AND (d.user_id IS NOT NULL OR d.whitelist IS NOT NULL)
         """
-
-    /// `devicesOfTokens` for the one token ?2.
-    static let devicesOfToken = devicesOfTokens.replacingOccurrences(of: "d.token IN (SELECT value FROM json_each(?2))", with: "d.token = ?2")
+    }
 
     /// Registers token ?3 of app ?1 now (?4) with the user of token ?2, if it has one; a user the
     /// new token already has stays when the old one had none.

@@ -3,13 +3,13 @@ import Foundation
 import Logging
 import PushWorker
 
-/// The text log's cost per line: the "job done" line a worker logs for every job, COUNT times
-/// through swift-log's `StreamLogHandler` and through `TextLogHandler`, standard error sent to
+/// The log's cost per line: the "job done" line a worker logs for every job, COUNT times through
+/// swift-log's `StreamLogHandler`, `TextLogHandler` and `JSONLogHandler`, standard error sent to
 /// /dev/null meanwhile, with the CPU time per line (the metadata's making included).
 struct LogBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log",
-        abstract: "Log a job's \"job done\" line COUNT times through each text handler: CPU µs per line.")
+        abstract: "Log a job's \"job done\" line COUNT times through each log handler: CPU µs per line.")
 
     @Option(help: "Lines logged through each handler.") var count = 100_000
 

@@ -12,7 +12,7 @@ import Testing
     @Test func eachLineIsOneObjectWithTheMetadataAsKeys() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("json-log-\(UUID().uuidString)")
         let descriptor = open(file.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        #expect(descriptor >= 0)
+        try #require(descriptor >= 0)
         defer {
             close(descriptor)
             try? FileManager.default.removeItem(at: file)

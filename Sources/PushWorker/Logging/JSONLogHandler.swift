@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 import Logging
 import Stores
 import Synchronization
