@@ -11,8 +11,8 @@ import Foundation
 /// - Writing: trees built from what producers sent (a payload the worker changed, a chunk job's
 ///   fields, registry replies) go out through `bytes(_:)`: keys sorted, so the same job makes
 ///   the same bytes in every worker and chunk, and slashes unescaped, as producers wrote them.
-///   Sorting costs: Foundation compares the keys through ICU's collation, about 3 µs a
-///   comparison here. The contract's typed documents (`JobSummary.json`, `PushResult.json`, chunk
+///   Sorting costs: Foundation compares the keys through ICU's collation (a log line of ten
+///   keys took 74–80 µs, about 3 µs a comparison). The contract's typed documents (`JobSummary.json`, `PushResult.json`, chunk
 ///   device lists, `ResultBatch`) and the JSON log's lines are written by splicing bytes with
 ///   `JSONText`, because a tree or an encoder per device or per one-device job was a visible
 ///   share of the worker's CPU; the
