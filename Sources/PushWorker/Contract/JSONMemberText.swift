@@ -99,47 +99,71 @@ enum JSONMemberText {
     /// key twice or a key written with escapes: the parser kept one of the two (or read the
     /// escape), and the text would say otherwise than the tree the worker checked.
     private static func minified(_ text: ArraySlice<UInt8>) -> [UInt8]? {
-        var out: [UInt8] = []
-        out.reserveCapacity(text.count)
-        // Per open object, its keys so far; an array is nil.
-        var containers: [Set<ArraySlice<UInt8>>?] = []
-        var expectingKey = false
-        var index = text.startIndex
-        while index < text.endIndex {
-            let byte = text[index]
-            switch byte {
-            case UInt8(ascii: "\""):
-                let end = endOfString(text, index + 1)
-                guard end < text.endIndex else { return nil }
-                let string = text[(index + 1)..<end]
-                if expectingKey {
-                    if string.contains(UInt8(ascii: "\\")) { return nil }
-                    guard containers[containers.count - 1]?.insert(string).inserted == true else { return nil }
-                    expectingKey = false
-                }
-                out.append(contentsOf: text[index...end])
-                index = end + 1
-                continue
-            case UInt8(ascii: "{"):
-                containers.append([])
-                expectingKey = true
-            case UInt8(ascii: "["):
-                containers.append(nil)
-                expectingKey = false
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                _ = containers.popLast()
-                expectingKey = false
-            case UInt8(ascii: ","):
-                expectingKey = containers.last.map { $0 != nil } ?? false
-            default:
-                if isSpace(byte) {
-                    index += 1
+        // Over the bytes themselves: the slice's generic paths (a hashed set of key slices, an
+        // append through `withContiguousStorageIfAvailable`) were a tenth of decoding a one-device job.
+        text.withUnsafeBufferPointer { text in
+            var out: [UInt8] = []
+            out.reserveCapacity(text.count)
+            // Per open object, its keys so far; an array is nil.
+            var containers: [ObjectKeys?] = []
+            var expectingKey = false
+            var index = 0
+            while index < text.count {
+                let byte = text[index]
+                switch byte {
+                case UInt8(ascii: "\""):
+                    let end = endOfString(text, index + 1)
+                    guard end < text.count else { return nil }
+                    if expectingKey {
+                        let key = (index + 1)..<end
+                        if text[key].contains(UInt8(ascii: "\\")) { return nil }
+                        guard containers[containers.count - 1]?.insert(key, of: text) == true else { return nil }
+                        expectingKey = false
+                    }
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: text[index...end]))
+                    index = end + 1
                     continue
+                case UInt8(ascii: "{"):
+                    containers.append(ObjectKeys())
+                    expectingKey = true
+                case UInt8(ascii: "["):
+                    containers.append(nil)
+                    expectingKey = false
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    _ = containers.popLast()
+                    expectingKey = false
+                case UInt8(ascii: ","):
+                    expectingKey = containers.last.map { $0 != nil } ?? false
+                default:
+                    if isSpace(byte) {
+                        index += 1
+                        continue
+                    }
                 }
+                out.append(byte)
+                index += 1
             }
-            out.append(byte)
-            index += 1
+            return out
         }
-        return out
+    }
+
+    /// An object's keys so far: a payload's objects have a few, compared one by one where they
+    /// are; past `few`, a set of copies, so an object of many keys costs no more than that.
+    private struct ObjectKeys {
+        static let few = 16
+        var places: [Range<Int>] = []
+        var copies: Set<[UInt8]>?
+
+        /// False when the object has the key already.
+        mutating func insert(_ key: Range<Int>, of text: UnsafeBufferPointer<UInt8>) -> Bool {
+            if copies != nil { return copies!.insert(Array(text[key])).inserted }
+            if places.contains(where: { text[$0].elementsEqual(text[key]) }) { return false }
+            places.append(key)
+            if places.count > Self.few {
+                copies = Set(places.map { Array(text[$0]) })
+                places = []
+            }
+            return true
+        }
     }
 }

@@ -52,10 +52,15 @@ extension JobDecoder {
         return nil
     }
 
+    static let audienceFields: Set<String> = ["tokens", "users", "groups", "channel", "activity", "fcm_tokens"]
+    /// Written by pushworker into chunk jobs only: the resolved recipients.
+    static let chunkAudienceFields: Set<String> = ["devices", "filtered"]
+
     func decodeAudience(_ object: [String: Any]?, chunk: Bool) throws(JobError) -> PushJob.Audience {
         guard let object else { throw JobError(.missingField, field: "audience", "audience is missing") }
-        let known = ["tokens", "users", "groups", "channel", "activity", "fcm_tokens"] + (chunk ? ["devices", "filtered"] : [])
-        if let unknown = object.keys.filter({ !known.contains($0) }).sorted().first {
+        // Looked for without a list of the keys made: found, the first in order is named.
+        let isKnown = { (key: String) in Self.audienceFields.contains(key) || (chunk && Self.chunkAudienceFields.contains(key)) }
+        if object.keys.contains(where: { !isKnown($0) }), let unknown = object.keys.filter({ !isKnown($0) }).sorted().first {
             if unknown == "devices" || unknown == "filtered" {
                 throw JobError(.invalidField, field: "audience.\(unknown)", "audience.\(unknown) is written by pushworker into chunk jobs only; name tokens, users or groups")
             }
@@ -79,13 +84,15 @@ extension JobDecoder {
         }
         let tokens = (try fields.strings("tokens") ?? []).map(APNsDeviceToken.normalized)
         for (index, token) in tokens.enumerated() {
-            do { try APNsDeviceToken.validate(token, field: "audience.tokens[\(index)]") } catch {
+            // The field's name is made on failure only: a broadcast's tokens all pass.
+            do { try APNsDeviceToken.validate(token) } catch {
+                let field = "audience.tokens[\(index)]"
                 // Hex is never an FCM token, so only a token that is not one is asked (once per device of a broadcast otherwise).
                 if FCMRegistrationToken.problem(token) == nil {
-                    throw JobError(.invalidToken, field: "audience.tokens[\(index)]",
-                        "audience.tokens[\(index)] is an FCM registration token (an Android device): name it in audience.fcm_tokens")
+                    throw JobError(.invalidToken, field: field,
+                        "\(field) is an FCM registration token (an Android device): name it in audience.fcm_tokens")
                 }
-                throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
+                throw JobError(.invalidToken, field: field, "\(field): \(error.message)")
             }
         }
         let fcmTokens = try fields.strings("fcm_tokens") ?? []
@@ -124,7 +131,8 @@ extension JobDecoder {
         var recipients: [Recipient] = []
         recipients.reserveCapacity(array.count)
         for (index, element) in array.enumerated() {
-            let name = "\(field)[\(index)]"
+            // Made on failure only: a chunk job's pairs all pass.
+            var name: String { "\(field)[\(index)]" }
             guard let pair = element as? [Any], pair.count == 2 || (pair.count == 3 && pair[2] as? String == DevicePlatform.fcm.rawValue),
                 let token = pair[0] as? String, pair[1] is String || pair[1] is NSNull
             else {
@@ -135,8 +143,8 @@ extension JobDecoder {
                 recipients.append(Recipient(token: token, user: pair[1] as? String, platform: .fcm))
                 continue
             }
-            do { try APNsDeviceToken.validate(token, field: name) } catch {
-                throw JobError(.invalidToken, field: error.field, "\(error.field): \(error.message)")
+            do { try APNsDeviceToken.validate(token) } catch {
+                throw JobError(.invalidToken, field: name, "\(name): \(error.message)")
             }
             // Hex: `normalized` lower-cases it, and returns it as it is when it is so already.
             recipients.append(Recipient(token: APNsDeviceToken.normalized(token), user: pair[1] as? String))

@@ -48,7 +48,8 @@ public struct JobDecoder: Sendable {
         }
         var fields = JobFields(object)
 
-        if let unknown = object.keys.filter({ !Self.fields.contains($0) && !(chunk && Self.chunkFields.contains($0)) }).sorted().first {
+        let isKnown = { (key: String) in Self.fields.contains(key) || (chunk && Self.chunkFields.contains(key)) }
+        if object.keys.contains(where: { !isKnown($0) }), let unknown = object.keys.filter({ !isKnown($0) }).sorted().first {
             throw JobError(.invalidField, field: unknown, "\(unknown) is not a job field (misspelt?)")
         }
         let id = try fields.string("id") ?? messageID ?? UUID().uuidString.lowercased()
