@@ -71,6 +71,24 @@ struct PayloadAsWrittenTests {
         }
     }
 
+    @Test("an object of many keys: kept as written when they differ, from the tree when one comes twice, early or late")
+    func manyKeys() throws {
+        // Past 16 keys an object's keys are held in a set: both ways must find a repeat.
+        let keys = (0..<40).map { "k\($0)" }
+        let distinct = "{" + keys.map { #""\#($0)": 1"# }.joined(separator: ", ") + #", "aps": {"alert": "hi"}}"#
+        let body = { (payload: String) in #"{"audience":{"tokens":["\#(Self.token)"]},"payload":"# + payload + "}" }
+        #expect(try payload(of: body(distinct)) == distinct.replacingOccurrences(of: " ", with: ""))
+        for (first, again) in [(3, 5), (3, 30), (20, 39)] {
+            var repeated = keys
+            repeated[again] = keys[first]
+            let payload = "{" + repeated.enumerated().map { #""\#($1)":\#($0)"# }.joined(separator: ",") + #","aps":{"alert":"hi"}}"#
+            let job = try Self.decoder.decode(Array(body(payload).utf8))
+            let tree = try JSONSerialization.jsonObject(with: Data(job.payload)) as? [String: Any]
+            #expect(tree?.count == 40, "key \(first) again at \(again): \(String(decoding: job.payload, as: UTF8.self))")
+            #expect(String(decoding: job.payload, as: UTF8.self) != payload, "sent as written with key \(first) again at \(again)")
+        }
+    }
+
     @Test("a payload whose escapes take it over APNs' limit is written again from the tree, which fits")
     func escapesOverTheLimit() throws {
         // 1,000 é written as \u00e9 (6 bytes each) are 2 bytes each once written again.
