@@ -148,7 +148,8 @@ enum JSONMemberText {
     }
 
     /// An object's keys so far: a payload's objects have a few, compared one by one where they
-    /// are; past `few`, a set of copies, so an object of many keys costs no more than that.
+    /// are; past `few`, a set of copies, so that an object of thousands of keys (a body may hold
+    /// one) is not compared key by key against all the others.
     private struct ObjectKeys {
         static let few = 16
         var places: [Range<Int>] = []
