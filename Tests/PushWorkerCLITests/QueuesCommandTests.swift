@@ -15,10 +15,12 @@ struct QueuesCommandTests {
         let fixture = try await MockAPNsFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
         let prefix = TestBroker.uniqueName("migrate")
-        let results = "\(prefix).results", retry = "\(prefix).jobs.retry.60000ms"
+        // A retry delay of an hour: its queue's messages expire after it, and a machine busy with
+        // the whole suite once took more than a minute to come to the migration.
+        let results = "\(prefix).results", retry = "\(prefix).jobs.retry.3600000ms"
         let config = try MockAPNsFixture.writeConfiguration("""
             amqp: {url: "\(TestBroker.url)"}
-            retry_delays_ms: [60000]
+            retry_delays_ms: [3600000]
             queues: {exchange: \(prefix).push, jobs: \(prefix).jobs, dead_letter_exchange: \(prefix).dlx, dead_letters: \(prefix).dead, results: \(results)}
             apps:
             \(fixture.appYAML())
@@ -28,7 +30,7 @@ struct QueuesCommandTests {
             exchanges: [.init("\(prefix).push")],
             queues: [
                 .durable(results),
-                .durable(retry, deadLetterExchange: "\(prefix).push", deadLetterRoutingKey: "jobs", messageTTL: .seconds(60)),
+                .durable(retry, deadLetterExchange: "\(prefix).push", deadLetterRoutingKey: "jobs", messageTTL: .seconds(3600)),
             ])
         let publisher = try await TestBroker.publisher(topology: old)
         try await publisher.publish(contentsOf: (0..<2000).map { index in
