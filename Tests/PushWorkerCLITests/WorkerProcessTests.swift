@@ -265,23 +265,22 @@ struct WorkerProcessTests {
 
     @Test("past shutdown_grace_seconds the worker exits 1 and the unfinished job is redelivered; /metrics and /healthz answer while it drains")
     func graceExceeded() async throws {
-        // A grace of 45 s, so the probes below still find the endpoint on a machine busy with the
-        // whole suite starting at once (at 8 s they once came after the worker had exited); the
-        // mock's answer, 300 s late, comes well after it.
+        // A grace of 8 s, so the probes below still find the endpoint on a busy machine; the mock's
+        // answer, 30 s late, comes well after it.
         let (setup, worker) = try await Self.signalledWithJobInHand(
-            "overdue", latency: .seconds(300), extra: "shutdown_grace_seconds: 45\nmetrics_address: 127.0.0.1:0")
+            "overdue", latency: .seconds(30), extra: "shutdown_grace_seconds: 8\nmetrics_address: 127.0.0.1:0")
         defer { Task { try? await setup.mock.shutdown() } }
         let metricsPort = try await worker.metricsPort()
         // The endpoint stops after the drain, not with the signal.
         #expect(await HTTPProbe.get(port: metricsPort, "/healthz")?.status == 200)
         #expect(await HTTPProbe.get(port: metricsPort, "/metrics")?.status == 200)
-        // 1 comes only from the grace period: a worker that drained would wait out the mock's 300 s
+        // 1 comes only from the grace period: a worker that drained would wait out the mock's 30 s
         // latency and exit 0. The deadline only catches a worker that never exits.
-        let deadline = ContinuousClock.now + .seconds(120)
+        let deadline = ContinuousClock.now + .seconds(40)
         while worker.process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!worker.process.isRunning, "\(worker.log)")
         #expect(worker.process.terminationStatus == 1, "\(worker.log)")
-        #expect(worker.log.contains("shutdown grace period of 45 s exceeded; exiting"), "\(worker.log)")
+        #expect(worker.log.contains("shutdown grace period of 8 s exceeded; exiting"), "\(worker.log)")
         try await Self.expectRedelivered("overdue", prefix: setup.prefix)
     }
 
