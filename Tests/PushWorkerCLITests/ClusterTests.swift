@@ -236,6 +236,50 @@ struct ClusterTests {
         try await TestCluster.ensureRunning()
     }
 
+    @Test("queues migrate while two of the three nodes are down: it declares the holding quorum queue again until a majority is back, then moves every message, once")
+    func migrateWaitsForAMajority() async throws {
+        let setup = try await Self.setUp(preferring: 1)
+        defer { Task { try? await setup.mock.shutdown() } }
+        // A classic results queue on node 1, as pushworker 0.4 declared it, with messages.
+        let results = "\(setup.prefix).results"
+        let publisher = try await TestCluster.publisher(preferring: 1, topology: AMQPTopology(queues: [.durable(results)]))
+        let count = 300
+        try await publisher.publish(contentsOf: (0..<count).map {
+            .toQueue(results, body: Array("result \($0)".utf8), properties: AMQPProperties(persistent: true, messageID: "r\($0)"))
+        })
+        await publisher.close()
+        try await TestCluster.kill(2)
+        try await TestCluster.kill(3)
+        // Node 1 answers, and refuses the configured results queue (classic against quorum) at
+        // once; the holding queue, a new quorum queue, it cannot form with one node of three.
+        let migrate = try RunningProgram(Program.executable, arguments: ["queues", "migrate", "--config", setup.config.path])
+        try await migrate.waitForLog("the broker cannot form a quorum queue's cluster yet; declaring it again", within: .seconds(180))
+        #expect(migrate.log.contains("\(results).migrating"), "\(migrate.log)")
+        try await TestCluster.start(2)
+        try await migrate.waitForLog("\(count) message(s) moved out and \(count) back", within: .seconds(180))
+        let deadline = ContinuousClock.now + .seconds(60)
+        while migrate.process.isRunning {
+            guard ContinuousClock.now < deadline else { throw TestFailure("migrate did not exit after its report:\n\(migrate.log)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(migrate.process.terminationStatus == 0, "\(migrate.log)")
+
+        // Quorum now, each message there once and in order.
+        let inspector = try await TestCluster.publisher(preferring: 1)
+        #expect(try await inspector.perform(.inspect("\(results).migrating")) == nil)
+        try await inspector.perform(.declare(.durable(results, quorum: true)))
+        let consumer = try await TestCluster.consumer(queue: results, preferring: 1, prefetch: 500)
+        for index in 0..<count {
+            let delivery = try await consumer.next(within: .seconds(30))
+            #expect(delivery.properties.messageID == "r\(index)")
+            try await delivery.ack()
+        }
+        #expect(try await inspector.perform(.inspect(results))?.messages == 0)
+        await consumer.close()
+        await inspector.close()
+        try await TestCluster.ensureRunning()
+    }
+
     @Test("two workers on different nodes share one broadcast: each takes chunks, every device exactly one result")
     func twoWorkersOneBroadcast() async throws {
         let setup = try await Self.setUp(preferring: 1, faults: [MockAPNsFault(.latency(.milliseconds(5)))])

@@ -105,7 +105,7 @@ public struct QueueMigration: Sendable {
             if case .differs = step.state {
                 // What producers publish through an exchange goes to the holding queue from here
                 // on; the queue gets nothing more (quorum queues cannot be deleted "if empty").
-                try await publisher.perform(.declare(.durable(holding, quorum: true)))
+                try await declare(.durable(holding, quorum: true), meanwhile: "nothing has moved yet")
                 for binding in bindings {
                     try await publisher.perform(.bind(rebound(binding, to: holding)))
                     try await publisher.perform(.unbind(binding))
@@ -113,7 +113,7 @@ public struct QueueMigration: Sendable {
                 movedOut = try await move(from: step.queue, to: holding)
                 try await publisher.perform(.delete(step.queue, ifEmpty: false))
             }
-            try await publisher.perform(.declare(step.declaration))
+            try await declare(step.declaration, meanwhile: "its messages wait in \(holding)")
             for binding in bindings {
                 try await publisher.perform(.bind(binding))
                 try await publisher.perform(.unbind(rebound(binding, to: holding)))
@@ -129,6 +129,31 @@ public struct QueueMigration: Sendable {
         }
         return report
     }
+
+    /// Declares a queue, again while the broker answers that it could not elect a new quorum
+    /// queue's leader in time (`cluster_not_formed`). A busy node says that of a queue it could
+    /// form a moment later, and the broker removes the half-made queue, so declaring again is
+    /// safe. Given up after `formation`: a cluster short of a majority does not mend by itself.
+    /// Either way nothing is lost (`meanwhile` says where the messages are): messages moved out
+    /// wait in the holding queue, which a run started again empties into the queue.
+    func declare(_ queue: AMQPTopology.Queue, meanwhile: String) async throws {
+        let deadline = ContinuousClock.now + Self.formation
+        while true {
+            do {
+                try await publisher.perform(.declare(queue))
+                return
+            } catch let error as AMQPError where error.isClusterNotFormed {
+                guard ContinuousClock.now < deadline else {
+                    throw Refusal(description: "the broker could not form quorum queue \(queue.name)'s cluster within \(Self.formation) (cluster_not_formed): is a majority of its nodes up? Nothing is lost: \(meanwhile); run migrate again")
+                }
+                logger.warning("the broker cannot form a quorum queue's cluster yet; declaring it again", metadata: ["queue": "\(queue.name)", "error": "\(error)"])
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// How long `declare` keeps declaring a quorum queue whose cluster the broker cannot form.
+    static let formation: Duration = .seconds(120)
 
     /// Moves every ready message of `source` to `target`, in order: a batch is published
     /// (confirmed) before it is acknowledged, so a crash or a lost connection leaves a message in
