@@ -56,17 +56,32 @@ struct DefinitionsTests {
         let url = TestBroker.url.replacingOccurrences(of: #"/+$"#, with: "", options: .regularExpression) + "/\(vhost)"
         var amqp = try AMQPConfiguration(url: url)
         amqp.connectTimeout = .seconds(3)
-        // The import runs in the background: wait until its last queue is there.
+        // The import runs in the background: wait until every queue of the file is there. A node
+        // busy with other tests' quorum queues may fail to elect one's leader in time ("failed to
+        // form new cluster" in its log) and go on without it; the import is then run again, as an
+        // operator would, since importing what is there already changes nothing.
+        let names = (definitions["queues"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        #expect(names.contains("push.registry"))
         var publisher: AMQPPublisher?
-        var waited = 0
+        var missing = names
+        var imports = 1
+        var importedAt = ContinuousClock.now
         while publisher == nil {
-            if let connected = try? await AMQPPublisher.connect(amqp), (try? await connected.queueExists("push.registry")) == true {
-                publisher = connected
-            } else {
-                waited += 1
-                try #require(waited < 120, "the definitions did not load within a minute")
-                try await Task.sleep(for: .milliseconds(500))
+            if let connected = try? await AMQPPublisher.connect(amqp) {
+                var absent: [String] = []
+                for name in names where (try? await connected.queueExists(name)) != true { absent.append(name) }
+                if absent.isEmpty { publisher = connected; break }
+                await connected.close()
+                if absent.count < missing.count { importedAt = .now }
+                missing = absent
             }
+            if ContinuousClock.now - importedAt > .seconds(60) {
+                try #require(imports < 4, "\(imports) imports left \(missing) out; the broker's log says why")
+                try await TestBroker.rabbitmqctl("import_definitions", file.path)
+                imports += 1
+                importedAt = .now
+            }
+            try await Task.sleep(for: .milliseconds(500))
         }
         let fixture = try await MockAPNsFixture.start()
         defer { Task { try? await fixture.server.shutdown() } }
