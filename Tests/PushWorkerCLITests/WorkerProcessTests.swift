@@ -223,8 +223,10 @@ struct WorkerProcessTests {
 
     /// A worker whose one job is held by the mock's answer `latency` late, signalled once with
     /// SIGTERM after its request reached the mock: the start of every shutdown-escalation test.
-    private static func signalledWithJobInHand(_ id: String, latency: Duration, extra: String = "") async throws -> (Setup, RunningProgram) {
-        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(latency))], extra: extra)
+    private static func signalledWithJobInHand(
+        _ id: String, latency: Duration, extra: String = "", appExtra: [String] = []
+    ) async throws -> (Setup, RunningProgram) {
+        let setup = try await Self.setUp(faults: [MockAPNsFault(.latency(latency))], extra: extra, appExtra: appExtra)
         let worker = try RunningProgram.worker(config: setup.config)
         try await worker.waitForLog("worker started")
         let publisher = try await TestBroker.publisher()
@@ -265,22 +267,24 @@ struct WorkerProcessTests {
 
     @Test("past shutdown_grace_seconds the worker exits 1 and the unfinished job is redelivered; /metrics and /healthz answer while it drains")
     func graceExceeded() async throws {
-        // A grace of 8 s, so the probes below still find the endpoint on a busy machine; the mock's
-        // answer, 30 s late, comes well after it.
+        // A grace of 30 s, so the probes below still find the endpoint on a busy machine. The
+        // mock answers 5 minutes late and the request waits 10 (past the default 15 s, it would
+        // time out within the grace, and the job drain).
         let (setup, worker) = try await Self.signalledWithJobInHand(
-            "overdue", latency: .seconds(30), extra: "shutdown_grace_seconds: 8\nmetrics_address: 127.0.0.1:0")
+            "overdue", latency: .seconds(300), extra: "shutdown_grace_seconds: 30\nmetrics_address: 127.0.0.1:0",
+            appExtra: ["request_timeout_ms: 600000"])
         defer { Task { try? await setup.mock.shutdown() } }
         let metricsPort = try await worker.metricsPort()
         // The endpoint stops after the drain, not with the signal.
         #expect(await HTTPProbe.get(port: metricsPort, "/healthz")?.status == 200)
         #expect(await HTTPProbe.get(port: metricsPort, "/metrics")?.status == 200)
-        // 1 comes only from the grace period: a worker that drained would wait out the mock's 30 s
+        // 1 comes only from the grace period: a worker that drained would wait out the mock's
         // latency and exit 0. The deadline only catches a worker that never exits.
-        let deadline = ContinuousClock.now + .seconds(40)
+        let deadline = ContinuousClock.now + .seconds(120)
         while worker.process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!worker.process.isRunning, "\(worker.log)")
         #expect(worker.process.terminationStatus == 1, "\(worker.log)")
-        #expect(worker.log.contains("shutdown grace period of 8 s exceeded; exiting"), "\(worker.log)")
+        #expect(worker.log.contains("shutdown grace period of 30 s exceeded; exiting"), "\(worker.log)")
         try await Self.expectRedelivered("overdue", prefix: setup.prefix)
     }
 
