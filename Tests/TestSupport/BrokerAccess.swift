@@ -33,9 +33,9 @@ extension Trait where Self == BrokerAccessTrait {
 ///
 /// The bound is for the machine, not the broker. Swift Testing starts every test at once, and
 /// nearly every broker test starts worker processes (debug builds) and declares quorum queues.
-/// Seventy of them starting together on two cores starve one another for minutes: their timed
+/// About eighty of them starting together on two cores starve one another for minutes: their timed
 /// waits fail at random, and the broker cannot elect new quorum queues' leaders in time
-/// (`cluster_not_formed`). A few at a time get through as fast, since the cores were the limit.
+/// (`cluster_not_formed`). A few at a time keep both cores as busy.
 actor BrokerLock {
     static let shared = BrokerLock(width: BrokerLock.configuredWidth)
 
