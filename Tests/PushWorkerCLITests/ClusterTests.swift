@@ -256,13 +256,22 @@ struct ClusterTests {
         try await migrate.waitForLog("the broker cannot form a quorum queue's cluster yet; declaring it again", within: .seconds(180))
         #expect(migrate.log.contains("\(results).migrating"), "\(migrate.log)")
         try await TestCluster.start(2)
-        try await migrate.waitForLog("\(count) message(s) moved out and \(count) back", within: .seconds(180))
-        let deadline = ContinuousClock.now + .seconds(60)
-        while migrate.process.isRunning {
-            guard ContinuousClock.now < deadline else { throw TestFailure("migrate did not exit after its report:\n\(migrate.log)") }
-            try await Task.sleep(for: .milliseconds(50))
+        let report = "\(count) message(s) moved out and \(count) back"
+        // Migrate declares for two minutes. A machine busy enough to take longer to start node 2
+        // sees it give up, saying what an operator does then: that second run must finish it.
+        do {
+            try await migrate.waitForLog(report, within: .seconds(180))
+            let deadline = ContinuousClock.now + .seconds(60)
+            while migrate.process.isRunning {
+                guard ContinuousClock.now < deadline else { throw TestFailure("migrate did not exit after its report:\n\(migrate.log)") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(migrate.process.terminationStatus == 0, "\(migrate.log)")
+        } catch where !migrate.process.isRunning && migrate.log.contains("Nothing is lost: nothing has moved yet; run migrate again") {
+            let again = try await Program.running(["queues", "migrate", "--config", setup.config.path])
+            #expect(again.status == 0, "\(again.standardError)")
+            #expect(again.standardOutput.contains(report), "\(again.standardOutput)\(again.standardError)")
         }
-        #expect(migrate.process.terminationStatus == 0, "\(migrate.log)")
 
         // Quorum now, each message there once and in order.
         let inspector = try await TestCluster.publisher(preferring: 1)
