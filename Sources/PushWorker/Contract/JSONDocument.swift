@@ -3,9 +3,10 @@ import Foundation
 /// The worker's one way to read and to write a JSON document held whole, so every reader
 /// reports errors the same way and every writer makes the same bytes for the same tree.
 ///
-/// - Reading: Foundation's `JSONSerialization`. It is the fastest parser on hand, and it gives
-///   the `[String: Any]` tree that `JobDecoder` and the registry's field readers check field by
-///   field, so an error names the bad field and not a coding path. A body too large to hold is
+/// - Reading: the tree of Foundation's `JSONSerialization`, the `[String: Any]` that `JobDecoder`
+///   and the registry's field readers check field by field, so an error names the bad field and
+///   not a coding path. `JSONTreeReader` makes it for the plain documents most jobs are, faster;
+///   whatever it declines, Foundation reads, so the errors are Foundation's. A body too large to hold is
 ///   the one exception: `StreamedJobReader` reads it with YAJL (`JSONStream`) as it arrives, and
 ///   `JSONSyntaxError` uses the same parser to say where any document goes wrong.
 /// - Writing: trees built from what producers sent (a payload the worker changed, a chunk job's
@@ -30,7 +31,8 @@ public enum JSONDocument {
 
     /// The document as a tree, or where it is not JSON.
     public static func parse(_ bytes: some DataProtocol) throws(JSONSyntaxError) -> Any {
-        try JSONSyntaxError.check(Data(bytes))
+        if let tree = JSONTreeReader.tree(bytes) { return tree }
+        return try JSONSyntaxError.check(Data(bytes))
     }
 
     /// The tree as bytes; nil only for a tree that is not JSON (a value no JSON type holds).
