@@ -11,7 +11,8 @@ final class SQLiteDatabase {
 
     /// Opens (creating) the file in WAL mode, so workers on one host share it: readers never wait
     /// for the writer, and writers wait up to `busyTimeout` for each other instead of failing.
-    init(path: String, busyTimeoutMilliseconds: Int32 = 10_000) throws(StoreError) {
+    /// - Parameter pageSize: the page size of a file this open creates (an existing file keeps its own).
+    init(path: String, pageSize: Int = 16_384, busyTimeoutMilliseconds: Int32 = 10_000) throws(StoreError) {
         _ = Self.memoryStatistics
         var handle: OpaquePointer?
         let status = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
@@ -25,7 +26,8 @@ final class SQLiteDatabase {
         sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
         // For a new file only (an existing one keeps its own): larger pages make the b-trees of a
         // million members shallower, so each member costs fewer page visits. Must precede WAL.
-        try execute("PRAGMA page_size = 16384")
+        // A file of many small random writes (the ledger) wants smaller ones: see its store.
+        try execute("PRAGMA page_size = \(pageSize)")
         try enterWAL(waitingUpTo: busyTimeoutMilliseconds)
         try execute("PRAGMA synchronous = NORMAL")
         try execute("PRAGMA foreign_keys = ON")

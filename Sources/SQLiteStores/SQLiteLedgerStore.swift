@@ -119,10 +119,19 @@ public final class SQLiteLedgerStore: BlockingLedgerWrites {
     /// Rows deleted per step of an expiry.
     static let expiryStep: Int64 = 5_000
 
+    /// The page size of a new ledger file: SQLite's default, not the registry's 16 KiB. A record
+    /// lands on a page of its own in each index led by a token or a job id (both random), and a
+    /// commit writes each page it changed whole into the WAL: with 16 KiB pages a record of a
+    /// commit of one to three wrote 44–56 KiB of frames, with 4 KiB pages 14–17 KiB
+    /// (docs/benchmarks.md). Pages smaller than 4 KiB would push long index keys (an FCM token,
+    /// a job id, an app) onto overflow pages. A file made before keeps its 16 KiB pages, and so
+    /// does the registry's file, where the ledger is kept unless `ledger.sqlite` names its own.
+    public static let pageSize = 4_096
+
     /// Opens (creating) the file and the table.
     public init(path: String) throws(StoreError) {
         self.path = path
-        state = Mutex(try Connection(SQLiteDatabase(path: path)))
+        state = Mutex(try Connection(SQLiteDatabase(path: path, pageSize: Self.pageSize)))
     }
 
     /// The connection's own serial queue (run on a thread of the system's pool, never one of

@@ -73,7 +73,7 @@ public final class SQLiteScheduleStore: ScheduleStore {
     /// Opens the ledger's file and makes the schedule's tables in it: a cancel reads the ledger
     /// to tell a job still sending from one finished.
     public init(ledger: SQLiteLedgerStore) throws(StoreError) {
-        state = Mutex(try Connection(SQLiteDatabase(path: ledger.path)))
+        state = Mutex(try Connection(SQLiteDatabase(path: ledger.path, pageSize: SQLiteLedgerStore.pageSize)))
     }
 
     public func hold(_ job: HeldJob) async throws(StoreError) {
