@@ -302,6 +302,30 @@ struct LedgerStoreTests {
         try await Self.keepsNewColumns(ledger)
     }
 
+    @Test("a new SQLite ledger file has 4 KiB pages and its schedule opens it so; the registry's file, where the ledger is kept by default, keeps its 16 KiB")
+    func sqlitePageSizes() throws {
+        func pageSize(_ path: String) throws -> Int64? {
+            var size: Int64?
+            try SQLiteDatabase(path: path).prepare("PRAGMA page_size").run([]) { row in size = row.integer(0) }
+            return size
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-pages-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        let own = directory.appendingPathComponent("ledger.db").path
+        let ledger = try SQLiteLedgerStore(path: own)
+        _ = try SQLiteScheduleStore(ledger: ledger)
+        #expect(try pageSize(own) == Int64(SQLiteLedgerStore.pageSize))
+        #expect(SQLiteLedgerStore.pageSize == 4_096)
+
+        // The registry makes its file first; the ledger then opens it as it is.
+        let shared = directory.appendingPathComponent("registry.db").path
+        _ = try SQLiteRegistryStore(path: shared)
+        _ = try SQLiteLedgerStore(path: shared)
+        #expect(try pageSize(shared) == 16_384)
+    }
+
     @Test("an SQLite batch that spans two days, its records in any order: one expiry removes every record of the older day, by rowid steps")
     func sqliteBatchAcrossDays() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-days-\(UUID().uuidString.prefix(8)).db").path
