@@ -58,6 +58,7 @@
 #                                   (deploy/local/txbench), on one broker and the Go server: jobs/s,
 #                                   CPU per job of the worker, the broker and the server, the ratio
 #                                   to the Go worker, and each worker's p50/p99 latency at half its rate;
+#                                   LEDGER_FILE=1 gives the ledger kind's ledger a file of its own;
 #                                   THREADS=1 adds each worker thread's switches and CPU per job, by
 #                                   thread name; PERF=KIND records a perf profile of that worker
 #                                   (PERF_EVENTS: other events than 999 samples a second);
