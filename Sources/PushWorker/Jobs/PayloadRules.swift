@@ -22,8 +22,9 @@ enum PayloadRules {
     ///   inferred, so a producer sees why a rule for background pushes applies.
     static func check(_ payload: [String: Any], pushType: APNsPushType, inferred: Bool) throws(JobError) {
         guard pushType == .alert || pushType == .background else { return }
-        let described = inferred ? "a job with no push_type (sent as \(pushType.rawValue))" : "push_type \(pushType.rawValue)"
         guard let apsValue = payload["aps"] else {
+            // Written for the error only: every valid job passes here.
+            let described = inferred ? "a job with no push_type (sent as \(pushType.rawValue))" : "push_type \(pushType.rawValue)"
             throw JobError(.invalidPayload, field: "payload.aps",
                 "payload.aps is missing: \(described) needs an aps object, such as {\"aps\": {\"alert\": \"…\"}} or {\"aps\": {\"content-available\": 1}}")
         }
