@@ -123,8 +123,8 @@ public final class SQLiteLedgerStore: BlockingLedgerWrites {
     /// lands on a page of its own in each index led by a token or a job id (both random), and a
     /// commit writes each page it changed whole into the WAL: with 16 KiB pages a record of a
     /// commit of one to three wrote 44–56 KiB of frames, with 4 KiB pages 14–17 KiB
-    /// (docs/benchmarks.md). Pages smaller than 4 KiB would push long index keys (an FCM token,
-    /// a job id, an app) onto overflow pages. A file made before keeps its 16 KiB pages, and so
+    /// (docs/benchmarks.md). At 1 KiB an index key of an FCM token, a job id and an app would
+    /// outgrow what a page holds in place (about 230 bytes) and spill onto overflow pages. A file made before keeps its 16 KiB pages, and so
     /// does the registry's file, where the ledger is kept unless `ledger.sqlite` names its own.
     public static let pageSize = 4_096
 

@@ -17,15 +17,19 @@ import Testing
         #"{"grüße": "Grüße, 你好, 😀", "e\u0301": "combining"}"#,
         #"{"priority": 10, "expiration": 1700000000, "badge": -1, "nested": [[[[{"deep": [1, [2, [3]]]}]]]]}"#,
         "{\n  \"pretty\" : [\n    1,\n    2\n  ]\n}\n",
+        // As deep as the reader goes.
+        String(repeating: "[", count: 256) + String(repeating: "]", count: 256),
     ]
 
     /// Documents it must leave to Foundation: what Foundation reads differently, or refuses.
     static let declined: [String] = [
         #"{"a": 1,}"#, #"[1, 2,]"#, #"1.5"#, #"1e3"#, #"1E3"#, #"-1.0e-2"#, #"1234567890123456789"#, #"18446744073709551615"#,
         #"01"#, #"-"#, #"--1"#, #"1-"#, #"[1:2]"#, #""\ud83d""#, #""\ude00""#, #""\ud83d\u0041""#, #""\uXYZW""#, #""\x""#,
-        "\"a\u{1}b\"", "\u{FEFF}{}", "\"\u{FEFF}\"", #"{"a" 1}"#, #"{1: 2}"#, #"{"a": 1 "b": 2}"#, #"[1 2]"#, #"tru"#, #"nul"#,
+        "\"a\u{1}b\"", "\u{FEFF}{}", "\"\u{FEFF}\"", "\"\\n\u{FEFF}x\"", "\"x\u{FEFF}\"", #""\uFEFF""#, #"{"a" 1}"#, #"{1: 2}"#, #"{"a": 1 "b": 2}"#, #"[1 2]"#, #"tru"#, #"nul"#,
         #"{"a": 1} x"#, "", " ", #"{"#, #"["#, #"""#, #""abc"#, "{\"a\": \"\\", "[\0]",
         String(repeating: "[", count: 300) + String(repeating: "]", count: 300),
+        // One level past the reader's 256 (Foundation's limit is 512).
+        String(repeating: "[", count: 257) + String(repeating: "]", count: 257),
     ]
 
     @Test(arguments: read)
@@ -128,7 +132,8 @@ import Testing
     }
 
     /// Where two trees differ, nil when they are the same: the same types (a string is not a
-    /// number, a UInt64 number not an Int64 one), the same bytes of every string and key.
+    /// number, a boolean not an integer: their type encodings differ), the same bytes of every
+    /// string and key.
     static func difference(_ a: Any, _ b: Any, at path: String = "$") -> String? {
         if type(of: a) == String.self || type(of: b) == String.self {
             guard let x = a as? String, let y = b as? String, type(of: a) == type(of: b) else { return "\(path): \(a) against \(b)" }

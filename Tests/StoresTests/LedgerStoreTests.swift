@@ -302,7 +302,7 @@ struct LedgerStoreTests {
         try await Self.keepsNewColumns(ledger)
     }
 
-    @Test("a new SQLite ledger file has 4 KiB pages and its schedule opens it so; the registry's file, where the ledger is kept by default, keeps its 16 KiB")
+    @Test("a new SQLite ledger file has 4 KiB pages, and the schedule in it opens it as it is; the registry's file, where the ledger is kept by default, keeps its 16 KiB")
     func sqlitePageSizes() throws {
         func pageSize(_ path: String) throws -> Int64? {
             var size: Int64?

@@ -250,7 +250,7 @@ PY
         local registry=""
         [ "$1" = ledger ] && registry="registry: {sqlite: $work/$2.db}"
         # LEDGER_FILE=1: the ledger in a file of its own (ledger: {sqlite: FILE}), not the registry's.
-        [ "$1" = ledger ] && [ -n "${LEDGER_FILE:-}" ] && registry="$registry
+        [ "$1" = ledger ] && [ "${LEDGER_FILE:-}" = 1 ] && registry="$registry
 ledger: {sqlite: $work/$2-ledger.db}"
         if [ "$1" = postgres ]; then
           local database="bench_tx_$(date +%s%N)"

@@ -12,8 +12,9 @@ import Foundation
 /// It declines (returns nil) rather than decide anything Foundation might decide differently:
 /// any error, a trailing comma (Foundation takes one), a number with a fraction or an exponent or
 /// of more than 18 digits, a `\u` escape that is not a scalar or a surrogate pair, a string with
-/// a byte-order mark, a NUL byte (Foundation would read the document as UTF-16 or UTF-32), and
-/// nesting deeper than 256. `JSONDocument.parse` then asks Foundation, so what it accepts, the
+/// a byte-order mark (Foundation drops one from a string's text), a NUL byte (never JSON outside
+/// a string; in the first bytes Foundation reads the document as UTF-16 or UTF-32), and nesting
+/// deeper than 256. `JSONDocument.parse` then asks Foundation, so what it accepts, the
 /// tree, and every error stay Foundation's; `JSONTreeReaderTests` compare the two.
 struct JSONTreeReader {
     private let bytes: UnsafeBufferPointer<UInt8>
