@@ -63,7 +63,8 @@
 #                                   thread name; PERF=KIND records a perf profile of that worker
 #                                   (PERF_EVENTS: other events than 999 samples a second);
 #                                   COUNTS=KIND prints that worker's swift_retain and malloc calls,
-#                                   system calls and context switches per job; POSTGRES_CONNECTIONS
+#                                   tasks made and task jobs run (each a hand-off to Swift's
+#                                   pool), system calls and context switches per job; POSTGRES_CONNECTIONS
 #                                   sets the PostgreSQL worker's registry.postgres_connections (8),
 #                                   NOW_PREFETCH the workers' lanes.now_prefetch (64), LATENCY_RATE
 #                                   the rate of the latency runs (jobs/s; default half each one's);
@@ -305,7 +306,11 @@ YAML
     if [ "${COUNTS:-}" = "$1" ] && [ "$2" = 0 ]; then
       perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libswiftCore.so/ {print $3}')" -a swift_retain 2>/dev/null || true
       perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libc.so.6/ {print $3}')" -a malloc 2>/dev/null || true
-      perf stat -x, -e probe_libswiftCore:swift_retain,probe_libc:malloc,raw_syscalls:sys_enter,context-switches -p "$worker_pid" -o "$work/counts-$1.csv" & counts_pid=$!
+      local concurrency; concurrency=$(ldd "$bin/pushworker" | awk '/libswift_Concurrency.so/ {print $3}')
+      perf probe -q -x "$concurrency" -a swift_job_run 2>/dev/null || true
+      perf probe -q -x "$concurrency" -a swift_task_create 2>/dev/null || true
+      perf stat -x, -e probe_libswiftCore:swift_retain,probe_libc:malloc,probe_libswift_Concurrency:swift_job_run,probe_libswift_Concurrency:swift_task_create,raw_syscalls:sys_enter,context-switches \
+        -p "$worker_pid" -o "$work/counts-$1.csv" & counts_pid=$!
       sleep 0.5
     fi
     "$work/txbench" load --amqp "$amqp_url" --queue "$prefix.jobs" --jobs "$jobs" --rate "$2" --series "$series" | tee "$work/load-$1-$2.txt"
@@ -316,7 +321,8 @@ YAML
 import sys
 counts = {line.split(',')[2].split(':')[-1]: int(line.split(',')[0]) for line in open(sys.argv[1]) if line.count(',') > 2 and line.split(',')[0].isdigit()}
 jobs = int(sys.argv[2])
-print(f"   calls per job: swift_retain {counts.get('swift_retain', 0) / jobs:.0f}, malloc {counts.get('malloc', 0) / jobs:.0f} (uprobes; the run is slower for them); system calls {counts.get('sys_enter', 0) / jobs:.1f}, context switches {counts.get('context-switches', 0) / jobs:.1f}")
+print(f"   calls per job: swift_retain {counts.get('swift_retain', 0) / jobs:.0f}, malloc {counts.get('malloc', 0) / jobs:.0f}, tasks made {counts.get('swift_task_create', 0) / jobs:.1f}, "
+      f"task jobs run {counts.get('swift_job_run', 0) / jobs:.1f} (uprobes; the run is slower for them); system calls {counts.get('sys_enter', 0) / jobs:.1f}, context switches {counts.get('context-switches', 0) / jobs:.1f}")
 PY
     fi
     local broker1=0

@@ -31,8 +31,7 @@ public final class Worker: Service, Sendable {
     private let started: Logger.Metadata
     /// Deliveries and the stop request, in one sequence, so a stop ends the loop even while no
     /// delivery comes, without closing the connection the jobs in hand still acknowledge on.
-    private let events: AsyncStream<Event>
-    private let eventSink: AsyncStream<Event>.Continuation
+    private let events = EventQueue<Event>()
 
     private enum Event: Sendable {
         case delivery(AMQPDelivery, JobPipeline)
@@ -53,7 +52,6 @@ public final class Worker: Service, Sendable {
         self.senders = senders
         self.started = started
         self.logger = logger
-        (events, eventSink) = AsyncStream<Event>.makeStream()
     }
 
     /// Connects (waiting for a broker that cannot be reached yet; `/readyz` says why it is not
@@ -66,12 +64,12 @@ public final class Worker: Service, Sendable {
         // Each delivery goes from its consumer's thread straight into `events` (no task reading
         // the consumer in between: a hand-off fewer per job), and a consumer that ends (the broker
         // cancelled it) stops the worker.
-        let open: @Sendable () async throws -> [WorkerConnections.Route] = { [broker, eventSink, logger] in
+        let open: @Sendable () async throws -> [WorkerConnections.Route] = { [broker, events, logger] in
             try await broker.open(lanes) { delivery, pipeline in
-                eventSink.yield(.delivery(delivery, pipeline))
+                events.yield(.delivery(delivery, pipeline))
             } ended: { lane, error in
                 if let error { logger.error("a job consumer stopped", metadata: ["lane": "\(lane)", "error": "\(error)"]) }
-                eventSink.yield(.stop)
+                events.yield(.stop)
             }
         }
         guard let routes = try await untilGracefulShutdown(open, abandoned: { [broker] in await broker.close($0) }) else {
@@ -87,13 +85,13 @@ public final class Worker: Service, Sendable {
         // Deliveries received but not started go back to the queue when the connection closes;
         // the worker lets go of them.
         await broker.close(routes)
-        eventSink.finish()
+        events.finish()
         logger.info("worker stopped")
     }
 
     /// Stops taking new jobs; `run` returns once the jobs in hand are done.
     public func stop() {
-        eventSink.yield(.stop)
+        events.yield(.stop)
     }
 
     /// Runs the jobs until a stop.
@@ -101,7 +99,7 @@ public final class Worker: Service, Sendable {
         // Discarding: a plain task group keeps every finished child until `next()` collects it,
         // which this loop never calls; a worker then held a few KiB per job it had ever taken.
         await withDiscardingTaskGroup { jobs in
-            for await event in events {
+            while let event = await events.next() {
                 guard case .delivery(let delivery, let pipeline) = event else { break }
                 jobs.addTask { await delivery.settle(await pipeline.run(JobDelivery(delivery)), kind: "job", logger: self.logger) }
             }
