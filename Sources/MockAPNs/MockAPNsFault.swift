@@ -5,6 +5,8 @@ public struct MockAPNsFault: Sendable {
     public enum Action: Sendable {
         /// Answer this long after the request arrived.
         case latency(Duration)
+        /// Answer a device request once the gate is open (after any latency).
+        case held(MockAPNsGate)
         /// Answer with this reason and its status (429, 500, 503, TooManyProviderTokenUpdates…).
         case reject(APNsErrorReason)
         /// After a connection has answered this many requests, send GOAWAY and drain gracefully,

@@ -125,12 +125,22 @@ final class MockStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         let notification = RecordedNotification(
             token: token, apnsID: apnsID, headers: headers.compactMapValues(\.first),
             payload: body, connection: connection.number, concurrentStreams: connection.inFlight)
+        let gate = server.state.firingFaults(token: token, where: { if case .held = $0 { true } else { false } })
+            .lazy.compactMap { if case .held(let gate) = $0 { gate } else { nil } }.first
         let send = { [self] in self.send(decision, apnsID: apnsID, notification: notification, context: context, parent: parent) }
-        if delay == .zero {
-            send()
+        let answer = {
+            if delay == .zero {
+                send()
+            } else {
+                let nanoseconds = Int64(delay / .nanoseconds(1))
+                context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { send() }
+            }
+        }
+        if let gate {
+            let held = NIOLoopBound(answer, eventLoop: context.eventLoop)
+            gate.whenOpen { held.eventLoop.execute { held.value() } }
         } else {
-            let nanoseconds = Int64(delay / .nanoseconds(1))
-            context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { send() }
+            answer()
         }
     }
 

@@ -195,16 +195,23 @@ struct APNsClientTests {
 
     @Test("a batch hands answers out as they come: a slow answer holds back only itself", arguments: APNsTransport.allCases)
     func batchWaves(transport: APNsTransport) async throws {
-        // 10 s: on a machine busy with the rest of the suite the 49 quick answers once took over 4 s
-        // to reach the sending task (curl), and came in one wave with the slow one.
-        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.latency(.seconds(10)), tokens: [MockFixture.deviceToken(9)])] }
-        defer { Task { try? await fixture.server.shutdown() } }
-        let client = fixture.client(transport: transport) { $0.requestTimeout = .seconds(30) }
+        // The slow answer is held until the 49 quick ones have reached the sending task, however
+        // long a busy machine takes to bring them (a fixed latency of 10 s was once outlasted).
+        // A client that held the quick answers back for the slow one would never open the gate:
+        // the slow request then times out, and the checks below fail.
+        let gate = MockAPNsGate()
+        let fixture = try await MockFixture.start { $0.faults = [MockAPNsFault(.held(gate), tokens: [MockFixture.deviceToken(9)])] }
+        defer {
+            gate.open()
+            Task { try? await fixture.server.shutdown() }
+        }
+        let client = fixture.client(transport: transport) { $0.requestTimeout = .seconds(60) }
         #expect(try await client.send(MockFixture.request(0)).status == 200)
         var waves: [[Int]] = []
         await client.send((1...50).map { MockFixture.request($0) }) { answers in
             #expect(answers.allSatisfy { (try? $0.result.get().status) == 200 })
             waves.append(answers.map { $0.index + 1 })
+            if waves.joined().count == 49 { gate.open() }
         }
         // The 49 quick answers came in waves of their own; the slow one came last, alone.
         #expect(waves.last == [9], "\(waves)")
