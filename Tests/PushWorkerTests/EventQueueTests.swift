@@ -53,6 +53,16 @@ struct EventQueueTests {
         #expect(queue.readerWaits, "the reader parked")
     }
 
+    @Test("a reader that stays behind does not keep the events it read: they go once they are half of those held")
+    func readEventsDropped() async {
+        let queue = EventQueue<Int>()
+        for event in 0..<200 { queue.yield(event) }
+        for expected in 0..<150 { #expect(await queue.next() == expected) }
+        #expect(queue.held == 100, "the first 100 read were dropped; 50 read and 50 unread held")
+        for expected in 150..<200 { #expect(await queue.next() == expected) }
+        #expect(queue.held == 0)
+    }
+
     @Test("a finish gives the reader what was kept, then nil; events after it are dropped")
     func finishAfterKept() async {
         let queue = EventQueue<String>()

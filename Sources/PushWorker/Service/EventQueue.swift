@@ -11,7 +11,7 @@ import Synchronization
 /// reader whose task is cancelled is given `nil` and the queue is finished.
 final class EventQueue<Element: Sendable>: Sendable {
     private struct State: ~Copyable {
-        /// Events not yet read, from `head` on; emptied once all are read, its capacity kept.
+        /// Events not yet read, from `head` on; the read ones dropped once all are read or they are half.
         var pending: [Element] = []
         var head = 0
         /// The reader, waiting while `pending` is empty.
@@ -24,6 +24,11 @@ final class EventQueue<Element: Sendable>: Sendable {
             head += 1
             if head == pending.count {
                 pending.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 64, head * 2 >= pending.count {
+                // A reader that never quite catches up would otherwise keep every event it read
+                // (each delivery and its pipeline) until the queue empties: drop the read half.
+                pending.removeFirst(head)
                 head = 0
             }
             return element
@@ -38,6 +43,9 @@ final class EventQueue<Element: Sendable>: Sendable {
         case end
         case wait
     }
+
+    /// Events held, read ones not yet dropped included (for tests).
+    var held: Int { state.withLock { $0.pending.count } }
 
     /// Whether the reader is parked, waiting for an event (for tests).
     var readerWaits: Bool { state.withLock { $0.reader != nil } }
