@@ -305,11 +305,17 @@ YAML
     local counts_pid=""
     if [ "${COUNTS:-}" = "$1" ] && [ "$2" = 0 ]; then
       perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libswiftCore.so/ {print $3}')" -a swift_retain 2>/dev/null || true
-      perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libc.so.6/ {print $3}')" -a malloc 2>/dev/null || true
+      # malloc of the allocator the running worker has (jemalloc, or glibc's in another build).
+      local allocator; allocator=$(awk '$6 ~ /\/libjemalloc\.so/ { print $6; exit }' "/proc/$worker_pid/maps")
+      [ -n "$allocator" ] || allocator=$(ldd "$bin/pushworker" | awk '/libc.so.6/ {print $3}')
+      # (A uprobe's name is unique across libraries: jemalloc's is je_malloc.)
+      local malloc_event=probe_libc:malloc
+      if [[ "$allocator" == */libjemalloc.so* ]]; then malloc_event=probe_libjemalloc:je_malloc; fi
+      perf probe -q -x "$allocator" -a "$malloc_event=malloc" 2>/dev/null || true
       local concurrency; concurrency=$(ldd "$bin/pushworker" | awk '/libswift_Concurrency.so/ {print $3}')
       perf probe -q -x "$concurrency" -a swift_job_run 2>/dev/null || true
       perf probe -q -x "$concurrency" -a swift_task_create 2>/dev/null || true
-      perf stat -x, -e probe_libswiftCore:swift_retain,probe_libc:malloc,probe_libswift_Concurrency:swift_job_run,probe_libswift_Concurrency:swift_task_create,raw_syscalls:sys_enter,context-switches \
+      perf stat -x, -e probe_libswiftCore:swift_retain,"$malloc_event",probe_libswift_Concurrency:swift_job_run,probe_libswift_Concurrency:swift_task_create,raw_syscalls:sys_enter,context-switches \
         -p "$worker_pid" -o "$work/counts-$1.csv" & counts_pid=$!
       sleep 0.5
     fi
@@ -321,7 +327,7 @@ YAML
 import sys
 counts = {line.split(',')[2].split(':')[-1]: int(line.split(',')[0]) for line in open(sys.argv[1]) if line.count(',') > 2 and line.split(',')[0].isdigit()}
 jobs = int(sys.argv[2])
-print(f"   calls per job: swift_retain {counts.get('swift_retain', 0) / jobs:.0f}, malloc {counts.get('malloc', 0) / jobs:.0f}, tasks made {counts.get('swift_task_create', 0) / jobs:.1f}, "
+print(f"   calls per job: swift_retain {counts.get('swift_retain', 0) / jobs:.0f}, malloc {(counts.get('malloc', 0) + counts.get('je_malloc', 0)) / jobs:.0f}, tasks made {counts.get('swift_task_create', 0) / jobs:.1f}, "
       f"task jobs run {counts.get('swift_job_run', 0) / jobs:.1f} (uprobes; the run is slower for them); system calls {counts.get('sys_enter', 0) / jobs:.1f}, context switches {counts.get('context-switches', 0) / jobs:.1f}")
 PY
     fi
