@@ -240,12 +240,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ],
-            // jemalloc (Debian libjemalloc-dev) in place of glibc's allocator for the whole
-            // process: Swift allocates and frees small objects across threads on every job, and
-            // glibc's bins spent 13% of a one-device job's CPU in `perf`, jemalloc 8%
-            // (docs/benchmarks.md).
-            linkerSettings: [.linkedLibrary("jemalloc")]
+            ]
         ),
         // The benchmarks, kept out of the production program (docs/benchmarks.md).
         .executableTarget(

@@ -62,10 +62,6 @@ struct WorkerProcessTests {
 
         let worker = try RunningProgram.worker(config: config)
         try await worker.waitForLog("worker started")
-        // The worker allocates with jemalloc (Package.swift): a link that lost it would cost a
-        // twentieth of a one-device job's CPU, and nothing else would show it.
-        let maps = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(worker.process.processIdentifier)/maps")).readToEnd() ?? Data()
-        #expect(String(decoding: maps, as: UTF8.self).contains("/libjemalloc.so"), "the worker runs on glibc's allocator")
 
         let topology = AMQPTopology(queues: [.durable("\(prefix).results"), .durable("\(prefix).dead", quorum: true)])
         let publisher = try await TestBroker.publisher(topology: topology)

@@ -5,7 +5,7 @@
 #   rootfs.sh ROOTFS BINARY...
 #
 # What the binaries load (ldd: the dynamic loader, glibc, libstdc++, librabbitmq, libcurl and what
-# it links, libnghttp2, OpenSSL, SQLite, YAJL, jemalloc) and the CA certificates APNs' TLS is checked
+# it links, libnghttp2, OpenSSL, SQLite, YAJL) and the CA certificates APNs' TLS is checked
 # against; a passwd with the worker's user; the loader's cache; and, for image scanners, the Debian
 # release and the status of every package a file was taken from (as distroless images do). No
 # shell, no package manager, no coreutils: the worker is the only program.

@@ -3,7 +3,7 @@
 set -euo pipefail
 source "$(dirname "$0")/swift-path.sh"
 
-packages=(librabbitmq-dev libcurl4-openssl-dev libnghttp2-dev libssl-dev libsqlite3-dev libyajl-dev libjemalloc-dev rabbitmq-server postgresql-15 postgresql-client-15 openssl curl python3-jsonschema
+packages=(librabbitmq-dev libcurl4-openssl-dev libnghttp2-dev libssl-dev libsqlite3-dev libyajl-dev rabbitmq-server postgresql-15 postgresql-client-15 openssl curl python3-jsonschema
   # the producer examples in docs/clients, run by the tests
   python3-pika golang-go golang-github-rabbitmq-amqp091-go-dev ruby-bunny php-cli php-amqplib nodejs
   # the /deliveries page, driven in a real browser by its test
