@@ -140,7 +140,7 @@ bin="$(swift build -c release --show-bin-path)"
 
 work="$(mktemp -d /tmp/pushworker-bench-XXXXXX)"
 broker_started_here=false
-trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi' EXIT
+trap 'kill $mock_pid ${worker_pid:-} 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi' EXIT
 deploy/local/make-pki.sh "$work"
 printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushworker"},"sound":"default"}}' > "$work/payload.json"
 
@@ -216,7 +216,7 @@ if [ "$mode" = transactional ]; then
   postgres_started_here=false
   if [[ " $kinds " == *" postgres "* ]]; then
     if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
-    trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
+    trap 'kill $mock_pid ${worker_pid:-} 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
     postgres_base="$(deploy/local/postgres.sh url)"
   fi
   series=0
@@ -305,7 +305,8 @@ YAML
     local counts_pid=""
     if [ "${COUNTS:-}" = "$1" ] && [ "$2" = 0 ]; then
       perf probe -q -x "$(ldd "$bin/pushworker" | awk '/libswiftCore.so/ {print $3}')" -a swift_retain 2>/dev/null || true
-      # malloc of the allocator the running worker has (jemalloc, or glibc's in another build).
+      # malloc of the allocator the running worker has mapped (glibc's, or jemalloc's when a build
+      # or a WORKER_BIN wrapper brings it in).
       local allocator; allocator=$(awk '$6 ~ /\/libjemalloc\.so/ { print $6; exit }' "/proc/$worker_pid/maps")
       [ -n "$allocator" ] || allocator=$(ldd "$bin/pushworker" | awk '/libc.so.6/ {print $3}')
       # (A uprobe's name is unique across libraries: jemalloc's is je_malloc.)
@@ -354,7 +355,7 @@ for name, (threads, switches, cpu) in sorted(kinds.items(), key=lambda item: -it
         print(f'     {name:<20} {threads:>3} thread(s): {switches / jobs:5.2f} switches, {cpu / jobs * 1e6:6.1f} µs CPU per job')
 PY
     fi
-    kill -TERM $worker_pid; wait $worker_pid 2>/dev/null || true
+    kill -TERM $worker_pid; wait $worker_pid 2>/dev/null || true; worker_pid=""
   }
   for kind in $kinds go; do
     echo "== $kind: $jobs one-device jobs back to back"
@@ -535,7 +536,7 @@ if [ "$mode" = cluster ]; then
   cluster_started_here=false
   ensure_broker
   if ! deploy/local/rabbitmq.sh cluster status >/dev/null 2>&1; then deploy/local/rabbitmq.sh cluster start >/dev/null; cluster_started_here=true; fi
-  trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $cluster_started_here; then deploy/local/rabbitmq.sh cluster stop >/dev/null || true; fi' EXIT
+  trap 'kill $mock_pid ${worker_pid:-} 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $cluster_started_here; then deploy/local/rabbitmq.sh cluster stop >/dev/null || true; fi' EXIT
   single_pids="$(deploy/local/rabbitmq.sh pid)"
   cluster_pids="$(deploy/local/rabbitmq.sh cluster pids)"
   brokers_cpu() { local total=0; for pid in $1; do total=$(python3 -c "print($total + $(cpu_of "$pid"))"); done; echo "$total"; }
@@ -584,7 +585,7 @@ if [ "$mode" = schedule ]; then
   ensure_broker
   postgres_started_here=false
   if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
-  trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
+  trap 'kill $mock_pid ${worker_pid:-} 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
   base="$(deploy/local/postgres.sh url)"
   for ledger in ${SCHEDULE_LEDGERS:-sqlite postgres}; do
     extra=()
@@ -613,7 +614,7 @@ if [ "$mode" = ledger ]; then
   ensure_broker
   postgres_started_here=false
   if ! deploy/local/postgres.sh status >/dev/null 2>&1; then deploy/local/postgres.sh start >/dev/null; postgres_started_here=true; fi
-  trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
+  trap 'kill $mock_pid ${worker_pid:-} 2>/dev/null || true; rm -rf "$work"; if $broker_started_here; then deploy/local/rabbitmq.sh stop >/dev/null || true; fi; if $postgres_started_here; then deploy/local/postgres.sh stop >/dev/null || true; fi' EXIT
   base="$(deploy/local/postgres.sh url)"
   broker_pid="$(deploy/local/rabbitmq.sh pid)"
   # CPU seconds of the PostgreSQL server so far: the postmaster, the backends it has reaped (its
