@@ -69,7 +69,7 @@ struct FairShareTests {
         // the big one sent 2,030 devices before the small one finished.
         let big = 0..<12_000, small = 100_000..<100_100
         try await fleet.broadcast("big", app: "big", tokens: big)
-        try await FleetTokenTests.waitUntil("the big broadcast is under way") { fleet.sent(big) > 0 }
+        try await waitUntil("the big broadcast is under way") { fleet.sent(big) > 0 }
         try await fleet.broadcast("small", app: "small", tokens: small)
         var smallChunks = 0
         while smallChunks < 10 {
@@ -90,10 +90,10 @@ struct FairShareTests {
         let big = 0..<4_000, small = 100_000..<112_000
         try await fleet.broadcast("big", app: "big", tokens: big)
         try await fleet.broadcast("small", app: "small", tokens: small)
-        try await FleetTokenTests.waitUntil("both broadcasts are under way") { fleet.sent(big) >= 40 && fleet.sent(small) >= 120 }
+        try await waitUntil("both broadcasts are under way") { fleet.sent(big) >= 40 && fleet.sent(small) >= 120 }
         let start = (big: fleet.sent(big), small: fleet.sent(small))
         // A window of progress, not of time: until the weighted app has sent 3,000 more devices.
-        try await FleetTokenTests.waitUntil("3,000 more devices of the weighted app", within: .seconds(120)) {
+        try await waitUntil("3,000 more devices of the weighted app", within: .seconds(120)) {
             fleet.sent(small) >= start.small + 3_000
         }
         let end = (big: fleet.sent(big), small: fleet.sent(small))

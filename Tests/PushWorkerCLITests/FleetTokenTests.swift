@@ -29,7 +29,7 @@ struct FleetTokenTests {
         let count = 1_000
         let tokens = (0..<count).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
         try await publish(#"{"id": "fleet", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}, "results": "none"}"#)
-        try await Self.waitUntil("a quarter of the broadcast is sent") { setup.mock.requestCount >= count / 4 }
+        try await waitUntil("a quarter of the broadcast is sent") { setup.mock.requestCount >= count / 4 }
         #expect(try await workers[0].stop(signal: SIGKILL) != 0)
         // Every chunk's summary at least once (a killed worker's chunks come again).
         var chunks: Set<String> = []
@@ -61,13 +61,5 @@ struct FleetTokenTests {
         for worker in workers[1...] { #expect(try await worker.stop() == 0, "\(worker.log)") }
         await results.close()
         await publisher.close()
-    }
-
-    static func waitUntil(_ what: String, within limit: Duration = .seconds(60), _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + limit
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw TestFailure("no progress within \(limit): \(what)") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
     }
 }

@@ -175,7 +175,7 @@ struct JobContractTests {
         await listener.close()
         let tokens = (0..<100).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
         try await running.publish(#"{"id": "vanishing", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}, "reply_to": "\#(replies)"}"#)
-        try await Self.waitUntil("the first devices are sent") { running.mock.requestCount >= 1 }
+        try await waitUntil("the first devices are sent") { running.mock.requestCount >= 1 }
         try await TestBroker.rabbitmqctl("delete_queue", replies)
 
         try await running.worker.waitForLog("job done", within: .seconds(60))
@@ -235,14 +235,5 @@ struct JobContractTests {
         #expect(only.error?.code == .unresolvedAudience)
         #expect(running.worker.log.contains("cannot resolve"))
         try await running.stop()
-    }
-
-    /// Polls `condition`, failing if it stays false for 30 s.
-    static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw TestFailure("waited 30 s for: \(what)") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
     }
 }

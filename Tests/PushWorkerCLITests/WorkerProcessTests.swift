@@ -235,7 +235,7 @@ struct WorkerProcessTests {
         await publisher.close()
         // The job must be in hand before the signal: a worker signalled before it took the job
         // exits 0 with nothing to redeliver. A lack of progress: no request at the mock in 60 s.
-        try await FleetTokenTests.waitUntil("the worker's request reaches the mock") { setup.mock.requestCount > 0 }
+        try await waitUntil("the worker's request reaches the mock") { setup.mock.requestCount > 0 }
         worker.process.signal(SIGTERM)
         try await worker.waitForLog("signal received")
         return (setup, worker)
@@ -315,7 +315,7 @@ struct WorkerProcessTests {
         try await withTimeout(.seconds(60), "the three jobs delivered to the worker") {
             while try await ready() != 0 { try await Task.sleep(for: .milliseconds(50)) }
         }
-        try await FleetTokenTests.waitUntil("a job's requests reach the mock") { setup.mock.requestCount > 0 }
+        try await waitUntil("a job's requests reach the mock") { setup.mock.requestCount > 0 }
         let status: Int32 = try await worker.stop(signal: SIGTERM, within: .seconds(180))
         #expect(status == 0, "\(worker.log)")
         // One job sent whole during the drain; the other two not at all, and back in the queue.
