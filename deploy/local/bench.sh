@@ -54,7 +54,8 @@
 #   deploy/local/bench.sh transactional [JOBS]   JOBS (default 5000) one-device jobs published back
 #                                   to back to pushworker with an SQLite registry and ledger, with a
 #                                   PostgreSQL one, with neither (KINDS, default "ledger postgres
-#                                   off"), and to a Go peer worker
+#                                   off"; "registry" adds the SQLite registry with ledger: off),
+#                                   and to a Go peer worker
 #                                   (deploy/local/txbench), on one broker and the Go server: jobs/s,
 #                                   CPU per job of the worker, the broker and the server, the ratio
 #                                   to the Go worker, and each worker's p50/p99 latency at half its rate;
@@ -211,7 +212,8 @@ if [ "$mode" = transactional ]; then
   GO111MODULE=off GOPATH=/usr/share/gocode go build -o "$work/txbench" deploy/local/txbench/main.go
   jwt=$("$bin/pushworker" token --key-file "$work/key.p8" --key-id BENCHKEY01 --team-id BENCHTEAM1)
   # KINDS: the pushworker configurations measured beside the Go worker: ledger (SQLite registry
-  # and ledger), postgres (a PostgreSQL registry and ledger, on the same cores), off (neither).
+  # and ledger), postgres (a PostgreSQL registry and ledger, on the same cores), registry (the
+  # SQLite registry, ledger: off), off (neither).
   kinds="${KINDS:-ledger postgres off}"
   postgres_started_here=false
   if [[ " $kinds " == *" postgres "* ]]; then
@@ -250,6 +252,9 @@ PY
       *)
         local registry=""
         [ "$1" = ledger ] && registry="registry: {sqlite: $work/$2.db}"
+        # registry: the SQLite registry with no ledger, which tells the ledger's cost from the registry's.
+        [ "$1" = registry ] && registry="registry: {sqlite: $work/$2.db}
+ledger: off"
         # LEDGER_FILE=1: the ledger in a file of its own (ledger: {sqlite: FILE}), not the registry's.
         [ "$1" = ledger ] && [ "${LEDGER_FILE:-}" = 1 ] && registry="$registry
 ledger: {sqlite: $work/$2-ledger.db}"
@@ -374,6 +379,7 @@ PY
 import os, re, sys
 work = sys.argv[1]
 names = {"ledger": "pushworker, SQLite registry and ledger", "postgres": "pushworker, PostgreSQL registry and ledger",
+         "registry": "pushworker, SQLite registry, ledger: off",
          "off": "pushworker, no registry (no ledger)", "go": "Go peer worker"}
 names = {kind: name for kind, name in names.items() if kind in sys.argv[2].split() + ["go"]}
 figures = {}
