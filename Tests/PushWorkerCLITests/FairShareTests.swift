@@ -90,10 +90,10 @@ struct FairShareTests {
         let big = 0..<4_000, small = 100_000..<112_000
         try await fleet.broadcast("big", app: "big", tokens: big)
         try await fleet.broadcast("small", app: "small", tokens: small)
-        try await waitUntil("both broadcasts are under way") { fleet.sent(big) >= 40 && fleet.sent(small) >= 120 }
+        try await waitUntil("both broadcasts are under way", progress: { fleet.sent(big) + fleet.sent(small) }) { fleet.sent(big) >= 40 && fleet.sent(small) >= 120 }
         let start = (big: fleet.sent(big), small: fleet.sent(small))
         // A window of progress, not of time: until the weighted app has sent 3,000 more devices.
-        try await waitUntil("3,000 more devices of the weighted app", within: .seconds(120)) {
+        try await waitUntil("3,000 more devices of the weighted app", progress: { fleet.sent(small) }) {
             fleet.sent(small) >= start.small + 3_000
         }
         let end = (big: fleet.sent(big), small: fleet.sent(small))

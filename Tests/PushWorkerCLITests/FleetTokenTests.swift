@@ -29,7 +29,7 @@ struct FleetTokenTests {
         let count = 1_000
         let tokens = (0..<count).map { "\"\(Self.token($0))\"" }.joined(separator: ",")
         try await publish(#"{"id": "fleet", "audience": {"tokens": [\#(tokens)]}, "payload": {"aps": {}}, "results": "none"}"#)
-        try await waitUntil("a quarter of the broadcast is sent") { setup.mock.requestCount >= count / 4 }
+        try await waitUntil("a quarter of the broadcast is sent", progress: { setup.mock.requestCount }) { setup.mock.requestCount >= count / 4 }
         #expect(try await workers[0].stop(signal: SIGKILL) != 0)
         // Every chunk's summary at least once (a killed worker's chunks come again).
         var chunks: Set<String> = []

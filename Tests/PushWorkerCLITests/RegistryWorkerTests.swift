@@ -431,7 +431,7 @@ struct RegistryWorkerTests {
         // token 1 request must have met the 429 before B is published: on a busy machine it once
         // reached the mock after B's, and B's took the fault.
         while results.isEmpty { try await next() }
-        try await waitUntil("both of job A's requests reach the mock") { running.setup.mock.requestCount >= 2 }
+        try await waitUntil("both of job A's requests reach the mock", progress: { running.setup.mock.requestCount }) { running.setup.mock.requestCount >= 2 }
         // Job B raises token 1's counter while A's retry round waits.
         try await running.publisher.publish(.toQueue("\(running.setup.prefix).jobs", body: Array(
             #"{"id": "b", "audience": {"users": ["u-1"]}, "payload": {"aps": {"alert": "B", "badge": "increment"}, "job": "b"}}"#.utf8)))
